@@ -635,6 +635,25 @@ def prefill_terms(
         batch, fig, prm, flops, sfu, units, occupancy, unit_blocks, banded, pack
     )
     out["compute_s"] = out["compute_s"] + convert / occupancy
+    out["extra_s"] = out["extra_s"] + _prefill_side_kernels_s(
+        batch, fig, prm, pre_bytes, d_qk, d_v, b, kv
+    )
+    return out
+
+
+def _prefill_side_kernels_s(
+    batch: KernelBatch,
+    fig: DeviceFigures,
+    prm: dict[str, float],
+    pre_bytes: np.ndarray,
+    d_qk: np.ndarray,
+    d_v: np.ndarray,
+    b: np.ndarray,
+    kv: np.ndarray,
+) -> np.ndarray:
+    """The kernels a prompt's measured row times beside its attention kernel, in seconds:
+    the RoPE + cache-write pre-kernel, the query's fp8 conversion, head dim 192's side call and
+    an fp8 cache's conversion to bf16 (of :func:`prefill_terms`)."""
     # the RoPE + cache-write pre-kernel the measured rows time before the attention kernel
     # (TensorRT-LLM's QKV preprocessing): a kernel of its own, its launch and wait
     # (``pre_latency_s``, seconds as the call's) and one streaming pass over its bytes
@@ -645,11 +664,10 @@ def prefill_terms(
     # logits) has none
     pre = (col(batch, "rope_kernel", 1) > 0) & (d_v > 0)
     stream = _pre_kernel_s(batch, fig, prm, pre_bytes)
-    out["extra_s"] = out["extra_s"] + np.where(pre, prm["pre_latency_s"] + stream, 0.0)
+    extra = np.where(pre, prm["pre_latency_s"] + stream, 0.0)
     # the query's conversion to fp8 before the kernel (SGLang's TensorRT-LLM-gen path), each
     # kernel's launch and wait a further kernel's (:data:`TRTLLM_FURTHER_KERNEL_S`)
-    out["extra_s"] = out["extra_s"] + query_convert_s(batch, fig, prm)
-    out["extra_s"] = out["extra_s"] + hd192_side_call_s(batch)
+    extra = extra + query_convert_s(batch, fig, prm) + hd192_side_call_s(batch)
     # an fp8 cache the kernel cannot read (``cache_convert`` 1: SGLang's FlashAttention-3
     # absorbed MLA on Hopper, which takes ``get_key_buffer(...).to(bf16)``) converted by a
     # kernel of its own first: a call's launch and wait (``call_latency_s``, as the attention's
@@ -659,8 +677,7 @@ def prefill_terms(
     convert = col(batch, "cache_convert", 0) > 0
     cached = b * kv * d_qk * (col(batch, "kv_bytes", 2) + 2.0)
     conv_s = prm["call_latency_s"] + cached / (prm["eff_memory"] * fig.hbm_bytes_per_s)
-    out["extra_s"] = out["extra_s"] + np.where(convert, conv_s, 0.0)
-    return out
+    return extra + np.where(convert, conv_s, 0.0)
 
 
 def _fp8_side_work(
@@ -1523,23 +1540,9 @@ def decode_terms(
         flops=_padded_flops(batch, fig, grouped, rows),
         nbytes=nbytes,
     )
-    # MMHA reads an fp8 cache and converts every element on the CUDA cores before its FP32
-    # dot products (Hopper's fp8 XQA multiplies fp8 on the tensor cores): ``dequant_s`` of an
-    # SM per element, spread over the SMs its parts holding keys keep busy
-    mmha_fp8 = batch.dtype.startswith("fp8") & ~sm90 & ~fallback
     elements = b * heads * kv_eff * hd * 2.0
-    out["compute_s"] = out["compute_s"] + np.where(
-        mmha_fp8, elements * prm["dequant_s"] / np.minimum(busy, sms), 0.0
-    )
-    out["compute_s"] = out["compute_s"] + np.where(
-        fallback, _mmha_fallback_s(heads_units, elements, busy, fig), 0.0
-    )
-    # FlashAttention-3's fp8 decode on Hopper waits on its first V block's transpose, once
-    # a unit, the units an SM runs in turn (:data:`FA3_FP8_FIRST_V_CLOCKS`)
-    out["compute_s"] = out["compute_s"] + np.where(
-        _fa3_fp8_decode(batch, fig) & (pack <= 0),
-        FA3_FP8_FIRST_V_CLOCKS * 64.0 * hd * np.maximum(share, 1.0) / fig.clock_hz,
-        0.0,
+    out["compute_s"] = out["compute_s"] + _decode_kernel_paths_s(
+        batch, fig, prm, elements, hd, sm90, fallback, busy, heads_units, pack, share
     )
     out["extra_s"] = out["extra_s"] + _decode_calls_s(
         batch, fig, prm, pack, splits, sm90, grouped, hd
@@ -1557,3 +1560,34 @@ def decode_terms(
         grouped, prm["wave_s"] * tensor * qrows * hd / 1024.0 * np.maximum(waves - 1.0, 0.0), 0.0
     )
     return out
+
+
+def _decode_kernel_paths_s(
+    batch: KernelBatch,
+    fig: DeviceFigures,
+    prm: dict[str, float],
+    elements: np.ndarray,
+    hd: np.ndarray,
+    sm90: np.ndarray,
+    fallback: np.ndarray,
+    busy: np.ndarray,
+    heads_units: np.ndarray,
+    pack: np.ndarray,
+    share: np.ndarray,
+) -> np.ndarray:
+    """The compute seconds a decode call's kernel path adds to the tiled work of
+    :func:`decode_terms`: MMHA's fp8 dequantisation, the MMHA fallback of a grouped call and
+    FlashAttention-3's fp8 first-V wait."""
+    # MMHA reads an fp8 cache and converts every element on the CUDA cores before its FP32
+    # dot products (Hopper's fp8 XQA multiplies fp8 on the tensor cores): ``dequant_s`` of an
+    # SM per element, spread over the SMs its parts holding keys keep busy
+    mmha_fp8 = batch.dtype.startswith("fp8") & ~sm90 & ~fallback
+    out = np.where(mmha_fp8, elements * prm["dequant_s"] / np.minimum(busy, fig.sm_count), 0.0)
+    out = out + np.where(fallback, _mmha_fallback_s(heads_units, elements, busy, fig), 0.0)
+    # FlashAttention-3's fp8 decode on Hopper waits on its first V block's transpose, once
+    # a unit, the units an SM runs in turn (:data:`FA3_FP8_FIRST_V_CLOCKS`)
+    return out + np.where(
+        _fa3_fp8_decode(batch, fig) & (pack <= 0),
+        FA3_FP8_FIRST_V_CLOCKS * 64.0 * hd * np.maximum(share, 1.0) / fig.clock_hz,
+        0.0,
+    )

@@ -488,35 +488,9 @@ def mla_decode_terms(
         * (row_bytes * col(batch, "operand_reads", 1) + fill_bytes)
         / (SMEM_BYTES_PER_CLOCK * fig.clock_hz)
     )
-    # the RoPE + latent-append pre-kernel (``mla_rope_generation``) and, with an fp8 cache, the
-    # quantization of q to fp8 in a pass of its own are kernels of the call before the
-    # attention: ``launch_s`` each and their bytes (``preprocess_bytes``) streamed at the
-    # class's bandwidth, not hidden behind the attention's work. ``rope_kernel`` 0: the caller
-    # times RoPE and the append as kernels of its own, as a model step does (the measured
-    # rows include them, the default)
-    pre_bytes = col(batch, "preprocess_bytes", 0)
-    rope = col(batch, "rope_kernel", 1) > 0
-    pre_kernels = np.where(convert, 1.0, 1.0 + float(batch.dtype.startswith("fp8")))
-    pre = np.where(
-        rope,
-        prm["launch_s"] * pre_kernels + pre_bytes / (prm["eff_memory"] * fig.hbm_bytes_per_s),
-        0.0,
+    pre, pre_bytes, partial = _mla_decode_side_kernels(
+        batch, fig, prm, convert, heads * q / tiles, tile_rows, splits, units
     )
-    # a key-splitting kernel (FlashMLA) merges the splits' partial results in a combine
-    # kernel of its own: one more launch where the keys split, and every part writes the fp32
-    # partial output of its real query rows (at most its 64-row tile: 128 KB at d_v 512),
-    # which the combine kernel reads back: at small batch the parts fill the SMs and move
-    # megabytes
-    rows = np.minimum(heads * q / tiles, tile_rows)
-    partial = np.where(splits > 1, units * rows * col(batch, "head_dim_v", 512) * 4.0, 0.0)
-    merge = prm["launch_s"] + partial / (prm["eff_memory"] * fig.hbm_bytes_per_s)
-    # a kernel without a value product (an indexer's logits: ``head_dim_v`` 0) writes each
-    # (query, key) logit whole from the part that scored it: nothing to combine
-    # Hopper's FlashMLA (``combine_always``: TensorRT-LLM's H100 kernel) launches its combine
-    # kernel on every call, which returns at once for a sequence whose keys did not split
-    always = col(batch, "combine_always", 0) > 0
-    combines = ((splits > 1) | always) & (col(batch, "head_dim_v", 512) > 0)
-    pre = pre + np.where(combines, merge, 0.0)
     # the units one SM works through in turn: a splitting kernel's SMs take the short units as
     # they free up; the non-splitting kernel's units each walk a whole cache, in whole waves
     # over the SMs
@@ -576,3 +550,49 @@ def mla_decode_terms(
     out["compute_s"] = np.where(low, floor, out["compute_s"])
     out["memory_s"] = np.where(low, 0.0, out["memory_s"])
     return out
+
+
+def _mla_decode_side_kernels(
+    batch: KernelBatch,
+    fig: DeviceFigures,
+    prm: dict[str, float],
+    convert: np.ndarray,
+    unit_rows: np.ndarray,
+    tile_rows: np.ndarray,
+    splits: np.ndarray,
+    units: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The kernels of an MLA decode call beside its attention kernel (of
+    :func:`mla_decode_terms`): their seconds, the pre-kernel's bytes (``preprocess_bytes``) and
+    the split parts' partial outputs in bytes. ``unit_rows``: the query rows (heads x tokens)
+    a unit's tiles hold."""
+    # the RoPE + latent-append pre-kernel (``mla_rope_generation``) and, with an fp8 cache, the
+    # quantization of q to fp8 in a pass of its own are kernels of the call before the
+    # attention: ``launch_s`` each and their bytes (``preprocess_bytes``) streamed at the
+    # class's bandwidth, not hidden behind the attention's work. ``rope_kernel`` 0: the caller
+    # times RoPE and the append as kernels of its own, as a model step does (the measured
+    # rows include them, the default)
+    pre_bytes = col(batch, "preprocess_bytes", 0)
+    rope = col(batch, "rope_kernel", 1) > 0
+    pre_kernels = np.where(convert, 1.0, 1.0 + float(batch.dtype.startswith("fp8")))
+    pre = np.where(
+        rope,
+        prm["launch_s"] * pre_kernels + pre_bytes / (prm["eff_memory"] * fig.hbm_bytes_per_s),
+        0.0,
+    )
+    # a key-splitting kernel (FlashMLA) merges the splits' partial results in a combine
+    # kernel of its own: one more launch where the keys split, and every part writes the fp32
+    # partial output of its real query rows (at most its 64-row tile: 128 KB at d_v 512),
+    # which the combine kernel reads back: at small batch the parts fill the SMs and move
+    # megabytes
+    rows = np.minimum(unit_rows, tile_rows)
+    partial = np.where(splits > 1, units * rows * col(batch, "head_dim_v", 512) * 4.0, 0.0)
+    merge = prm["launch_s"] + partial / (prm["eff_memory"] * fig.hbm_bytes_per_s)
+    # a kernel without a value product (an indexer's logits: ``head_dim_v`` 0) writes each
+    # (query, key) logit whole from the part that scored it: nothing to combine
+    # Hopper's FlashMLA (``combine_always``: TensorRT-LLM's H100 kernel) launches its combine
+    # kernel on every call, which returns at once for a sequence whose keys did not split
+    always = col(batch, "combine_always", 0) > 0
+    combines = ((splits > 1) | always) & (col(batch, "head_dim_v", 512) > 0)
+    pre = pre + np.where(combines, merge, 0.0)
+    return pre, pre_bytes, partial
