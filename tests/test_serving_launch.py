@@ -315,3 +315,17 @@ def test_vllm_over_several_nodes_says_each_nodes_ranks_or_ray():
     ((what, cmd),) = launch_commands("trtllm", "m", deployments(wide, 8, 0.1, 8))
     assert what.startswith("server (run once, on one of its 2 nodes: mpirun starts a rank a GPU")
     assert "mpirun -n 16 --hostfile $HOSTFILE" in cmd
+
+
+def test_vllm_last_node_not_full_gets_its_own_rank_count():
+    """12 data-parallel ranks of one GPU on 8-GPU nodes: node 0 runs 8, node 1 the last 4
+    (the line said 8 local ranks on every node: node 1 would start ranks 8-15 on 4 GPUs). One
+    $NODE_RANK formula in bash arithmetic gives each node its count; a pool that fills its
+    nodes keeps the plain count. TensorRT-LLM's mpirun counts the pool's GPUs, not nodes."""
+    twelve = dict(SPLIT, mode="aggregated", decode_gpus=12, tp=1, dp=12, ep=12)
+    ((_, cmd),) = launch_commands("vllm", "m", deployments(twelve, 8, 0.1, 8))
+    assert "--data-parallel-size 12 " in cmd
+    assert "--data-parallel-size-local $((NODE_RANK < 1 ? 8 : 4)) " in cmd
+    assert cmd.endswith("--data-parallel-start-rank $((NODE_RANK * 8))")
+    ((_, cmd),) = launch_commands("trtllm", "m", deployments(twelve, 8, 0.1, 8))
+    assert "mpirun -n 12 " in cmd

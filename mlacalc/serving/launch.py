@@ -202,8 +202,10 @@ def _vllm(model: str, d: Deployment) -> list[str]:
         w.append(f"--kv-transfer-config {shlex.quote(json.dumps(conn))}")
     local = _vllm_local_ranks(d)
     if local:  # data-parallel ranks over nodes, each node its own (its rank: $NODE_RANK)
+        last = d.dp - (d.nodes - 1) * local  # the last node's, fewer where it is not full
+        here = str(local) if last == local else f"$((NODE_RANK < {d.nodes - 1} ? {local} : {last}))"
         w += [
-            f"--data-parallel-size-local {local}",
+            f"--data-parallel-size-local {here}",
             "--data-parallel-address $HEAD",
             f"--data-parallel-start-rank $((NODE_RANK * {local}))",
         ]
@@ -218,11 +220,16 @@ def _vllm_local_ranks(d: Deployment) -> int:
     recall of vLLM's data-parallel deployment docs, not a shared table: each node runs
     ``vllm serve`` with ``--data-parallel-size-local`` ranks from ``--data-parallel-start-rank``,
     the nodes past the head with ``--headless``; a tensor- or pipeline-parallel group wider
-    than a node runs on Ray (``--distributed-executor-backend ray``), started on the head."""
+    than a node runs on Ray (``--distributed-executor-backend ray``), started on the head.
+    A last node the pool does not fill runs fewer (12 ranks of one GPU on 8-GPU nodes: 8,
+    then 4), which :func:`_vllm` writes as one ``$NODE_RANK`` formula."""
     node, rank = d.gpus_per_node or d.gpus, d.tp * d.pp
     if d.nodes <= 1 or d.dp <= 1 or rank > node or node % rank:
         return 0
-    return node // rank
+    local = node // rank
+    if not 0 < d.dp - (d.nodes - 1) * local <= local:  # not the ranks these nodes hold
+        return 0
+    return local
 
 
 def _nodes_words(engine: str, d: Deployment) -> str:
