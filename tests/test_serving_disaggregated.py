@@ -121,18 +121,27 @@ def test_search_disaggregated_points_count_the_requests_in_flight():
 # ---------------------------------------------------------------- 2: the open loop
 def test_open_loop_uses_one_pass_size_from_the_arrival_rate():
     """At 30 requests/s TTFT was t_pf[3] (a pass size from a decode-derived demand that
-    counted the prompts still in prefill) plus an M/D/1 wait at passes of 2: one pass size,
-    the smallest that keeps up with the arrival rate on a group, for both; the decode batch
-    is the arrival rate times the decode time (osl TPOTs), not the requests in prefill."""
+    counted the prompts still in prefill) plus an M/D/1 wait at passes of 2: one pass size
+    from the arrival rate on a group, for both, the one of those that keep up with the least
+    pass and M/D/1 wait together (it was the smallest that keeps up: 2 prompts and a 14.1 s
+    wait, where 3 prompts wait 8.2 s); the decode batch is the arrival rate times the decode
+    time (osl TPOTs), not the requests in prefill; the requests queued for the prefill pool
+    are the rate times their wait (Little's law; it said "queued 0")."""
     R = 30.0
     p = _plan(osl=500, request_rate=R)
     groups, t_pf = _pool(p)
     d = R / groups
-    k = next(k for k in range(1, len(t_pf)) if k / t_pf[k] >= d)
-    rho = R * t_pf[k] / k / groups
-    assert p.ttft_s == pytest.approx(
-        t_pf[k] * (1 + rho / (2 * (1 - rho))) + p.kv_transfer_s, rel=1e-6
-    )
+
+    def spent(k):
+        rho = min(d * t_pf[k] / k, 0.999)
+        return t_pf[k] * (1 + rho / (2 * (1 - rho)))
+
+    up = [k for k in range(1, len(t_pf)) if k / t_pf[k] >= d]
+    k = min(up, key=spent)
+    assert k > up[0] and spent(k) < 0.7 * spent(up[0])  # not the smallest that keeps up
+    assert p.prefill_pool_pass_prompts == k
+    assert p.ttft_s == pytest.approx(spent(k) + p.kv_transfer_s, rel=1e-6)
+    assert p.queued == pytest.approx(R * (spent(k) - t_pf[k]), rel=1e-6)
     assert p.decode_running == pytest.approx(R * 500 * p.tpot_s, rel=1e-6)
     assert p.output_tokens_per_s == pytest.approx(R * 500)
     # the requests in flight: Little's law over the whole request
@@ -143,7 +152,8 @@ def test_ttft_says_its_parts_the_wait_for_the_prefill_pool_first():
     """A disaggregated TTFT is the wait for the prefill pool, the prompt's pass there and the
     KV transfer (Plan.ttft_parts, printed under TTFT and shown by the app): at 30 requests/s
     on DeepSeek-V3 (8 + 8 H200, DP-attention) TTFT was 14.7 s beside a prefill row of 275 ms
-    and "queued 0", with nothing saying it is the wait for the pool's passes."""
+    and "queued 0", with nothing saying it is the wait for the pool's passes (now 8.9 s, of
+    it 8.2 s of wait, at passes of 3)."""
     from mlacalc.serving.plan import duration_text
 
     args = dict(dp_attention=True, ep=8, isl=2000, osl=500, mode="disaggregated")

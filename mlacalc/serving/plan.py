@@ -51,10 +51,11 @@ pipeline and expert parallelism, DP-attention; see :mod:`mlacalc.serving.layout`
     least (a pool that does not is ``fits=False``, binding ``"prefill pool: ..."``); a pass
     batches ``k_max = 16384 // isl`` prompts, or the fewer whose cache fits: with ``d``
     prompts/s on a prefill group and ``t_pf[k]`` a pass of ``k`` prompts, the group runs
-    passes of the smallest ``k`` with ``k / t_pf[k] >= d`` (``k_max`` when none keeps up:
-    throughput is then prefill-bound), and a prompt waits for the pass in progress,
-    ``rho t_pf[k] / 2`` with ``rho = d t_pf[k] / k`` the share of the time a pass runs (an
-    M/D/1 wait under an arrival rate instead), then its own pass ``t_pf[k]``, then the KV
+    passes of the ``k`` that, of those with ``k / t_pf[k] >= d``, gives a prompt the
+    shortest wait and pass together (``k_max`` when none keeps up: throughput is then
+    prefill-bound); a prompt waits for the pass in progress, ``rho t_pf[k] / 2`` with ``rho =
+    d t_pf[k] / k`` the share of the time a pass runs (the M/D/1 wait ``rho t_pf[k] / (2 (1 -
+    rho))`` under an arrival rate instead), then its own pass ``t_pf[k]``, then the KV
     transfer over the network; its decode step has no prefill in it. The requests in flight
     are counted by phase: in a closed loop of ``N`` requests each cycles through the prefill
     pool (wait and pass), the KV transfer and ``osl`` decode steps; the decode batch ``D`` is
@@ -64,7 +65,8 @@ pipeline and expert parallelism, DP-attention; see :mod:`mlacalc.serving.layout`
     requests beyond the cap queue, TTFT growing by ``N_extra / X`` (Little's law), so
     throughput is ``N / (TTFT + osl x TPOT) x osl``. Under an arrival rate ``R`` the decode
     batch is ``R x osl x TPOT`` (the prompts still in prefill are not decoding), and one pass
-    size, the smallest that keeps up with ``R / groups``, gives the pass and its M/D/1 wait;
+    size, chosen so from ``R / groups``, gives the pass and its M/D/1 wait, the prompts
+    queued for the prefill pool ``R x wait`` (Little's law);
   - ``output_tokens_per_s`` for all requests, per GPU (all GPUs of both pools) and per user:
     aggregated in a closed loop, each of the ``N`` requests in flight makes its ``osl``
     tokens in its latency, ``N osl / (TTFT + (osl - 1) x TPOT)`` (Little's law: its first
@@ -1134,6 +1136,15 @@ def serving_warnings(req: PlanRequest, mix: MixTiming, load: Load) -> tuple[str,
     return tuple(warnings)
 
 
+def queued_requests(req: PlanRequest, load: Load) -> float:
+    """The requests queued: beyond what the deployment holds (a closed loop, or an arrival
+    rate it does not keep up with), or under an arrival rate it keeps up with, those waiting
+    for the prefill pool or a chunk, the rate times their wait (Little's law)."""
+    if req.request_rate is not None and not load.queued and math.isfinite(load.queue):
+        return req.request_rate * load.queue
+    return load.queued
+
+
 def serving_binding(load: Load, max_batch: int, bound: str, admission: str) -> str:
     """The resource that binds a request mix: the KV cache when requests queue for it (or
     arrive faster than the batch it holds serves them), the prefill pool when its rate caps
@@ -1213,7 +1224,7 @@ def serving_record(
         fits=True,
         memory=cap.mem,
         running_batch_per_group=f["running"] / lay.dp,
-        queued=load.queued,
+        queued=queued_requests(req, load),
         ttft_s=f["ttft"] + load.queue + (mix.transfer or 0.0),
         # one output token has no gap after it: no TPOT (None), no decode speed per user
         tpot_s=f["tpot"] if osl > 1 else None,

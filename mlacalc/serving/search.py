@@ -14,10 +14,11 @@ prompts whose cache fits beside the weights (as :func:`mlacalc.plan` checks a po
 count, dtypes and overlap, every layout that no other beats on both prompts per second (at its
 largest pass) and the time of a one-prompt pass ``t_pf[1]`` (the Pareto set: the most prompts
 per second keeps up with the most decode, a shorter pass a shorter TTFT), each pairing a point.
-As :func:`mlacalc.plan` has it, a prefill group runs passes of the smallest size ``k`` that
-keeps up with its prompts (``k / t_pf[k] >=`` the prompts/s on it), and a prompt waits for the
-pass in progress (``rho t_pf[k] / 2``, ``rho`` the share of the time a pass runs), then its own
-pass, then the KV transfer (a point equals ``plan`` of its deployment, prefill pool layout
+As :func:`mlacalc.plan` has it, a prefill group runs passes of the size ``k`` that, of those
+that keep up with its prompts (``k / t_pf[k] >=`` the prompts/s on it), gives the shortest
+wait for the pass in progress (``rho t_pf[k] / 2``, ``rho`` the share of the time a pass runs)
+and pass together; a prompt waits that, then its own pass, then the KV transfer (a point
+equals ``plan`` of its deployment, prefill pool layout
 included, at its concurrency). A disaggregated point is a decode batch; its concurrency is the
 requests in flight that keep that many decoding: the batch plus, at its request rate, those in
 the prefill pool and the KV transfer (Little's law), as ``plan``'s closed loop counts them.

@@ -369,8 +369,9 @@ def _pairings(
 ) -> tuple[list[tuple], np.ndarray]:
     """The candidate's decode pool with every prefill pool (of the GPU counts given, each of
     its Pareto set of layouts) that keeps up with ``demand`` prompts/s at some batch, timed
-    as plan times it (see :mod:`mlacalc.serving.plan`): the smallest pass that keeps up with
-    the prompts on a prefill group, and the wait for the pass in progress (rho t_pf / 2), as
+    as plan times it (see :mod:`mlacalc.serving.plan`): of the passes that keep up with the
+    prompts on a prefill group, the one with the shortest wait for the pass in progress (rho
+    t_pf / 2) and pass together, as
     :func:`mlacalc.serving.disaggregated.prefill_pool_pass` has them, for all pools at once.
     Also the batches only a smaller one holds (no steady state of a closed loop)."""
     g, lay = c.gpus, c.lay
@@ -381,7 +382,13 @@ def _pairings(
     keeps = rate[:, None] >= demand[None, :]  # pools x batches
     d = demand[None, :] / groups[:, None]  # prompts/s on one prefill group
     up = per_s[:, None, :] >= d[:, :, None]
-    k = np.where(up.any(axis=2), up.argmax(axis=2) + 1, k_max[:, None])
+    # of the passes that keep up, the one with the shortest wait and pass together
+    ks = np.arange(1.0, t_pf.shape[1])
+    with np.errstate(invalid="ignore"):  # padded passes: inf / inf
+        rho_k = np.minimum(d[:, :, None] * t_pf[:, None, 1:] / ks, 1.0)
+        spent = t_pf[:, None, 1:] * (1 + rho_k / 2)
+    spent = np.where(up, spent, np.inf)
+    k = np.where(up.any(axis=2), spent.argmin(axis=2) + 1, k_max[:, None])
     t_k = np.take_along_axis(t_pf, k, axis=1)
     rho = np.minimum(d * t_k / k, 1.0)
     # a prompt's cache sent to the decode pool: the ranks' shares in parallel, over the link
