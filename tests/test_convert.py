@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mlacalc
-from mlacalc.cost.convert_cost import conversion_cost
+from mlacalc.cost.convert_cost import conversion_cost, reading_notes
 from mlacalc.models.convert import conversion_refusal, convert, equivalence_rank
 from mlacalc.words.errors import InvalidArgumentError
 
@@ -288,14 +288,20 @@ def test_absorbed_reference_equals_expanded(method):
     assert torch.allclose(_expanded(torch, r, x), _absorbed(torch, r, x, empty), atol=1e-9)
 
 
-def test_transmla_same_cache_rank_is_the_full_rank_and_lossless():
+def test_transmla_same_cache_rank_is_the_full_rank_exact_without_positions():
     """TransMLA's layout (a position-free key part of d_h per query head, the rotation in one
     shared key): the position-free keys and values have rank n_kv 2 d_h - rope, the same-cache
-    rank, and the layer converted at that rank (the default) computes the source's output.
+    rank, and the layer converted at that rank (the default) computes the source's output
+    where neither has positions (the reference layers have no RoPE: with it, the key
+    dimensions moved into the latent lose their rotation and the scores differ; the note says
+    so, not "nothing dropped").
     Before: qk_nope_head_dim d_h - rope, full rank n_kv (2 d_h - rope) = 56 below the default
     60, whose 4 extra latent dimensions held nothing."""
-    torch = pytest.importorskip("torch")
     conv = convert(small(2), kv_lora_rank=None, rope_dim=4)
+    notes = reading_notes(conversion_cost(conv, "decode", 64, 1))
+    assert any(n.startswith("exact without positions, not with RoPE") for n in notes)
+    assert not any(n.startswith("nothing dropped") for n in notes)
+    torch = pytest.importorskip("torch")
     assert conv.model.qk_nope_head_dim == D_H and conv.model.qk_rope_head_dim == 4
     assert conv.kv_lora_rank == conv.equivalence_rank == conv.full_rank == 2 * 2 * D_H - 4
     r = _reference(torch, 2, conv.full_rank, 4, "joint", "transmla")

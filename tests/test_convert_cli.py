@@ -100,13 +100,33 @@ def test_query_rank_past_d_model_gets_a_note(run):
     # before: `--q-lora-rank 100000` on an 8,192-wide model passed without a word (the
     # parameters went 70.55 G -> 198.22 G); a too-large --kv-lora-rank already had a note
     out, _ = run("convert", "llama-3-70b", "--q-lora-rank", "100000")
-    assert "query rank 100,000 is not below min(d_model 8,192, query width 8,192)" in out
+    assert "query rank 100,000 is not below min(d_model 8,192, query width 12,288 = 64 heads" in out
     c = convert("llama-3-70b", keep_q_full=False, q_lora_rank=8192)
     plain = mlacalc.param_counts(convert("llama-3-70b").model).attention_per_layer
     added = mlacalc.param_counts(c.model).attention_per_layer - plain
     assert any(f"adds {added:,} weights a layer" in n for n in c.notes)
     c = convert("llama-3-70b", keep_q_full=False, q_lora_rank=8191)  # compresses by one
     assert not any("query rank" in n for n in c.notes)
+
+
+def test_query_rank_note_counts_transmlas_wider_query():
+    """TransMLA's query heads are d_h + rope wide (Llama-3.1-8B: 32 x 192 = 6,144): the note
+    used the source's 4,096 and said 802,514,591 weights where the shapes (W_DQ 4,096 x
+    99,999, W_UQ 99,999 x 6,144, the latent's norm, less W_Q 4,096 x 6,144) add 998,923,935,
+    as the converted model's parameters grow. MHA2MLA's heads keep d_h."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # ranks above hidden_size warn; meant here
+        c = convert("llama-3.1-8b", kv_lora_rank=5000, keep_q_full=False, q_lora_rank=99999)
+        plain = convert("llama-3.1-8b", kv_lora_rank=5000).model
+    added = mlacalc.param_counts(c.model).attention_per_layer
+    added -= mlacalc.param_counts(plain).attention_per_layer
+    assert added == 99999 * (4096 + 6144) + 99999 - 4096 * 6144 == 998_923_935
+    (note,) = [n for n in c.notes if n.startswith("query rank")]
+    assert "query width 6,144 = 32 heads x 192" in note and f"adds {added:,} weights" in note
+    m = convert("llama-2-7b", method="mha2mla", keep_q_full=False, q_lora_rank=4096)
+    assert any("query width 4,096 = 32 heads x 128" in n for n in m.notes)
 
 
 def _row(out, label):

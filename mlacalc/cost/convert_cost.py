@@ -263,7 +263,15 @@ def reading_notes(cc: ConversionCost) -> list[str]:
             f"other {d_h - rope} enter the latent"
         )
     lost = held < c.full_rank or (c.method == "mha2mla" and n_kv > 1)
-    notes.append(f"{'dropped' if lost else 'nothing dropped'}: {kept}; {rotation}")
+    head = "dropped" if lost else "nothing dropped"
+    if not lost and c.method == "transmla" and rotated > rope:
+        # the latent holds the position-free computation whole; the rotation it takes off the
+        # keys is gone, so with RoPE the scores differ from the source's
+        head = (
+            "exact without positions, not with RoPE (the rotation of the key dimensions moved "
+            "into the latent is lost)"
+        )
+    notes.append(f"{head}: {kept}; {rotation}")
     a, b = cc.source_cache_bytes_per_token, cc.cache_bytes_per_token
     form = "" if cc.published_cache_bytes_per_token is None else " of the shared-RoPE form"
     published = ""

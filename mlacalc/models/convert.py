@@ -12,7 +12,9 @@ any fine-tuning:
   shared seeds give no head widths): the converted model has DeepSeek's layout with a
   position-free key part of the source's full head width ``d_h`` per query head
   (``qk_nope_head_dim = d_h``, ``qk_rope_head_dim = rope_dim``), so the latent's full rank is
-  ``n_kv 2 d_h - rope_dim``, the same-cache rank: the same-cache conversion is lossless;
+  ``n_kv 2 d_h - rope_dim``, the same-cache rank: the same-cache conversion computes the
+  source layer's output exactly without positions; with RoPE it is not exact, as the
+  ``n_kv d_h - rope_dim`` key dimensions moved into the latent lose their rotation;
 - **MHA2MLA** (Ji et al., "Towards Economical Inference: Enabling DeepSeek's Multi-Head Latent
   Attention in Any Transformer-based LLMs", arXiv:2502.14837): partial RoPE keeps the rotation
   on ``rope_dim`` dimensions of each head (four ways to choose them: the highest or lowest
@@ -353,14 +355,17 @@ def _notes(c: dict[str, Any], m: ModelConfig, q_lora_rank: int | None = None) ->
                     f"split SVD: the {what} latent of {d_c // 2:,} is above the rank {rank:,} of "
                     f"the position-free {what}s: {d_c // 2 - rank:,} of its dimensions hold nothing"
                 )
-    q_width = m.num_attention_heads * m.head_dim
+    # the converted query's width: TransMLA's heads are d_h + rope wide, MHA2MLA's keep d_h
+    q_head = m.head_dim + (rope if c["method"] == "transmla" else 0)
+    q_width = m.num_attention_heads * q_head
     if q_lora_rank is not None and q_lora_rank >= min(m.hidden_size, q_width):
         q, d = q_lora_rank, m.hidden_size
         added = q * (d + q_width) + q - d * q_width  # W_DQ, W_UQ and the latent's norm vs W_Q
         notes.append(
-            f"query rank {q:,} is not below min(d_model {d:,}, query width {q_width:,}), the "
-            f"full rank of W_Q: the query latent compresses nothing and adds {added:,} weights "
-            "a layer over the plain W_Q"
+            f"query rank {q:,} is not below min(d_model {d:,}, query width {q_width:,} = "
+            f"{m.num_attention_heads} heads x {q_head}), the full rank of W_Q: the query latent "
+            f"compresses nothing and adds {added:,} weights a layer over the plain W_Q "
+            f"({added - q:,} in W_DQ and W_UQ, {q:,} in the latent's norm)"
         )
     if m.qkv_bias or m.attention_bias:
         notes.append(
