@@ -108,12 +108,13 @@ def render(sc: Scenario) -> None:
     if method == "mha2mla":
         strategy = c4.selectbox("partial RoPE", ROPE_STRATEGIES, index=3, key="cv_strategy")
     try:
-        eq = convert(m, rope_dim=int(rope)).equivalence_rank
+        base = convert(m, method=method, rope_dim=int(rope))
+        eq, top = base.equivalence_rank, min(base.equivalence_rank, base.full_rank)
         rank = st.slider(
             "latent rank d_c",
             min_value=16,
-            max_value=int(eq),
-            value=min(512, int(eq)),
+            max_value=int(max(top, 17)),
+            value=min(512, int(top)),
             step=16 if svd == "split" else 1,
             key="cv_rank",
         )
@@ -129,11 +130,20 @@ def render(sc: Scenario) -> None:
     except MlacalcError as exc:
         st.error(str(exc))
         return
+    if eq > top:  # an MHA source: the same-cache latent is wider than what it can hold
+        st.caption(
+            f"The slider stops at the full rank {top:,} of the position-free key and value "
+            f"projections: a wider latent holds nothing more (the rank with the source's "
+            f"cache, {eq:,}, is above it)."
+        )
+    published = cc.published_cache_bytes_per_token
     k1, k2, k3 = st.columns(3)
+    # MHA2MLA's own cache first (every KV head's RoPE part), as `mlacalc convert` leads
+    lead = cc.cache_bytes_per_token if published is None else published
     k1.metric(
-        "cache per token",
-        human_bytes(cc.cache_bytes_per_token),
-        f"{cc.cache_bytes_per_token / cc.source_cache_bytes_per_token - 1:+.1%}",
+        "cache per token" + ("" if published is None else " (MHA2MLA as published)"),
+        human_bytes(lead),
+        f"{lead / cc.source_cache_bytes_per_token - 1:+.1%}",
         delta_color="inverse",
     )
     k2.metric(
@@ -143,18 +153,35 @@ def render(sc: Scenario) -> None:
         delta_color="off",
     )
     k3.metric("rank with the source's cache", f"{c.equivalence_rank:,}")
+    form = "" if published is None else " (shared-RoPE form)"
+    cache_rows = [
+        {
+            "quantity": f"cache elements / token / layer{form}",
+            "source": cc.source_cache_elements,
+            "converted": cc.cache_elements,
+        },
+        {
+            "quantity": f"cache bytes / token{form}",
+            "source": cc.source_cache_bytes_per_token,
+            "converted": cc.cache_bytes_per_token,
+        },
+    ]
+    if published is not None:
+        cache_rows[:0] = [
+            {
+                "quantity": "cache elements / token / layer (MHA2MLA as published)",
+                "source": cc.source_cache_elements,
+                "converted": c.published_cache_elements,
+            },
+            {
+                "quantity": "cache bytes / token (as published)",
+                "source": cc.source_cache_bytes_per_token,
+                "converted": published,
+            },
+        ]
     show_table(
         [
-            {
-                "quantity": "cache elements / token / layer",
-                "source": cc.source_cache_elements,
-                "converted": cc.cache_elements,
-            },
-            {
-                "quantity": "cache bytes / token",
-                "source": cc.source_cache_bytes_per_token,
-                "converted": cc.cache_bytes_per_token,
-            },
+            *cache_rows,
             {
                 "quantity": "attention parameters / layer",
                 "source": param_counts(m).attention_per_layer,

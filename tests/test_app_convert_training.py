@@ -48,6 +48,30 @@ def test_convert_tab_llama():
     assert any("partial RoPE" in c.value for c in at.caption)
 
 
+def test_convert_tab_mha2mla_leads_with_the_published_cache():
+    """Llama-2-7B MHA2MLA at d_c 256, RoPE 32: the metric is MHA2MLA's own cache, 80 KiB
+    (-84.4%), named, as `mlacalc convert` leads (it showed the shared-RoPE form's 18 KiB,
+    -96.5%, unnamed); the table names both forms; the rank slider stops at the full rank
+    4,096 (an MHA source's same-cache rank, 8,160, is above it) and says so."""
+    at = run("Convert to MLA", model="llama-2-7b", seq_len="4096", batch="1")
+    at.radio(key="cv_method").set_value("mha2mla").run()
+    at.number_input(key="cv_rope").set_value(32).run()
+    slider = at.slider(key="cv_rank")
+    assert slider.max == 4096
+    assert any("slider stops at the full rank 4,096" in c.value for c in at.caption)
+    slider.set_value(256).run()
+    m = metrics(at)
+    assert m["cache per token (MHA2MLA as published)"] == "80.00 KiB"
+    assert "cache per token" not in m
+    quantities = list(at.dataframe[0].value["quantity"])
+    assert quantities[:4] == [
+        "cache elements / token / layer (MHA2MLA as published)",
+        "cache bytes / token (as published)",
+        "cache elements / token / layer (shared-RoPE form)",
+        "cache bytes / token (shared-RoPE form)",
+    ]
+
+
 def test_convert_tab_fits_without_a_warning():
     at = run("Convert to MLA", model="llama-3-8b", seq_len="4096", batch="1")
     assert not [w.value for w in at.warning if "fit" in w.value]

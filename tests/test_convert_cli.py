@@ -193,6 +193,21 @@ def test_cli_split_parameters_are_what_report_counts_on_the_saved_file(run, tmp_
     assert rows[1].params == 5756956672  # the sweep (and the app's chart) likewise
 
 
+def test_cli_ranks_names_mha2mlas_two_caches(run):
+    # before: the --ranks table's one 'cache / token' column held the shared-RoPE form's
+    # 18.00 KiB at 256, unnamed, beside a table that leads with the published 80 KiB
+    argv = ["convert", "llama-2-7b", "--method", "mha2mla", "--rope-dim", "32", "-H", "H100"]
+    out, _ = run(*argv, "--kv-lora-rank", "256", "--ranks", "256")
+    text = " ".join(out.split())
+    assert "cache / token (as published)" in text and "cache / token (shared-RoPE form)" in text
+    row = [r for r in out.splitlines() if r.strip("│ ").startswith("256 ")][-1]
+    assert row.index("80.00 KiB") < row.index("18.00 KiB")
+    rows = rank_sweep("llama-2-7b", [256], "H100", "mha2mla", rope_dim=32, seq_len=1024)
+    assert rows[1].published_cache_bytes_per_token == 1280 * 2 * 32
+    out, _ = run("convert", "llama-3-8b", "--kv-lora-rank", "256", "-H", "H100", "--ranks", "256")
+    assert "(as published)" not in out  # one form, one column
+
+
 def test_cli_warns_past_the_context(run):
     # before: `convert llama-3-70b -s 1M` said nothing (report warns past 8,192 positions)
     out, err = run("convert", "llama-3-70b", "--kv-lora-rank", "512", "-s", "1M")

@@ -275,12 +275,19 @@ def command(
             ),
         ]
         if sweep:
+            # MHA2MLA: its published cache first, then the shared-RoPE form the rest counts
+            both = any(r.published_cache_bytes_per_token is not None for r in sweep)
+            caches = (
+                ["cache / token (as published)", "cache / token (shared-RoPE form)"]
+                if both
+                else ["cache / token"]
+            )
             out.append(
                 Section(
                     f"Ranks on {hardware} (first row: the source model)",
                     [
                         "d_c",
-                        "cache / token",
+                        *caches,
                         "parameters",
                         "decode attention FLOPs",
                         "decode step",
@@ -289,6 +296,15 @@ def command(
                     [
                         [
                             r.rank or "source",
+                            *(
+                                [
+                                    human_bytes(
+                                        r.published_cache_bytes_per_token or r.cache_bytes_per_token
+                                    )
+                                ]
+                                if both
+                                else []
+                            ),
                             human_bytes(r.cache_bytes_per_token),
                             human_si(r.params),
                             human_si(r.decode_attention_flops),

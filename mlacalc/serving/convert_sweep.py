@@ -38,6 +38,9 @@ class RankRow:
     decode_attention_flops: int
     decode_s: float
     prefill_s: float
+    #: MHA2MLA as published (every KV head's RoPE part cached); ``cache_bytes_per_token`` is
+    #: then the shared-RoPE form's (None: no other form; the source row)
+    published_cache_bytes_per_token: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -151,6 +154,7 @@ def rank_sweep(
                 decode_attention_flops=cc.flops,
                 decode_s=step_seconds(c.model, hardware, "decode", seq_len, batch, impl),
                 prefill_s=step_seconds(c.model, hardware, "prefill", seq_len, batch, None),
+                published_cache_bytes_per_token=cc.published_cache_bytes_per_token,
             )
         )
     return rows
