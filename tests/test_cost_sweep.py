@@ -145,3 +145,30 @@ def test_sweep_refuses_each_value_loading_refuses():
         )
     ok = sweep(m, "kv_cache_bytes", seq_len=1, qk_rope_head_dim=np.array([32, 62]))
     assert ok[1] == mlacalc.kv_cache_bytes(m.with_changes(qk_rope_head_dim=62), 1)
+
+
+def test_sweep_checks_a_long_array_by_its_range_and_parity(monkeypatch):
+    """kv_lora_rank 1 .. 10,000 built one model a value (0.01 s became 5.65 s): past
+    EACH_UP_TO combinations the check takes each field's smallest and largest value of each
+    parity, a few models; an odd RoPE width among 500 even ones is still refused, by value
+    and index. And a bool in a list is refused, as convert refuses it (it was taken as 1)."""
+    from mlacalc.models.schema import ModelConfig
+
+    m = mlacalc.load_model("deepseek-v3")
+    made = []
+    real = ModelConfig.with_changes
+
+    def counted(self, **changes):
+        made.append(changes)
+        return real(self, **changes)
+
+    monkeypatch.setattr(ModelConfig, "with_changes", counted)
+    out = sweep(m, "kv_cache_bytes", seq_len=1024, kv_lora_rank=np.arange(1, 10001))
+    assert len(out) == 10000 and len(made) <= 4
+    assert {c["kv_lora_rank"] for c in made} == {1, 2, 9999, 10000}
+    rope = np.arange(2, 1002, 2)
+    rope[300] = 63
+    with pytest.raises(InvalidArgumentError, match=r"holds 63 at index 300, which loading"):
+        sweep(m, "kv_cache_bytes", seq_len=1, qk_rope_head_dim=rope)
+    with pytest.raises(InvalidArgumentError, match="not True or False"):
+        sweep(m, "kv_cache_bytes", seq_len=1, kv_lora_rank=[True, 512])
