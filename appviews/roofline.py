@@ -31,11 +31,12 @@ TITLE = "Roofline"
 
 MLA_IMPLS = list(MLA_IMPLEMENTATIONS)
 
-#: The prefill pairs the tab offers, and the caption's words for each (causal first: the default)
+#: The prefill pairs the tab offers, and the caption's words for each (all pairs first: the
+#: default, as `mlacalc roofline` and predict_time have it, the contract's causal=False)
 CAUSAL = "causal"
 PAIRS = {
-    CAUSAL: "causal: each query attends the keys before it, as decoders run",
     "all pairs": "all (query, key) pairs (not causal; 'prefill pairs: causal' for a causal kernel)",
+    CAUSAL: "causal: each query attends the keys before it, as decoders run",
 }
 
 
@@ -49,7 +50,7 @@ def roofline_points(
     weight_dtype: str | None,
     kv_dtype: str,
     engine: str = "trtllm",
-    causal: bool = True,
+    causal: bool = False,
 ) -> list[dict]:
     """Each attention layer's decode and prefill point per implementation; ``causal``: the
     prefill's kernel skips the masked half, as decoders run (False: every (query, key) pair,
@@ -163,9 +164,9 @@ def render(sc: Scenario) -> None:
         "prefill pairs",
         list(PAIRS),
         key="roof_pairs",
-        help="Which (query, key) pairs the prefill kernel computes: causal, as decoders run "
-        "(each query attends the keys before it), or all of them (the FLOP counts' default, "
-        "`mlacalc roofline` without --causal).",
+        help="Which (query, key) pairs the prefill kernel computes: all of them (the default, "
+        "as `mlacalc roofline` without --causal and predict_time have it), or causal, as "
+        "decoders run (each query attends the keys before it; `mlacalc roofline --causal`).",
     )
     causal = pairs == CAUSAL
     points = roofline_points(

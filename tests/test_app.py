@@ -477,9 +477,11 @@ def test_url_model_alias_reads_as_the_command_line():
     assert at.selectbox(key="model").value == "llama-3.1-70b" and not at.warning
 
 
-def test_roofline_tab_prefill_pairs_default_causal_and_said():
+def test_roofline_tab_prefill_pairs_default_all_pairs_and_said():
     """The tab timed the prefill over every (query, key) pair, unsaid, while decoders run it
-    causal: a 'prefill pairs' box, causal by default, and the caption says which."""
+    causal: a 'prefill pairs' box whose caption says which; its default is all pairs, the
+    default of `mlacalc roofline` and predict_time (it was causal: the same question had two
+    default answers)."""
     at = run("Roofline", seq_len="8192", batch="4")
 
     def prefill_naive(at):
@@ -493,13 +495,13 @@ def test_roofline_tab_prefill_pairs_default_causal_and_said():
         return pytest.approx(p.seconds * 1e6, abs=0.006)
 
     captions = " ".join(c.value for c in at.caption)
-    assert at.selectbox(key="roof_pairs").value == "causal"
-    assert "causal: each query attends the keys before it" in captions
-    assert prefill_naive(at)["time (us)"] == expected(True)
-    at.selectbox(key="roof_pairs").set_value("all pairs").run()
-    captions = " ".join(c.value for c in at.caption)
+    assert at.selectbox(key="roof_pairs").value == "all pairs"
     assert "all (query, key) pairs (not causal;" in captions
     assert prefill_naive(at)["time (us)"] == expected(False)
+    at.selectbox(key="roof_pairs").set_value("causal").run()
+    captions = " ".join(c.value for c in at.caption)
+    assert "causal: each query attends the keys before it" in captions
+    assert prefill_naive(at)["time (us)"] == expected(True)
 
 
 def test_a_failed_upload_is_said_in_the_main_area_and_the_limit_is_the_apps():
