@@ -608,8 +608,13 @@ def test_dense_dp_attention_refusal_says_the_engines_run_it_with_moe_layers(run)
         plan("llama-3.1-70b", "H200", 8, dp_attention=True)
     words = str(exc.value)
     assert "run DP-attention only for models with MoE layers" in words and "from recall" in words
-    assert "give tp, or dp replicas where the whole model fits one GPU" in words
+    # the library's arguments and the command line's options (it said "give tp, or dp
+    # replicas" on the command line too, which has --tp and --dp)
+    assert "give tp (--tp), or dp replicas (dp, --dp) where the whole model fits one" in words
     assert "plain data parallelism" not in words
     _, err = run("search", "llama-3-8b", "-H", "H200", "--gpus", 8, "--isl", 2000, "--osl", 500,
                  "--dp-attention", "on", code=2)  # fmt: skip
     assert "only for models with MoE layers" in err and "plain data parallelism" not in err
+    assert "use tp (--tp), or dp replicas" in " ".join(err.split())
+    _, err = run("convert", "llama-3-8b", "--ranks", "256,,512", "-H", "H100", code=2)
+    assert "--ranks" in err and "'256,,512' has an empty entry" in err  # it dropped it

@@ -476,13 +476,26 @@ def phases(phase: str) -> list[str]:
     return ["prefill", "decode"] if phase == "both" else [phase]
 
 
+def _parts(text: str, option: str | None, example: str) -> list[str]:
+    """The comma-separated parts of a list option; an empty one (``256,,512``, a trailing
+    comma) is refused naming ``option``, not dropped."""
+    parts = [p.strip() for p in text.split(",")]
+    if not all(parts):
+        shown = f"{text[:40]}..." if len(text) > 44 else text
+        raise click.BadParameter(
+            f"'{shown}' has an empty entry; give values separated by single commas, e.g. {example}",
+            param_hint=option,
+        )
+    return parts
+
+
 def size_list(text: str | None, option: str | None = None) -> list[int] | None:
     """``'1,8,32k'`` -> ``[1, 8, 32768]`` (token sizes); a part that is no size is refused
     naming ``option``. Counts of GPUs or sequences are :func:`count_list`'s."""
     if text is None:
         return None
     out = []
-    for part in (p for p in text.split(",") if p.strip()):
+    for part in _parts(text, option, "256,512"):
         try:
             out.append(SIZE.convert(part, None, None))
         except click.BadParameter as exc:
@@ -495,7 +508,7 @@ def count_list(text: str, option: str, what: str, hi: int, example: str) -> list
     ``what`` (``GPUs``, ``sequences``), never a token size's ``1k`` (``--gpus 1k`` had run
     1,024 GPUs); a bad part is refused naming ``option`` and the fix (``example``)."""
     out = []
-    for part in (p.strip() for p in text.split(",") if p.strip()):
+    for part in _parts(text, option, example):
         first = example.split(",")[0]
         fix = f"write a whole number of {what}, e.g. {first}, or a list, e.g. {example}"
         if not part.isascii() or not part.isdigit():

@@ -472,10 +472,10 @@ def _check_moe_layout(m: ModelConfig, args: dict[str, Any]) -> None:
         )
     for name in ("dp_attention", "prefill_dp_attention"):
         if args.get(name):
-            instead = (
-                "tp, or dp replicas where the whole model fits one GPU"
+            instead = (  # the library's argument, then the command line's option
+                "tp (--tp), or dp replicas (dp, --dp) where the whole model fits one GPU"
                 if name == "dp_attention"
-                else "prefill_tp"
+                else "prefill_tp (--prefill-tp)"
             )
             raise InvalidArgumentError(name, dense_dp_attention(m, f"give {instead}"))
 

@@ -710,8 +710,8 @@ def check_limits(
             name["dp_attention"],
             dense_dp_attention(
                 m,
-                "give 'off' or leave it out: use tp, or dp replicas where the whole model "
-                "fits one GPU",
+                f"give 'off' or leave it out: use {name['tp']} ({flag['tp']}), or dp replicas "
+                "where the whole model fits one GPU",
             ),
         )
     red = None if redundant_experts in (None, "auto") else redundant_experts
