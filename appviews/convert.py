@@ -134,7 +134,7 @@ def render(sc: Scenario) -> None:
         st.caption(
             f"The slider stops at the full rank {top:,} of the position-free key and value "
             f"projections: a wider latent holds nothing more (the rank with the source's "
-            f"cache, {eq:,}, is above it)."
+            f"cache in the shared-RoPE form, {eq:,}, is above it)."
         )
     published = cc.published_cache_bytes_per_token
     k1, k2, k3 = st.columns(3)
@@ -152,7 +152,13 @@ def render(sc: Scenario) -> None:
         f"{cc.served_params / cc.source_params - 1:+.2%}",
         delta_color="off",
     )
-    k3.metric("rank with the source's cache", f"{c.equivalence_rank:,}")
+    if c.published_equivalence_rank is None:
+        k3.metric("rank with the source's cache", f"{c.equivalence_rank:,}")
+    else:  # each form its own: MHA2MLA's per-head RoPE parts, or one shared RoPE key
+        k3.metric(
+            "rank with the source's cache (as published)", f"{c.published_equivalence_rank:,}"
+        )
+        st.caption(f"In the shared-RoPE form: {c.equivalence_rank:,}.")
     form = "" if published is None else " (shared-RoPE form)"
     cache_rows = [
         {

@@ -62,6 +62,7 @@ def test_convert_tab_mha2mla_leads_with_the_published_cache():
     slider.set_value(256).run()
     m = metrics(at)
     assert m["cache per token (MHA2MLA as published)"] == "80.00 KiB"
+    assert m["rank with the source's cache (as published)"] == "7,168"  # 8,192 - 32 x 32
     assert "cache per token" not in m
     quantities = list(at.dataframe[0].value["quantity"])
     assert quantities[:4] == [

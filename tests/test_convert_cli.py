@@ -149,6 +149,12 @@ def test_cli_says_what_the_figures_are(run):
     assert doc["reading_notes"][0].startswith("counts before any fine-tuning")
 
 
+def doc_rank(run, argv):
+    """The JSON's published same-cache rank at d_c 256, RoPE 32."""
+    out = run(*argv, "--kv-lora-rank", "256", "--rope-dim", "32", "--format", "json")[0]
+    return json.loads(out)["conversion"]["published_equivalence_rank"]
+
+
 def test_cli_mha2mla_headline_is_the_published_cache(run, tmp_path):
     # before: the headline row 'cache elements / token / layer' 288 (0.0352x), DeepSeek's
     # shared-RoPE form, with MHA2MLA's own 1,280 (0.156x) on the next row; the TP note and the
@@ -164,7 +170,12 @@ def test_cli_mha2mla_headline_is_the_published_cache(run, tmp_path):
     assert "MLA (mha2mla, shared-RoPE form, split SVD)" in _row(out, "attention")
     text = " ".join(out.split())
     assert "the cache ratio of the shared-RoPE form is per token" in text
-    assert "MHA2MLA as published (81,920 B a token) is smaller per GPU only below TP 6.4" in text
+    # the published form's per-head RoPE parts split with their heads under TP: (512 KiB -
+    # 64 KiB) / 16 KiB = 28 (it said 6.4, the parts whole on every rank); both same-cache ranks
+    assert "MHA2MLA as published (81,920 B a token: the latent's 16,384 B kept whole" in text
+    assert "65,536 B in all, split with its head) is smaller per GPU only below TP 28;" in text
+    assert "equivalence rank (same cache) 7,168 as published, 8,160 in the shared-RoPE form" in text
+    assert doc_rank(run, argv) == 7168
     saved = path.read_text()
     assert "# MHA2MLA in DeepSeek's shared-RoPE form" in saved and "(1,280)" in saved
     m = mlacalc.load_model(path)

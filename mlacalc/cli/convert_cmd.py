@@ -247,8 +247,13 @@ def command(
                 f"{src.label} -> MLA at seq_len {seq_len:,} x batch {batch:,} (KV {kv_dtype})",
                 ["", "source", "converted", "ratio"],
                 _side_by_side(cc, times),
-                note=f"equivalence rank (same cache) {c.equivalence_rank:,}; full rank of the "
-                f"position-free K and V projections {c.full_rank:,}\n"
+                note=(
+                    f"equivalence rank (same cache) {c.equivalence_rank:,}"
+                    if c.published_equivalence_rank is None
+                    else f"equivalence rank (same cache) {c.published_equivalence_rank:,} as "
+                    f"published, {c.equivalence_rank:,} in the shared-RoPE form"
+                )
+                + f"; full rank of the position-free K and V projections {c.full_rank:,}\n"
                 + "\n".join(f"- {n}" for n in reading_notes(cc)),
             ),
             Section(

@@ -217,6 +217,20 @@ def _below(a: int, b: int, n_kv: int) -> str:
     return "at no TP degree (" + ("equal" if a == b else "larger") + " at TP 1)"
 
 
+def _below_split(a: int, latent: int, heads: int, n_kv: int) -> str:
+    """The TP degrees at which a cache of a ``latent`` part kept whole on every GPU and a
+    per-head part of ``heads`` B a token split with its ``n_kv`` heads (MHA2MLA as published:
+    each KV head's RoPE part) is smaller than the source's ``a`` B split over its heads: on
+    ``t' = min(t, n_kv)`` GPUs, ``latent + heads / t' < a / t'``, so ``t' < (a - heads) /
+    latent``."""
+    top = (a - heads) / latent
+    if top > n_kv:
+        return "at any TP degree"
+    if top > 1:
+        return f"only below TP {top:.3g}"
+    return "at no TP degree (" + ("equal" if top == 1 else "larger") + " at TP 1)"
+
+
 def reading_notes(cc: ConversionCost) -> list[str]:
     """What the side-by-side figures are and are not: before fine-tuning, what the conversion
     drops, the cache ratio under tensor parallelism, and (split SVD) whose counts they are."""
@@ -277,9 +291,12 @@ def reading_notes(cc: ConversionCost) -> list[str]:
     published = ""
     if cc.published_cache_bytes_per_token is not None:
         p = cc.published_cache_bytes_per_token
+        rope_part = (p - b) // (n_kv - 1)  # one KV head's RoPE part, all layers
+        latent, heads = b - rope_part, n_kv * rope_part
         published = (
-            f"; MHA2MLA as published ({p:,} B a token) is smaller per GPU {_below(a, p, n_kv)} "
-            "with its per-head RoPE parts kept whole too"
+            f"; MHA2MLA as published ({p:,} B a token: the latent's {latent:,} B kept whole on "
+            f"every GPU, each KV head's RoPE part, {heads:,} B in all, split with its head) is "
+            f"smaller per GPU {_below_split(a, latent, heads, n_kv)}"
         )
     notes.append(
         f"the cache ratio{form} is per token on one GPU: under tensor parallelism over t GPUs "

@@ -141,6 +141,15 @@ class Conversion:
         shared RoPE key; None otherwise."""
         return _published(self.method, self.kv_lora_rank, self.rope_dim, self.source)
 
+    @property
+    def published_equivalence_rank(self) -> int | None:
+        """The rank at which MHA2MLA as published caches what the source does (``2 n_kv d_h -
+        n_kv rope_dim``: 7,168 for Llama-2-7B at RoPE 32, where the shared-RoPE form's
+        :attr:`equivalence_rank` is 8,160); None where there is one form."""
+        if self.published_cache_elements is None:
+            return None
+        return self.source_cache_elements - self.source.num_key_value_heads * self.rope_dim
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "source": self.source.name,
@@ -154,6 +163,7 @@ class Conversion:
             "key_rank": self.key_rank,
             "value_rank": self.value_rank,
             "equivalence_rank": self.equivalence_rank,
+            "published_equivalence_rank": self.published_equivalence_rank,
             "full_rank": self.full_rank,
             "source_cache_elements_per_token_per_layer": self.source_cache_elements,
             "cache_elements_per_token_per_layer": self.cache_elements,
