@@ -316,3 +316,24 @@ def test_sglang_h100_flashmla_kv_walks_every_slot_as_its_own_kernel(table):
     for p in mapped.parts:
         if p.name in ("sparse_mla", "mla_decode") and (walk[p.rows]).all():
             assert p.batch.dtype == "fp8" and (p.batch.shape["kv_split"] == 1).all()
+
+
+def test_tensorrt_llm_gens_sparse_class_fits_the_short_prompt_rows_it_is_a_tenth_of():
+    """TensorRT-LLM-gen's sparse MLA class (``sparse_gen``, fitted on the B200 prompt rows'
+    residuals) takes a row down to a tenth of it (``observations.RESIDUAL_SHARES``): at a
+    quarter only rows of thousands of tokens fitted it, and their fixed cost, 24 us a call,
+    put the prompt rows of up to 128 tokens 12-30% over at the median (the core a few us of
+    them). Now 7% and 22%, the rows past 1,024 tokens within 0.2 point."""
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import RESIDUAL_SHARES, predict_mapped
+    from mlacalc.measured.tables import load_measured
+    from mlacalc.timemodel.mla_time import GEN_SPARSE_VARIANT
+
+    assert RESIDUAL_SHARES[GEN_SPARSE_VARIANT] == 0.10
+    path = MEASURED / "b200_sxm" / "sparse_attention" / "trtllm" / VERSION["trtllm"]
+    (t,) = load_measured(path / "dsa_context_module_perf.parquet").tables
+    err = np.abs(predict_mapped(map_table(t), profile="fit-b200-sxm") / t.seconds - 1)
+    tokens = t.column("batch_size") * t.column("isl")
+    assert np.median(err[tokens <= 16]) < 0.25  # 0.300 at a quarter
+    assert np.median(err[(tokens > 16) & (tokens <= 128)]) < 0.09  # 0.119
+    assert np.median(err[tokens > 1024]) < 0.065  # 0.0606 -> 0.0618

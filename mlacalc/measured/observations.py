@@ -127,7 +127,11 @@ RESIDUAL_SHARE = 0.25
 #: decode top-k (``topk_trtllm_decode``) is 14-17% of an H100 decode row past the top-k at the
 #: median (41 us at one sequence to 418 us at 1,024; the walk is most of the row), so at 25%
 #: only the 2,049-key rows fit it there (docs/time-model.md, "TensorRT-LLM's decode top-k").
-RESIDUAL_SHARES = {"topk_trtllm_decode": 0.10}
+#: TensorRT-LLM-gen's sparse MLA kernel (``sparse_gen``) the same: under a quarter of a B200
+#: prompt row of up to about 1,000 tokens (the projections and the indexer are the rest), so
+#: at a quarter only rows of thousands of tokens fitted it, and their fixed cost (24 us a
+#: call) put the rows of up to 128 tokens 12-30% over at the median.
+RESIDUAL_SHARES = {"topk_trtllm_decode": 0.10, "sparse_gen": 0.10}
 
 
 #: The sparse MLA kernel's class (``mla_decode`` variant ``sparse``): in a profile without it
