@@ -136,6 +136,71 @@ def render(sc: Scenario) -> None:
             f"projections: a wider latent holds nothing more (the rank with the source's "
             f"cache in the shared-RoPE form, {eq:,}, is above it)."
         )
+    _cost_summary(m, c, cc, sc)
+    show_table(
+        [
+            {"phase": r["phase"], "source": r["source"]}
+            | {f"converted, {i}": r[i] for i in CONVERTED_IMPLS}
+            for r in flops_by_phase(c, sc.seq_len, sc.batch, sc.kv_dtype)
+        ],
+        scope=f"Attention FLOPs of all layers: a causal prefill of {sc.seq_len:,} tokens and a "
+        f"decode step at {sc.seq_len:,} keys, batch {sc.batch}, in each MLA implementation.",
+    )
+    show_table([{"field": f, "before": str(b), "after": str(a)} for f, b, a in c.changes])
+    for note in (*reading_notes(cc)[1:], *c.notes):  # [0]: before fine-tuning, said above
+        st.caption(note)
+    with st.spinner("Timing each rank"):
+        rows = _sweep(
+            m,
+            _ranks(c.equivalence_rank, svd),
+            sc.hardware,
+            method,
+            svd,
+            int(rope),
+            sc.seq_len,
+            sc.batch,
+        )
+    st.markdown(
+        f"Against the rank, on one **{sc.device.name}** holding the model, decode at "
+        f"{sc.seq_len:,} keys x batch {sc.batch} (absorbed):"
+    )
+    fit = fit_warning(
+        {"source": m, f"converted model at d_c {c.kv_lora_rank:,}": c.model},
+        sc.hardware,
+        sc.seq_len,
+        sc.batch,
+        sc.kv_dtype,
+        deploy="the Capacity planner tab sizes a deployment of the source over several, and "
+        "`mlacalc convert --save` writes the converted model for `mlacalc plan`",
+    )
+    if fit:
+        st.warning(fit[0].upper() + fit[1:] + ".", icon=":material/warning:")
+    g1, g2, g3 = st.columns(3)
+    g1.plotly_chart(
+        _figure(rows, "cache_bytes_per_token", "cache per token", "KiB", 1024),
+        key="cv_cache_chart",
+        width="stretch",
+        config=SMALL_CHART,
+    )
+    g2.plotly_chart(
+        _figure(rows, "params", "parameters", "billions", 1e9),
+        key="cv_params_chart",
+        width="stretch",
+        config=SMALL_CHART,
+    )
+    g3.plotly_chart(
+        _figure(rows, "decode_s", "decode step", "ms", 1e-3),
+        key="cv_time_chart",
+        width="stretch",
+        config=SMALL_CHART,
+    )
+    download(rows, f"{m.name}-{method}-ranks", "dl_convert")
+
+
+def _cost_summary(m, c, cc, sc: Scenario) -> None:
+    """The conversion's cache, parameters and equivalence rank as metrics, and the table of
+    what it costs beside the source (MHA2MLA: its published cache first, as `mlacalc
+    convert` leads)."""
     published = cc.published_cache_bytes_per_token
     k1, k2, k3 = st.columns(3)
     # MHA2MLA's own cache first (every KV head's RoPE part), as `mlacalc convert` leads
@@ -202,61 +267,3 @@ def render(sc: Scenario) -> None:
         ],
         scope=f"{m.label} -> {c.model.label}; KV {sc.kv_dtype}.",
     )
-    show_table(
-        [
-            {"phase": r["phase"], "source": r["source"]}
-            | {f"converted, {i}": r[i] for i in CONVERTED_IMPLS}
-            for r in flops_by_phase(c, sc.seq_len, sc.batch, sc.kv_dtype)
-        ],
-        scope=f"Attention FLOPs of all layers: a causal prefill of {sc.seq_len:,} tokens and a "
-        f"decode step at {sc.seq_len:,} keys, batch {sc.batch}, in each MLA implementation.",
-    )
-    show_table([{"field": f, "before": str(b), "after": str(a)} for f, b, a in c.changes])
-    for note in (*reading_notes(cc)[1:], *c.notes):  # [0]: before fine-tuning, said above
-        st.caption(note)
-    with st.spinner("Timing each rank"):
-        rows = _sweep(
-            m,
-            _ranks(c.equivalence_rank, svd),
-            sc.hardware,
-            method,
-            svd,
-            int(rope),
-            sc.seq_len,
-            sc.batch,
-        )
-    st.markdown(
-        f"Against the rank, on one **{sc.device.name}** holding the model, decode at "
-        f"{sc.seq_len:,} keys x batch {sc.batch} (absorbed):"
-    )
-    fit = fit_warning(
-        {"source": m, f"converted model at d_c {c.kv_lora_rank:,}": c.model},
-        sc.hardware,
-        sc.seq_len,
-        sc.batch,
-        sc.kv_dtype,
-        deploy="the Capacity planner tab sizes a deployment of the source over several, and "
-        "`mlacalc convert --save` writes the converted model for `mlacalc plan`",
-    )
-    if fit:
-        st.warning(fit[0].upper() + fit[1:] + ".", icon=":material/warning:")
-    g1, g2, g3 = st.columns(3)
-    g1.plotly_chart(
-        _figure(rows, "cache_bytes_per_token", "cache per token", "KiB", 1024),
-        key="cv_cache_chart",
-        width="stretch",
-        config=SMALL_CHART,
-    )
-    g2.plotly_chart(
-        _figure(rows, "params", "parameters", "billions", 1e9),
-        key="cv_params_chart",
-        width="stretch",
-        config=SMALL_CHART,
-    )
-    g3.plotly_chart(
-        _figure(rows, "decode_s", "decode step", "ms", 1e-3),
-        key="cv_time_chart",
-        width="stretch",
-        config=SMALL_CHART,
-    )
-    download(rows, f"{m.name}-{method}-ranks", "dl_convert")

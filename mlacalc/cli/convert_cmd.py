@@ -280,46 +280,7 @@ def command(
             ),
         ]
         if sweep:
-            # MHA2MLA: its published cache first, then the shared-RoPE form the rest counts
-            both = any(r.published_cache_bytes_per_token is not None for r in sweep)
-            caches = (
-                ["cache / token (as published)", "cache / token (shared-RoPE form)"]
-                if both
-                else ["cache / token"]
-            )
-            out.append(
-                Section(
-                    f"Ranks on {hardware} (first row: the source model)",
-                    [
-                        "d_c",
-                        *caches,
-                        "parameters",
-                        "decode attention FLOPs",
-                        "decode step",
-                        "prefill step",
-                    ],
-                    [
-                        [
-                            r.rank or "source",
-                            *(
-                                [
-                                    human_bytes(
-                                        r.published_cache_bytes_per_token or r.cache_bytes_per_token
-                                    )
-                                ]
-                                if both
-                                else []
-                            ),
-                            human_bytes(r.cache_bytes_per_token),
-                            human_si(r.params),
-                            human_si(r.decode_attention_flops),
-                            human_seconds(r.decode_s),
-                            human_seconds(r.prefill_s),
-                        ]
-                        for r in sweep
-                    ],
-                )
-            )
+            out.append(_rank_section(sweep, hardware))
         if save is not None:
             out[-1].note += f"; converted model written to {save}"
         return out
@@ -328,3 +289,42 @@ def command(
     if hardware is not None and fit:
         warn(fit)
     check_context(src, seq_len)
+
+
+def _rank_section(sweep, hardware) -> Section:
+    """The rank sweep's table: each rank's cache, parameters, FLOPs and step times on
+    ``hardware`` (first row: the source model)."""
+    # MHA2MLA: its published cache first, then the shared-RoPE form the rest counts
+    both = any(r.published_cache_bytes_per_token is not None for r in sweep)
+    caches = (
+        ["cache / token (as published)", "cache / token (shared-RoPE form)"]
+        if both
+        else ["cache / token"]
+    )
+    return Section(
+        f"Ranks on {hardware} (first row: the source model)",
+        [
+            "d_c",
+            *caches,
+            "parameters",
+            "decode attention FLOPs",
+            "decode step",
+            "prefill step",
+        ],
+        [
+            [
+                r.rank or "source",
+                *(
+                    [human_bytes(r.published_cache_bytes_per_token or r.cache_bytes_per_token)]
+                    if both
+                    else []
+                ),
+                human_bytes(r.cache_bytes_per_token),
+                human_si(r.params),
+                human_si(r.decode_attention_flops),
+                human_seconds(r.decode_s),
+                human_seconds(r.prefill_s),
+            ]
+            for r in sweep
+        ],
+    )
