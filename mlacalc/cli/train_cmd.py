@@ -12,6 +12,7 @@ from mlacalc.cli.common import (
     emit,
     format_option,
     load,
+    set_option,
     size_list,
     warn,
 )
@@ -252,6 +253,7 @@ def _blocks(c) -> list[tuple[str, int, int]]:
     default=None,
     help="... and at these latent widths d_c (e.g. 64,128,256,512; default the model's).",
 )
+@set_option
 @format_option
 def command(
     model,
@@ -272,6 +274,7 @@ def command(
     comm_sms,
     absorption,
     absorption_ranks,
+    sets,
     fmt,
 ):
     """FLOPs, activation memory, optimizer memory and step time of one training step.
@@ -282,11 +285,12 @@ def command(
       mlacalc train llama-3.1-405b -s 8k --hw H100 --tp 8 --pp 16 --dp 64 --global-batch 2048
       mlacalc train deepseek-v3 --hw H800 --pp 16 --dp 128 --ep 64 --global-batch 15360 \\
           --precision fp8-mixed --overlap
+      mlacalc train llama-3.1-8b --set num_key_value_heads=4   # a new design's fields
     """
     # deferred: the training model loads numpy and the time model; --help stays light
     from mlacalc.training.cost import absorption_table, training_cost
 
-    m = load(model)
+    m = load(model, changes=sets)
     if hardware is None:
         for flag, given_value in (("--overlap", overlap), ("--comm-sms", comm_sms)):
             if given_value:
