@@ -45,14 +45,18 @@ def _sweep(
     return [r.to_dict() for r in rows]
 
 
-def _ranks(equivalence: int, svd: str) -> tuple[int, ...]:
-    """Powers of two from 64 up to the equivalence rank, and the equivalence rank itself."""
+def _ranks(top: int, svd: str, published: int | None = None) -> tuple[int, ...]:
+    """Powers of two from 64 up to ``top`` (the slider's end: the same-cache rank, or the full
+    rank where that is above it), ``top`` itself, and MHA2MLA's published same-cache rank where
+    it lies below (its line meets the source's there)."""
     out, r = [], 64
-    while r < equivalence:
+    while r < top:
         out.append(r)
         r *= 2
-    out.append(equivalence - (equivalence % 2 if svd == "split" else 0))
-    return tuple(out)
+    out.append(top - (top % 2 if svd == "split" else 0))
+    if published is not None and published < top:
+        out.append(published - (published % 2 if svd == "split" else 0))
+    return tuple(sorted(set(out)))
 
 
 #: The three small charts side by side have no toolbar: on a third of the page its icons sat
@@ -61,15 +65,28 @@ SMALL_CHART = {"displayModeBar": False}
 
 
 def _figure(rows: list[dict], key: str, title: str, unit: str, scale: float) -> go.Figure:
+    """One quantity against the rank, the source's as a dashed line; the cache of an MHA2MLA
+    conversion in both forms (as published: every KV head's RoPE part; the shared-RoPE form)."""
     src, conv = rows[0], rows[1:]
+    x = [r["rank"] for r in conv]
+    both = key == "cache_bytes_per_token" and conv[0].get("published_" + key) is not None
     fig = go.Figure(
         go.Scatter(
-            x=[r["rank"] for r in conv],
+            x=x,
             y=[r[key] / scale for r in conv],
             mode="lines+markers",
-            name="converted",
+            name="converted, shared-RoPE form" if both else "converted",
         )
     )
+    if both:
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=[r["published_" + key] / scale for r in conv],
+                mode="lines+markers",
+                name="converted, MHA2MLA as published",
+            )
+        )
     fig.add_hline(y=src[key] / scale, line_dash="dash", annotation_text="source")
     fig.update_layout(
         title=title,
@@ -78,6 +95,8 @@ def _figure(rows: list[dict], key: str, title: str, unit: str, scale: float) -> 
         height=300,
         margin=dict(t=50, b=40),
     )
+    if both:  # the legend under the axis: a third of the page has no room beside it
+        fig.update_layout(legend=dict(orientation="h", y=-0.35), height=340, margin=dict(b=80))
     fig.update_xaxes(type="log")
     return fig
 
@@ -152,7 +171,7 @@ def render(sc: Scenario) -> None:
     with st.spinner("Timing each rank"):
         rows = _sweep(
             m,
-            _ranks(c.equivalence_rank, svd),
+            _ranks(int(top), svd, c.published_equivalence_rank),
             sc.hardware,
             method,
             svd,

@@ -1,6 +1,7 @@
 """The app's Convert-to-MLA and Training tabs through AppTest: they render, follow their widgets
 and say why a model cannot be converted or trained here."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,13 @@ def metrics(at) -> dict:
     return {m.label: m.value for m in at.metric}
 
 
+def cache_chart(at) -> dict:
+    """The rank chart of the cache per token: trace name -> (ranks, KiB)."""
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert spec["layout"]["title"]["text"] == "cache per token"
+    return {t["name"]: (t["x"], t["y"]) for t in spec["data"]}
+
+
 def test_convert_tab_llama():
     # a batch of 8: the converted weights and cache (135.87 + 2.81 GiB) fit an H200's 141 GiB,
     # the source's (141.42 GiB) do not; at batch 16 neither since TransMLA's query is 128 + 64
@@ -41,6 +49,10 @@ def test_convert_tab_llama():
     # 131 GiB of bf16 weights on one H200: said (it read "on one H200 holding the model")
     said = "The source (131.42 GiB of weights + 10.00 GiB of cache = 141.42 GiB) does not fit"
     assert any(w.value.startswith(said) for w in at.warning), [w.value for w in at.warning]
+    # a GQA source: one cache form, swept up to its same-cache rank 1,984 (below the full
+    # rank), where it caches the source's 80 x 2,048 x 2 B = 320 KiB a token
+    ranks, kib = cache_chart(at)["converted"]
+    assert ranks == [64, 128, 256, 512, 1024, 1984] and kib[-1] == 320.0
     at.slider(key="cv_rank").set_value(256).run()
     assert metrics(at)["cache per token"] == "50.00 KiB"
     at.radio(key="cv_method").set_value("mha2mla").run()
@@ -71,6 +83,14 @@ def test_convert_tab_mha2mla_leads_with_the_published_cache():
         "cache elements / token / layer (shared-RoPE form)",
         "cache bytes / token (shared-RoPE form)",
     ]
+    # the rank chart: both cache forms, named, swept to the full rank 4,096 as the slider (it
+    # went on to the shared form's 8,160 and drew only that form): 64 + 32 x 32 = 1,088
+    # elements a layer as published at d_c 64, x 32 layers x 2 bytes = 68 KiB
+    chart = cache_chart(at)
+    shared = chart["converted, shared-RoPE form"]
+    published = chart["converted, MHA2MLA as published"]
+    assert shared[0] == published[0] == [64, 128, 256, 512, 1024, 2048, 4096]
+    assert (shared[1][0], published[1][0]) == (6.0, 68.0)  # (64 + 32) x 64 B = 6 KiB
 
 
 def test_convert_tab_fits_without_a_warning():
