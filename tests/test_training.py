@@ -749,3 +749,36 @@ def test_fp8_mixed_says_it_halves_the_optimizer_states(run):
     mixed = training_cost("deepseek-v2-lite", 4096).states_per_gpu["optimizer_states"]
     half = training_cost("deepseek-v2-lite", 4096, precision="fp8-mixed")
     assert half.states_per_gpu["optimizer_states"] * 2 == mixed
+
+
+def test_zero3_gathers_weights_and_zero2_reduces_gradients_every_micro_batch():
+    """ZeRO-2 reduce-scatters the gradients every micro-batch, ZeRO-3 also all-gathers the
+    weights before each micro-batch's forward and backward; ZeRO-1 does each once a step."""
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.serving.comm import comm_seconds
+
+    kw = dict(seq_len=8192, hardware="H100", tp=8, pp=4, dp=8, global_batch=256)
+    one, two, three = (training_cost("llama-3.1-70b", zero=z, **kw) for z in (1, 2, 3))
+    n = one.layout.micro_batches
+    assert n == 32
+    hw = load_hardware("H100")
+    _, g, _, _ = optimizer_bytes_per_param("adamw", "bf16-mixed")
+    share = one.params_per_gpu / 8  # every rank's parameters alike under every stage
+    assert three.params_per_gpu == one.params_per_gpu
+    rs = float(comm_seconds("reduce_scatter", share * g, 8, hw, network=True))
+    ag = float(comm_seconds("all_gather", share * 2, 8, hw, network=True))
+    t1, t2, t3 = one.time, two.time, three.time
+    assert t1.dp_comm_s == pytest.approx(rs + ag)
+    assert t2.dp_comm_s == pytest.approx(n * rs + ag)
+    assert t3.dp_comm_s == pytest.approx(n * (rs + 2 * ag))
+    # each micro-batch's traffic hidden behind its forward (the first gather) or backward
+    f, b = t3.forward_s, t3.backward_s
+    exposed3 = n * (max(0.0, ag - f) + max(0.0, rs + ag - b))
+    assert t3.dp_exposed_s == pytest.approx(exposed3)
+    assert t2.dp_exposed_s == pytest.approx((n - 1) * max(0.0, rs - b) + max(0.0, rs + ag - b))
+    assert t1.dp_exposed_s == pytest.approx(max(0.0, rs + ag - b))
+    # the step grows by the exposed traffic (the optimizer step shrinks with its shard)
+    for c in (two, three):
+        extra = c.time.dp_exposed_s - t1.dp_exposed_s + c.time.optimizer_s - t1.optimizer_s
+        assert c.time.step_s - t1.step_s == pytest.approx(extra)
+    assert t1.step_s < t2.step_s < t3.step_s

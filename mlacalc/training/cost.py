@@ -303,7 +303,8 @@ def _levers(m: ModelConfig, lay: Layout, recompute: str, zero: int) -> tuple[str
     those already in use or at their limit: full recompute; more pipeline ranks (up to one a
     layer), tensor-parallel ranks (up to one a head), expert-parallel ranks (a model with
     routed experts, up to one an expert); ZeRO-3 (it shards nothing over one data-parallel
-    rank: there, or at ZeRO-3, more data-parallel ranks); a smaller micro-batch."""
+    rank: there, or at ZeRO-3, more data-parallel ranks; it gathers the weights twice a
+    micro-batch, so it costs step time where the link binds); a smaller micro-batch."""
     out = [] if recompute == "full" else ["full recompute"]
     more = [
         name
@@ -519,6 +520,7 @@ def training_cost(
             args.flag("overlap", overlap),
             _comm_sms(comm_sms),
             expert_params_per_gpu=experts_gpu,
+            zero=zero,
         )
         peak, memory = _device(hardware)
     return TrainingCost(

@@ -410,6 +410,7 @@ def step_time(
     overlap: bool = False,
     comm_sms: int = 0,
     expert_params_per_gpu: float = 0.0,
+    zero: int = 1,
 ) -> StepTime:
     """The predicted time of one training step (see the module's description);
     ``expert_params_per_gpu`` of ``params_per_gpu`` are routed experts', whose gradients are
@@ -475,16 +476,26 @@ def step_time(
     compute = t_f + t_b + t_r
     comm = tp_comm + ep_comm + pp_comm
     micro = max(compute, comm) if overlap else compute + comm
-    n_micro = lay.micro_batches
     bubble = (lay.pp - 1) * micro
-    dp_comm = 0.0
+    # data parallelism: a gradient reduce-scatter and a weight all-gather, each once a step
+    # (ZeRO 0-1), the reduce-scatter every micro-batch (ZeRO-2 and 3: a sharded gradient
+    # buffer cannot accumulate), the all-gather twice every micro-batch, before its forward
+    # and before its backward (ZeRO-3: no gathered weights kept between micro-batches)
+    rs = ag = 0.0
     dense = params_per_gpu - expert_params_per_gpu
     for params, ranks in ((dense, lay.dp), (expert_params_per_gpu, expert_dp(lay))):
         if ranks > 1 and params > 0:
             share = params / ranks
-            dp_comm += _comm("reduce_scatter", share * grad_bytes, ranks, hw, lay.dp * lay.tp)
-            dp_comm += _comm("all_gather", share * 2, ranks, hw, lay.dp * lay.tp)
-    exposed = max(0.0, dp_comm - t_b)
+            rs += _comm("reduce_scatter", share * grad_bytes, ranks, hw, lay.dp * lay.tp)
+            ag += _comm("all_gather", share * 2, ranks, hw, lay.dp * lay.tp)
+    n_micro = lay.micro_batches
+    rs_micro = rs if zero >= 2 else 0.0  # every micro-batch, hidden behind its backward
+    ag_micro = ag if zero >= 3 else 0.0  # twice a micro-batch: behind its forward, backward
+    once = (0.0 if zero >= 2 else rs) + (0.0 if zero >= 3 else ag)  # behind the last backward
+    dp_comm = n_micro * (rs_micro + 2 * ag_micro) + once
+    per_micro = max(0.0, ag_micro - t_f) + max(0.0, rs_micro + ag_micro - t_b)
+    last = max(0.0, ag_micro - t_f) + max(0.0, rs_micro + ag_micro + once - t_b)
+    exposed = (n_micro - 1) * per_micro + last
     elements = max(1, int(params_per_gpu))
     opt = _seconds(
         [
