@@ -116,7 +116,8 @@ def render(sc: Scenario) -> None:
     if d["fits"] is False:
         st.warning(
             f"A GPU's share, {human_bytes(d['memory_per_gpu'])}, does not fit in the "
-            f"{human_bytes(d['device_memory_bytes'])} of a {sc.device.name}: "
+            f"{human_bytes(d['usable_memory_bytes'])} usable of a {sc.device.name}'s "
+            f"{human_bytes(d['device_memory_bytes'])} (memory reserve {d['memory_reserve']:.4g}): "
             f"{d['fit_advice']}.",
             icon=":material/memory:",
         )

@@ -626,7 +626,7 @@ def test_a_published_run_that_does_not_fit_says_what_would_close_the_gap(run):
     c = training_cost(
         "llama-3.1-405b", 8192, hardware="H100", tp=8, pp=16, dp=64, global_batch=2048
     )
-    over = c.memory_per_gpu - c.device_memory_bytes
+    over = c.memory_per_gpu - c.usable_memory_bytes
     save = c.unmodelled_savings
     assert 0 < over < save["recompute_swiglu_norms"] <= save["both"]
     assert (
@@ -782,3 +782,32 @@ def test_zero3_gathers_weights_and_zero2_reduces_gradients_every_micro_batch():
         extra = c.time.dp_exposed_s - t1.dp_exposed_s + c.time.optimizer_s - t1.optimizer_s
         assert c.time.step_s - t1.step_s == pytest.approx(extra)
     assert t1.step_s < t2.step_s < t3.step_s
+
+
+def test_fits_keeps_the_serving_planners_memory_reserve(run):
+    """A share fits within the GPU's memory less ``memory_reserve`` of it (the planner's rule
+    and default, 0.1), not the whole nominal memory: 79.9 GiB of an 80 GiB H100 does not fit."""
+    from mlacalc.words import defaults as D
+
+    c = training_cost("llama-3.1-8b", 8192, hardware="H100", tp=4, micro_batch=4)
+    gib = 2**30
+    assert c.device_memory_bytes == 80 * gib and c.memory_reserve == D.MEMORY_RESERVE == 0.1
+    assert c.usable_memory_bytes == 72 * gib
+    assert 72 * gib < c.memory_per_gpu < 80 * gib  # fit the whole memory, not the usable
+    assert c.fits is False and c.fit_advice.startswith(
+        f"{(c.memory_per_gpu - 72 * gib) / gib:.2f} GiB over"
+    )
+    loose = training_cost(
+        "llama-3.1-8b", 8192, hardware="H100", tp=4, micro_batch=4, memory_reserve=0
+    )
+    assert loose.fits is True and loose.usable_memory_bytes == 80 * gib
+    given = ("train", "llama-3.1-8b", "-s", "8k", "--hw", "H100", "--tp", "4", "--micro-batch", "4")
+    out, _ = run(*given)
+    flat = " ".join(out.split())
+    assert (
+        "DOES NOT FIT in the 72.00 GiB usable of a H100-SXM's 80.00 GiB (memory reserve 0.1" in flat
+    )
+    out, _ = run(*given, "--memory-reserve", "0")
+    assert "fits in the 80.00 GiB usable" in " ".join(out.split())
+    with pytest.raises(MlacalcError, match="memory_reserve"):
+        training_cost("llama-3.1-8b", hardware="H100", memory_reserve=1.0)

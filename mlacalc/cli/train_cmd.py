@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from mlacalc.cli.common import (
+    FRACTION,
     SIZE,
     Section,
     check_context,
@@ -19,6 +20,7 @@ from mlacalc.cli.common import (
 from mlacalc.render import human_bytes, human_seconds, human_si
 from mlacalc.training.flops import RECOMPUTE_POLICIES, TRAINING_IMPLS, TRAINING_STAGES
 from mlacalc.training.memory import OPTIMIZERS, PRECISIONS
+from mlacalc.words import defaults as D
 
 _PARTS = (
     ("forward", "forward_s"),
@@ -112,7 +114,9 @@ def _sections(c, table) -> list[Section]:
                 ""
                 if c.fits is None
                 else f"; {'fits in' if c.fits else 'DOES NOT FIT in'} the "
-                f"{human_bytes(c.device_memory_bytes)} of a {c.time.hardware}"
+                f"{human_bytes(c.usable_memory_bytes)} usable of a {c.time.hardware}'s "
+                f"{human_bytes(c.device_memory_bytes)} (memory reserve {c.memory_reserve:.4g} "
+                "kept for the CUDA context, workspaces and fragmentation; --memory-reserve)"
                 + (f": {c.fit_advice}" if c.fit_advice else "")
             ),
         ),
@@ -244,6 +248,14 @@ def _blocks(c) -> list[tuple[str, int, int]]:
     help="SMs per GPU kept for communication (their compute is lost; DeepSeek-V3: 20).",
 )
 @click.option(
+    "--memory-reserve",
+    type=FRACTION,
+    default=D.MEMORY_RESERVE,
+    show_default=True,
+    help="Fraction of each GPU's memory kept apart (CUDA context, workspaces, fragmentation): "
+    "a layout fits where its share is within the rest (plan's reserve).",
+)
+@click.option(
     "--absorption",
     default=None,
     help="Absorbed vs expanded table at these lengths (e.g. 1k,4k,16k,64k).",
@@ -272,6 +284,7 @@ def command(
     zero,
     overlap,
     comm_sms,
+    memory_reserve,
     absorption,
     absorption_ranks,
     sets,
@@ -312,6 +325,7 @@ def command(
         zero,
         overlap=overlap,
         comm_sms=comm_sms,
+        memory_reserve=memory_reserve,
     )
     if absorption_ranks and not absorption:
         raise click.BadParameter(

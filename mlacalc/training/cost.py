@@ -44,6 +44,7 @@ from mlacalc.training.memory import (
 )
 from mlacalc.training.step import Layout, StepTime, expert_dp, make_layout, step_time
 from mlacalc.words import arguments as args
+from mlacalc.words import defaults as D
 from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.units import human_bytes
 
@@ -125,6 +126,9 @@ class TrainingCost:
     peak_flops_per_s: float | None
     #: the device's memory (with a device), to say whether a rank's share fits
     device_memory_bytes: float | None = None
+    #: the share of the device's memory kept apart (CUDA context, library workspaces, the
+    #: allocator's fragmentation): the serving planner's ``memory_reserve`` rule
+    memory_reserve: float = D.MEMORY_RESERVE
     #: the pipeline stage whose GPUs hold the most (memory per GPU is theirs), and its layers
     stage: int = 0
     stage_layers: int = 0
@@ -139,11 +143,20 @@ class TrainingCost:
     model_flops_per_micro_batch: int | None = None
 
     @property
-    def fits(self) -> bool | None:
-        """Whether a GPU's memory holds its share (None without a device)."""
+    def usable_memory_bytes(self) -> int | None:
+        """What a GPU's share may take: its memory less :attr:`memory_reserve` of it, as the
+        serving planner counts (:func:`mlacalc.serving.plan_checks.usable_of`); None without a
+        device."""
         if self.device_memory_bytes is None:
             return None
-        return self.memory_per_gpu <= self.device_memory_bytes
+        return int(self.device_memory_bytes * (1 - self.memory_reserve))
+
+    @property
+    def fits(self) -> bool | None:
+        """Whether a GPU's usable memory holds its share (None without a device)."""
+        if self.usable_memory_bytes is None:
+            return None
+        return self.memory_per_gpu <= self.usable_memory_bytes
 
     @property
     def unmodelled_savings(self) -> dict[str, int]:
@@ -177,9 +190,9 @@ class TrainingCost:
     def fit_advice(self) -> str | None:
         """Where a GPU's share does not fit: by how much, what the unmodelled savings would
         take off (and whether that closes the gap), and what is modelled to try."""
-        if self.fits is not False or self.device_memory_bytes is None:
+        if self.fits is not False or self.usable_memory_bytes is None:
             return None
-        over = self.memory_per_gpu - self.device_memory_bytes
+        over = self.memory_per_gpu - self.usable_memory_bytes
         save = self.unmodelled_savings
         text = f"{human_bytes(over)} over"
         if save["both"]:
@@ -288,6 +301,8 @@ class TrainingCost:
             "recomputed_layer_bytes": self.recomputed_layer_bytes,
             "memory_per_gpu": self.memory_per_gpu,
             "device_memory_bytes": self.device_memory_bytes,
+            "memory_reserve": self.memory_reserve,
+            "usable_memory_bytes": self.usable_memory_bytes,
             "fits": self.fits,
             "unmodelled_savings": self.unmodelled_savings,
             "fit_advice": self.fit_advice,
@@ -443,6 +458,7 @@ def training_cost(
     profile: Any = None,
     overlap: bool = False,
     comm_sms: int = 0,
+    memory_reserve: float = D.MEMORY_RESERVE,
 ) -> TrainingCost:
     """FLOPs, memory and (with ``hardware``) the time of one training step.
 
@@ -464,6 +480,10 @@ def training_cost(
     comm_sms
         SMs of each GPU given to communication kernels (their compute is lost to the GEMMs and
         attention: DeepSeek-V3 gives 20 of 132).
+    memory_reserve
+        the share of each GPU's memory kept apart (CUDA context, workspaces, fragmentation),
+        in [0, 1): a layout fits where its share is within the rest (the serving planner's
+        rule and default, :data:`mlacalc.words.defaults.MEMORY_RESERVE`).
 
     Examples
     --------
@@ -479,6 +499,12 @@ def training_cost(
     if isinstance(zero, bool) or zero not in (0, 1, 2, 3):
         raise InvalidArgumentError(
             "zero", f"ZeRO stage must be 0, 1, 2 or 3, got {args.show_value(zero)}"
+        )
+    reserve = args.real(memory_reserve)
+    if isinstance(memory_reserve, bool) or reserve is None or not 0.0 <= reserve < 1.0:
+        raise InvalidArgumentError(
+            "memory_reserve",
+            f"must be a share of the GPU in [0, 1), got {args.show_value(memory_reserve)}",
         )
     _, g, _, _ = optimizer_bytes_per_param(optimizer, precision)
     lay = make_layout(m, tp, pp, dp, ep, micro_batch, global_batch)
@@ -544,6 +570,7 @@ def training_cost(
         recomputed_layer_bytes=busiest.again,
         peak_flops_per_s=peak,
         device_memory_bytes=memory,
+        memory_reserve=reserve,
         levers=_levers(m, lay, recompute, zero),
         model_flops_per_micro_batch=model_flops,
     )
