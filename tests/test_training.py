@@ -620,14 +620,22 @@ def test_full_recompute_memory_holds_the_layer_being_rerun():
 
 
 def test_a_published_run_that_does_not_fit_says_what_would_close_the_gap(run):
-    """Llama 3 405B's published layout is 21.9 GiB over an H100 as counted; recomputing SwiGLU
-    and the norms (done in practice, not modelled) would take 33.9 GiB off: the note says so
-    (before: 'DOES NOT FIT' alone). DeepSeek-V3's remains over even with both savings."""
+    """Llama 3 405B's published layout is 24.45 GiB over an H100's 72 GiB usable as counted
+    (16.45 over the whole 80 GiB); recomputing SwiGLU and the norms (done in practice, not
+    modelled) would take 33.86 GiB off: the note says so (before: 'DOES NOT FIT' alone).
+    DeepSeek-V3's remains over even with both savings. The figures are docs/training.md's."""
     c = training_cost(
         "llama-3.1-405b", 8192, hardware="H100", tp=8, pp=16, dp=64, global_batch=2048
     )
     over = c.memory_per_gpu - c.usable_memory_bytes
     save = c.unmodelled_savings
+    gib = 2**30
+    assert round(over / gib, 2) == 24.45
+    assert round((c.memory_per_gpu - c.device_memory_bytes) / gib, 2) == 16.45
+    assert round(save["recompute_swiglu_norms"] / gib, 2) == 33.86
+    docs = " ".join((Path(__file__).parents[1] / "docs" / "training.md").read_text().split())
+    assert "is 24.45 GiB over an H100's 72 GiB usable as counted (16.45 GiB over" in docs
+    assert "alone takes 33.86 GiB off: enough" in docs
     assert 0 < over < save["recompute_swiglu_norms"] <= save["both"]
     assert (
         save["fp8_linear_inputs"]
@@ -642,6 +650,8 @@ def test_a_published_run_that_does_not_fit_says_what_would_close_the_gap(run):
     flat = " ".join(out.split())
     assert "DOES NOT FIT" in flat and "recomputing SwiGLU and the norms would save" in flat
     assert "not enough alone" in flat
+    assert "86.51 GiB over" in flat and "both about 48.67 GiB: not enough alone" in flat
+    assert "is 86.5 GiB over an H800's 72 GiB usable" in docs
     assert training_cost("llama-3-8b", 4096, recompute="full").unmodelled_savings["both"] == 0
     assert training_cost("llama-3-8b", 4096, hardware="H100", tp=8).fit_advice is None
 
