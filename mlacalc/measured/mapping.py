@@ -127,6 +127,8 @@ from mlacalc.timemodel.gemm_time import (
     CUTLASS_SM100_FIELD,
     MLA_QUANT_CTAS,
     PER_TENSOR_BMM,
+    QUANT_ROW_CTA_ENGINES,
+    QUANT_ROW_CTA_FIELD,
     QUANT_SM_BOUND_ENGINES,
     WIDE_FP4_TILE_ENGINES,
     WIDE_FP4_TILE_FIELD,
@@ -431,6 +433,7 @@ def _gemm_kernels(
     amax_atomics=0.0,
     quant_sm_bound=0.0,
     quant_ctas=0.0,
+    quant_row_ctas=0.0,
     cutlass_dispatch=0.0,
     cutlass_sm100=0.0,
     scale_convert=0.0,
@@ -473,6 +476,8 @@ def _gemm_kernels(
             # its passes at a rate per SM and clock (gemm_time.QUANT_SM_BOUND_ENGINES)
             "quant_sm_bound": quant_sm_bound * np.ones_like(m),
             "quant_ctas": quant_ctas * g * m,
+            # a quantize of a CTA a token (gemm_time.QUANT_ROW_CTA_ENGINES)
+            QUANT_ROW_CTA_FIELD: quant_row_ctas * np.ones_like(m),
             "cutlass_dispatch": cutlass_dispatch * np.ones_like(m),
             CUTLASS_SM100_FIELD: cutlass_sm100 * np.ones_like(m),
         }
@@ -579,6 +584,7 @@ def _gemm_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
                 variant=str(var),
                 amax_atomics=atomics,
                 quant_sm_bound=float(t.engine in QUANT_SM_BOUND_ENGINES),
+                quant_row_ctas=float(t.engine in QUANT_ROW_CTA_ENGINES),
                 cutlass_dispatch=cutlass[sel],
                 cutlass_sm100=cutlass[sel] * float(t.engine in CUTLASS_SM100_ENGINES),
                 scale_convert=convert[sel],

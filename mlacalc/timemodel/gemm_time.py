@@ -7,7 +7,7 @@ stream at the bandwidth the busy SMs draw, weights a warm replay keeps in the L2
 ``l2_speedup``; a cost per wave of tiles (``tile_s``); the unhidden share of the output write
 (``epilogue_share``); split-K's fp32 partial sums through HBM and its reduce kernel. GEMV
 kernels take the few-row calls where a library has them. fp8 GEMMs add the quantization of
-their bf16 input (``quant_fixed_s``, ``quant_bytes``; nvfp4's a CTA a row too,
+their bf16 input (``quant_fixed_s``, ``quant_bytes``; nvfp4's and SGLang's fp8 a CTA a row too,
 ``quant_row_cycles``), block-scaled fp8 the CUDA-core rescale of each K block
 (``promote_cycles``), weight-only GEMMs the conversion of each weight (``dequant_s``). The
 figures behind each rule are in docs/decisions.md ("Time model").
@@ -52,6 +52,8 @@ __all__ = [
     "PER_TENSOR_BMM",
     "PER_TENSOR_BMM_ENGINES",
     "POWER_LIMITED_DTYPES",
+    "QUANT_ROW_CTA_ENGINES",
+    "QUANT_ROW_CTA_FIELD",
     "QUANT_SM_BOUND_ENGINES",
     "QUANT_SM_BYTES_PER_CLOCK",
     "SMEM_FED_INTENSITY",
@@ -471,6 +473,19 @@ QUANT_SM_BYTES_PER_CLOCK = 16.0
 #: 0.95 of an HBM pass, about the HBM's rate.
 QUANT_SM_BOUND_ENGINES = frozenset({"vllm"})
 
+#: Engines whose per-tensor fp8 GEMM quantizes its input with a small CTA a token (SGLang's
+#: ``gemm_perf`` fp8 rows and a served step's per-tensor fp8 GEMM; shape field
+#: :data:`QUANT_ROW_CTA_FIELD`): each input row costs ``quant_row_cycles`` SM cycles over all
+#: the SMs beside the bytes its passes move, as the nvfp4 quantize's CTA a row does. The kernel
+#: is from recall (SGLang's dynamic fp8 quantize, ``sgl_per_token_quant_fp8``: a block a
+#: token), not read from a source here; the rows show the cost: at k <= 128 and n <= 256 (the
+#: GEMM a sliver, the input's bytes a few hundred a row) SGLang's H100 and B200 fp8 rows run
+#: 4-5 us over the per-tensor model at 16,384 rows and 10-11 us at 32,768 on both devices
+#: (about 0.3 ns a row, 80-95 SM cycles), flat in n, where the bf16 rows of the same shapes
+#: are within 1 us.
+QUANT_ROW_CTA_ENGINES = frozenset({"sglang"})
+QUANT_ROW_CTA_FIELD = "quant_row_ctas"
+
 
 def per_tensor_bmm(batch: KernelBatch, engine: str) -> KernelBatch:
     """``batch`` as ``engine`` runs a model step's fp8 MLA absorption BMM
@@ -541,6 +556,8 @@ def engine_gemm_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> K
     shape[CUTLASS_SM100_FIELD] = float(engine in CUTLASS_SM100_ENGINES) * np.ones(len(batch))
     if engine in QUANT_SM_BOUND_ENGINES:  # its quantize's passes per SM and clock
         shape["quant_sm_bound"] = np.ones(len(batch))
+    if engine in QUANT_ROW_CTA_ENGINES:  # its quantize's CTA a token
+        shape[QUANT_ROW_CTA_FIELD] = np.ones(len(batch))
     return dataclasses.replace(batch, shape=shape)
 
 
@@ -886,12 +903,15 @@ def _input_quantization(c: _Call) -> np.ndarray:
     ctas = col(batch, "quant_ctas", 0) * MLA_QUANT_CTA_CYCLES / (fig.clock_hz * fig.sm_count)
     amax_read = c.groups * c.m * c.k * 2.0 * per_byte
     passes_s = qbytes * per_byte
-    if batch.dtype == "nvfp4":
-        # the nvfp4 quantize gives each input row its own small CTA (a thread a 16-element
-        # block): each row costs its CTA's life, ``quant_row_cycles`` SM cycles over all the
-        # SMs, beside the bytes it moves
+    # the nvfp4 quantize gives each input row its own small CTA (a thread a 16-element
+    # block), as SGLang's fp8 quantize does (QUANT_ROW_CTA_ENGINES): each row costs its CTA's
+    # life, ``quant_row_cycles`` SM cycles over all the SMs, beside the bytes it moves
+    row_ctas = col(batch, QUANT_ROW_CTA_FIELD, 0) > 0
+    if batch.dtype == "nvfp4" or row_ctas.any():
         rows_s = c.groups * c.m * prm.get("quant_row_cycles", 0.0) / (fig.clock_hz * fig.sm_count)
-        passes_s = passes_s + rows_s
+        passes_s = passes_s + (
+            rows_s if batch.dtype == "nvfp4" else np.where(row_ctas, rows_s, 0.0)
+        )
     return np.where(
         quantized,
         prm["quant_fixed_s"] * launches + passes_s + np.maximum(atomics - amax_read, 0.0) + ctas,

@@ -409,6 +409,7 @@ def fit_params(kind: str, dtype: str) -> tuple[str, ...]:
     if kind == "gemm" and dtype == "fp8":
         names = (*names, "atomic_cycles")  # a per-tensor amax's atomics on its one scale
         names = (*names, "quant_sm_bytes")  # vLLM's quantize, bound per SM and clock
+        names = (*names, "quant_row_cycles")  # SGLang's quantize's CTA a token (gemm_time)
     if kind == "gemm" and dtype == "nvfp4":
         names = (*names, "quant_row_cycles")  # its quantize's CTA a row (gemm_time)
     if kind == "gemm" and dtype in ("w4a16", "w8a16"):
