@@ -33,3 +33,17 @@ def test_tensor_parallelism_over_the_network_says_so(run):
     out, _ = run("plan", "deepseek-v3", "-H", "H100-SXM", "--gpus", 16, "--tp", 16,
                  "--seq-len", 4096, "--batch", 64, "--format", "json")  # fmt: skip
     assert any("crosses the network" in w for w in json.loads(out)["warnings"])
+
+
+def test_a_prefill_pool_ep_derived_below_the_decode_pools_says_so():
+    # before: decode ep 32 on 16 prefill GPUs ran the pool at ep 16, shown only in its layout
+    pools = dict(tp=8, dp_attention=True, ep=32, mode="disaggregated", isl=4000, osl=1000,
+                 concurrency=512)  # fmt: skip
+    p = mlacalc.plan("deepseek-v3", "H200", 64, prefill_gpus=16, **pools)
+    assert p.prefill_layout.endswith("EP16")
+    said = [w for w in p.warnings if w.startswith("the prefill pool runs at ep 16, not")]
+    assert said and "decode pool's 32" in said[0] and "pool's 16 GPUs and its 256" in said[0]
+    assert "--prefill-ep" in said[0]
+    for quiet in (dict(prefill_gpus=16, prefill_ep=16), dict(prefill_gpus=32)):
+        q = mlacalc.plan("deepseek-v3", "H200", 64, **quiet, **pools)
+        assert not any("the prefill pool runs at ep" in w for w in q.warnings), quiet

@@ -361,6 +361,7 @@ def check_request(
         + _dispatch_warnings(m, lay, weight_dtype, components)
         + _kv_head_copies(m, lay, p_lay)
         + _implied_dp_attention(lay, p_lay, args)
+        + _lowered_prefill_ep(m, lay, p_lay, args)
         + _split_experts(m, p_lay, args)
         + _vendor_warnings(hw, engine, {**stored, **components})
         + _sglang_chunks(m, engine, chunked_prefill, isl, prefix_cache_hit, args["page_size"])
@@ -1111,6 +1112,22 @@ def _implied_dp_attention(
             f"{layout.dp} independent replicas give an ep at most tp"
         )
     return tuple(out)
+
+
+def _lowered_prefill_ep(
+    m: ModelConfig, lay: Layout, p_lay: Layout | None, args: dict[str, Any]
+) -> tuple[str, ...]:
+    """A prefill pool's expert-parallel degree derived below the decode pool's (no
+    ``prefill_ep`` given: :func:`largest_ep`): said, with why and how to set it, since only the
+    layout row showed it (DeepSeek-V3 decode ep 32 on 16 prefill GPUs ran the pool at ep 16)."""
+    if p_lay is None or args["prefill_ep"] is not None or p_lay.ep >= lay.ep:
+        return ()
+    slots = m.n_routed_experts + p_lay.redundant_experts
+    return (
+        f"the prefill pool runs at ep {p_lay.ep}, not the decode pool's {lay.ep}: the largest "
+        f"expert-parallel degree up to it that divides the pool's {p_lay.gpus} GPUs and its "
+        f"{slots} expert slots (prefill_ep not given); set it with --prefill-ep (prefill_ep)",
+    )
 
 
 def decode_layout(m: ModelConfig, gpus: int, args: dict[str, Any]) -> Layout:
