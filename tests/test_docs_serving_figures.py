@@ -64,3 +64,19 @@ def test_request_latency_is_said_per_mode():
     assert latency_gaps("aggregated", 500) == 499 and latency_gaps("disaggregated", 500) == 500
     _said(SERVING, "aggregated `ttft + (osl - 1) x tpot`")
     _said(SERVING, "disaggregated `ttft + osl x tpot`")
+
+
+def test_the_disaggregated_open_loop_ttft_parts():
+    """serving.md's TTFT of DeepSeek-V3 8 + 8 H200 at DP-attention under 30 and 32 requests/s
+    (the wait for the prefill pool, its pass and the one-prompt prefill row) are the plan's."""
+    args = dict(dp_attention=True, ep=8, isl=2000, osl=500, mode="disaggregated")
+    p = plan("deepseek-v3", "H200", 8, request_rate=30, **args)
+    (_, wait), (_, its), _ = p.ttft_parts()
+    k = p.prefill_pool_pass_prompts
+    _said(SERVING, f"TTFT {p.ttft_s:.2f} s is {wait:.2f} s of wait for the pool and a {k}-prompt "
+          f"pass of {its * 1e3:.0f} ms, where the prefill row's one-prompt pass is "
+          f"{p.prefill_s * 1e3:.0f} ms")  # fmt: skip
+    q = plan("deepseek-v3", "H200", 8, request_rate=32, **args)
+    (_, wait), (_, its), _ = q.ttft_parts()
+    k = q.prefill_pool_pass_prompts
+    _said(SERVING, f"{k}-prompt pass of {its:.2f} s gives {wait:.0f} s")
