@@ -71,7 +71,7 @@ def test_planner_ttft_has_its_parts_as_the_cli_words_them(capsys):
     )
     out = capsys.readouterr().out
     ttft = re.search(r"\| TTFT \| (.+?) \|", out).group(1)
-    words = "of which the prompt's 1 chunk step(s) of 4,096 tokens (beside the decode batch)"
+    words = "of which the prompt's 1 chunk step of 4,096 tokens (beside the decode batch)"
     part = re.search(re.escape(words) + r" \| (.+?) \|", out).group(1)
     assert metrics(at)["TTFT"] == ttft
     assert any(c.value == f"{words}: {part}" for c in at.caption), [c.value for c in at.caption]

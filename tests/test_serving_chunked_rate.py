@@ -91,7 +91,7 @@ def test_ttfts_part_is_one_rule_for_the_cli_and_the_app():
     p = plan("llama-3-8b", "H100-SXM", gpus=1, isl=2000, osl=100, concurrency=8,
              chunked_prefill=512)  # fmt: skip
     ((label, s),) = p.ttft_parts()
-    assert label == "of which the prompt's 4 chunk step(s) of 512 tokens (beside the decode batch)"
+    assert label == "of which the prompt's 4 chunk steps of 512 tokens (beside the decode batch)"
     assert s == p.prefill_chunks_s and 0 < s < p.ttft_s
     whole = plan("llama-3-8b", "H100-SXM", gpus=1, isl=2000, osl=100, concurrency=8)
     assert whole.ttft_parts() == []

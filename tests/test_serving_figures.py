@@ -109,8 +109,8 @@ def test_the_plan_prints_the_prompts_chunk_steps_under_ttft(run):
             "--concurrency", 4, "--chunked-prefill", 8192]  # fmt: skip
     text = " ".join(run(*args)[0].split())
     assert "prefill of one 32,000-token prompt (causal, one pass alone)" in text
-    assert "of which the prompt's 4 chunk step(s) of 8,192 tokens (beside the decode batch)" in text
-    assert "chunk step(s)" not in " ".join(run(*args[:-2])[0].split())
+    assert "of which the prompt's 4 chunk steps of 8,192 tokens (beside the decode batch)" in text
+    assert "chunk step" not in " ".join(run(*args[:-2])[0].split())
 
 
 def test_ttfts_chunk_steps_and_the_prefill_row_are_in_ttfts_unit(run):
@@ -124,7 +124,7 @@ def test_ttfts_chunk_steps_and_the_prefill_row_are_in_ttfts_unit(run):
         cells = [c.strip() for c in line.split("│") if c.strip()]
         if len(cells) == 2:
             rows[cells[0]] = cells[1]
-    chunk = next(v for k, v in rows.items() if "chunk step(s)" in k)
+    chunk = next(v for k, v in rows.items() if "chunk step" in k)
     prefill = next(v for k, v in rows.items() if k.startswith("prefill of one"))
     assert rows["TTFT"].endswith(" ms") and chunk.endswith(" ms") and prefill.endswith(" ms")
     assert float(chunk.split()[0]) < float(rows["TTFT"].split()[0])

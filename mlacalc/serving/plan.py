@@ -443,7 +443,8 @@ class Plan:
         if not self.prefill_chunks:
             return []
         label = (
-            f"of which the prompt's {self.prefill_chunks:,} chunk step(s) of "
+            f"of which the prompt's {self.prefill_chunks:,} chunk "
+            f"step{'' if self.prefill_chunks == 1 else 's'} of "
             f"{self.prefill_chunk_tokens:,} tokens (beside the decode batch)"
         )
         return [(label, self.prefill_chunks_s)]
