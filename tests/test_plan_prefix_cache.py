@@ -28,12 +28,12 @@ from mlacalc.words.errors import InvalidArgumentError
 TODAY = {
     "inflight": (
         dict(model="llama-3-8b", hardware="H200", gpus=1, isl=2048, osl=256, concurrency=32),
-        dict(ttft_s=0.059990373616664455, tpot_s=0.012517461445900362),
-        dict(output_tokens_per_s=2519.1093119984357, prefill_s=0.04195520477066293),
+        dict(ttft_s=0.06000034658328418, tpot_s=0.012527705664814346),
+        dict(output_tokens_per_s=2517.079630380889, prefill_s=0.04195520477066293),
     ),
     "arrivals": (
         dict(model="llama-3-8b", hardware="H200", gpus=1, isl=2048, osl=256, request_rate=4),
-        dict(ttft_s=0.054199658475773016, tpot_s=0.007060253179619804),
+        dict(ttft_s=0.05422533429227764, tpot_s=0.007077402754592087),
         dict(output_tokens_per_s=1024.0, prefill_s=0.04195520477066293),
     ),
     "chunked": (
@@ -46,8 +46,8 @@ TODAY = {
             concurrency=64,
             chunked_prefill=1024,
         ),
-        dict(ttft_s=0.13826805852199103, tpot_s=0.02036715370527521),
-        dict(output_tokens_per_s=3107.1839247345374, prefill_chunks_s=0.10333223034359185),
+        dict(ttft_s=0.13835946527940757, tpot_s=0.020384914006832774),
+        dict(output_tokens_per_s=3104.4853768637017, prefill_chunks_s=0.10340327154982211),
     ),
     "disaggregated": (
         dict(
@@ -63,11 +63,11 @@ TODAY = {
         # 2 + 2 GPUs of one H200 node: the KV transfer goes over NVLink, a rank's share (was
         # the whole cache over the network, 10.07 ms)
         dict(
-            ttft_s=0.06113308106861183,
-            tpot_s=0.015098295134752375,
+            ttft_s=0.06112109056184246,
+            tpot_s=0.015115999940470772,
             kv_transfer_s=0.000645462038095238,
         ),
-        dict(output_tokens_per_s=4205.630164394124, prefill_pool_requests_per_s=24.486915361397067),
+        dict(output_tokens_per_s=4200.749328615553, prefill_pool_requests_per_s=24.486915361397067),
     ),
 }
 
