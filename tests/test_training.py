@@ -821,3 +821,21 @@ def test_fits_keeps_the_serving_planners_memory_reserve(run):
     assert "fits in the 80.00 GiB usable" in " ".join(out.split())
     with pytest.raises(MlacalcError, match="memory_reserve"):
         training_cost("llama-3.1-8b", hardware="H100", memory_reserve=1.0)
+
+
+def test_train_says_when_the_global_batch_was_defaulted_and_counts_in_the_singular(run):
+    """A global batch not given is one micro-batch a data-parallel rank: the output says so and
+    how to set it; one micro-batch or sequence is written in the singular."""
+    out, _ = run("train", "llama-3.1-8b", "--hw", "H100", "--dp", "8")
+    flat = " ".join(out.split())
+    assert "(1 micro-batch, global batch 8 sequences)" in flat
+    assert "global batch not given: one micro-batch a data-parallel rank" in flat
+    assert "--global-batch sets it (e.g. 64: 8 micro-batches a rank)" in flat
+    out, _ = run("train", "llama-3.1-8b", "--hw", "H100")
+    assert "(1 micro-batch, global batch 1 sequence)" in " ".join(out.split())
+    out, _ = run("train", "llama-3.1-8b", "--hw", "H100", "--dp", "8", "--global-batch", "64")
+    flat = " ".join(out.split())
+    assert "(8 micro-batches, global batch 64 sequences)" in flat
+    assert "global batch not given" not in flat
+    assert training_cost("llama-3.1-8b").global_batch_defaulted
+    assert not training_cost("llama-3.1-8b", global_batch=1).global_batch_defaulted

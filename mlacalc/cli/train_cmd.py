@@ -125,8 +125,9 @@ def _sections(c, table) -> list[Section]:
         t = c.time
         out.append(
             Section(
-                f"Step on {lay.gpus:,} x {t.hardware} ({lay.micro_batches:,} micro-batches, "
-                f"global batch {lay.global_batch:,} sequences)",
+                f"Step on {lay.gpus:,} x {t.hardware} ("
+                f"{_count(lay.micro_batches, 'micro-batch', 'micro-batches')}, global batch "
+                f"{_count(lay.global_batch, 'sequence', 'sequences')})",
                 ["part", "time"],
                 [[name, human_seconds(getattr(t, key))] for name, key in _PARTS],
                 note=f"MFU {c.mfu:.1%} (model FLOPs, {c.flops_per_token / 1e9:,.2f} G a token), "
@@ -134,7 +135,20 @@ def _sections(c, table) -> list[Section]:
                 "token with the recomputation), both of the dense bf16 peak; "
                 f"{c.tokens_per_s_per_gpu:,.0f} tokens/s per GPU; a prediction of the kernel "
                 "time model and the link model (profile "
-                f"{t.profile}: {t.calibration})",
+                f"{t.profile}: {t.calibration})"
+                + (
+                    "; global batch not given: one micro-batch a data-parallel rank (no "
+                    "gradient accumulation"
+                    + (
+                        ", the whole data-parallel reduction after its one backward"
+                        if lay.dp > 1
+                        else ""
+                    )
+                    + f"); --global-batch sets it (e.g. {lay.micro_batch * lay.dp * 8:,}: 8 "
+                    "micro-batches a rank)"
+                    if c.global_batch_defaulted
+                    else ""
+                ),
             )
         )
     if table:
@@ -340,6 +354,11 @@ def command(
     document = c.to_dict() | ({"absorption": table} if table else {})
     emit(fmt, document, lambda: _sections(c, table))
     _warnings(m, seq_len, hardware, optimizer, precision, ranks or [])
+
+
+def _count(n: int, one: str, many: str) -> str:
+    """``n`` and its noun, singular at 1."""
+    return f"{n:,} {one if n == 1 else many}"
 
 
 def _warnings(m, seq_len, hardware, optimizer, precision, ranks) -> None:

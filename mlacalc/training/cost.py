@@ -141,6 +141,9 @@ class TrainingCost:
     #: expanded path's count: absorbed attention executes more for the same model); None: the
     #: path's own (``flops.model_flops``), which is the expanded path or not MLA
     model_flops_per_micro_batch: int | None = None
+    #: whether ``global_batch`` was left to its default (one micro-batch a data-parallel rank:
+    #: no gradient accumulation, so the whole data-parallel reduction follows one backward)
+    global_batch_defaulted: bool = False
 
     @property
     def usable_memory_bytes(self) -> int | None:
@@ -287,6 +290,7 @@ class TrainingCost:
             "precision": self.precision,
             "zero": self.zero,
             "layout": self.layout.to_dict(),
+            "global_batch_defaulted": self.global_batch_defaulted,
             "flops_per_micro_batch": self.flops.to_dict(),
             "model_flops_per_token": self.model_flops // self.flops.tokens,
             "executed_flops_per_token": self.flops.hardware_flops // self.flops.tokens,
@@ -573,6 +577,7 @@ def training_cost(
         memory_reserve=reserve,
         levers=_levers(m, lay, recompute, zero),
         model_flops_per_micro_batch=model_flops,
+        global_batch_defaulted=global_batch is None,
     )
 
 
