@@ -477,9 +477,14 @@ def phases(phase: str) -> list[str]:
 
 
 def _parts(text: str, option: str | None, example: str) -> list[str]:
-    """The comma-separated parts of a list option; an empty one (``256,,512``, a trailing
-    comma) is refused naming ``option``, not dropped."""
+    """The comma-separated parts of a list option: none for a blank text, one trailing comma
+    allowed (``1,8,32,``, a shell habit); an empty entry between two commas (``256,,512``) or
+    a leading one is refused naming ``option``, not dropped."""
+    if not text.strip():
+        return []
     parts = [p.strip() for p in text.split(",")]
+    if len(parts) > 1 and not parts[-1]:
+        parts = parts[:-1]
     if not all(parts):
         shown = f"{text[:40]}..." if len(text) > 44 else text
         raise click.BadParameter(
