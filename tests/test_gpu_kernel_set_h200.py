@@ -34,8 +34,10 @@ MEASURED = {
     # fixed cost is about half the engines' decode kernels'
     # TensorRT-LLM's: 24.9% before its bf16 grouped decode ran MMHA below XQA's block
     # threshold (60f690f, attention_decode refitted: PyTorch's FlashAttention decode here runs
-    # no MMHA, and the small calls took the MMHA clocks)
-    ("calibrate:attention_decode", "trtllm"): (0.280, 0.30),
+    # no MMHA, and the small calls took the MMHA clocks); 28.0% -> 31.5% with MMHA's split cap
+    # (16869c9: a unit's keys in at most ceil(SMs / units) parts, attention_decode refitted, its
+    # fp8 sm_bandwidth to its bound), which PyTorch's FlashAttention decode does not run
+    ("calibrate:attention_decode", "trtllm"): (0.315, 0.33),
     ("calibrate:attention_decode", "sglang"): (0.114, 0.13),
     ("calibrate:attention_decode", "vllm"): (0.153, 0.17),  # 19.3% before its refits
     # 25.1% before the causal prompt's longest-tile tail (9587928), which models the launch-order
