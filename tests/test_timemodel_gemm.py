@@ -946,6 +946,7 @@ def test_sglang_fp8_quantize_costs_each_token_a_cta():
     step.shape.pop("quantize_input")
     assert np.all(engine_gemm_kernel(step, "sglang", fig).shape[QUANT_ROW_CTA_FIELD] == 1)
     assert QUANT_ROW_CTA_FIELD not in engine_gemm_kernel(step, "vllm", fig).shape
+    pytest.importorskip("pyarrow")  # the measured rows below: the rule above holds without it
     for system, device, prof in (
         ("h100_sxm", "H100-SXM", "fit-h100-sxm-sglang"),
         ("b200_sxm", "B200", "fit-b200-sxm-sglang"),
