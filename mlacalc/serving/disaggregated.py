@@ -28,6 +28,7 @@ __all__ = [
     "disaggregated_load",
     "first_whole",
     "in_flight",
+    "pool_wait",
     "prefill_pool_pass",
     "prefill_pool_seconds",
     "whole_batches",
@@ -297,9 +298,11 @@ def _closed_loop(mix: MixTiming, D_cap: float, concurrency: float, prefill_bound
         prefill_bound = False
     f, X = served(mix, running)
     X = min(X, mix.pf_capacity)
-    f["ttft"] = pool_ttft(mix, X)
-    k = int(prefill_pool_pass(mix.t_pf, X / mix.p_lay.dp)[0][0])
-    f["pool_pass"] = (k, float(mix.t_pf[k]))  # the prompt's own pass: TTFT's part
+    # the prompt's wait and its own pass (pool_ttft's sum), the pass kept as TTFT's part
+    k_arr, wait = prefill_pool_pass(mix.t_pf, X / mix.p_lay.dp)
+    k = int(k_arr[0])
+    f["ttft"] = float(mix.t_pf[k] + wait[0])
+    f["pool_pass"] = (k, float(mix.t_pf[k]))
     # the requests beyond those the cycle at D holds wait their turn: the queued ones, or
     # where in_flight jumps past N (a larger pass), the few between
     queue = max(concurrency - in_flight(mix, running), 0.0) / X

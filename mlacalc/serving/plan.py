@@ -1026,6 +1026,7 @@ def serving_plan(req: PlanRequest, cap: Capacity, common: dict[str, Any], sm: St
     concurrency = req.concurrency
     if req.request_rate is None and concurrency is None:  # as many as run at once
         concurrency = float(cap.max_batch)
+    room = None
     if req.disaggregated:
         room = prefill_room(req, cap.usable)
         if room.prompts < 1:
@@ -1043,7 +1044,7 @@ def serving_plan(req: PlanRequest, cap: Capacity, common: dict[str, Any], sm: St
             load = closed_loop(mix, cap.max_batch, concurrency)
         else:
             load = open_loop(mix, cap.max_batch, req.request_rate)
-    return serving_record(req, cap, common, mix, load)
+    return serving_record(req, cap, common, mix, load, room)
 
 
 def unfitted_prefill_pool(
@@ -1170,9 +1171,15 @@ def serving_binding(load: Load, max_batch: int, bound: str, admission: str) -> s
 
 
 def serving_record(
-    req: PlanRequest, cap: Capacity, common: dict[str, Any], mix: MixTiming, load: Load
+    req: PlanRequest,
+    cap: Capacity,
+    common: dict[str, Any],
+    mix: MixTiming,
+    load: Load,
+    room: PrefillRoom | None,
 ) -> Plan:
-    """The :class:`Plan` of a request mix in its steady state ``load``."""
+    """The :class:`Plan` of a request mix in its steady state ``load`` (``room``: the
+    disaggregated prefill pool's memory, None aggregated)."""
     lay, p_lay, f, osl = req.lay, req.p_lay, load.f, req.osl
     rate = f["rate"]
     if req.request_rate is not None and load.sustainable:
@@ -1194,7 +1201,6 @@ def serving_record(
         common["warnings"] + serving_warnings(req, mix, load) + stand_in_warnings(req, dec.kernels)
     )
     chunks = f.get("chunks")
-    room = prefill_room(req, cap.usable) if p_lay else None
     return Plan(
         **{**common, "warnings": warnings, "concurrency": load.concurrency},
         # the step is timed at B_run per group (at least one: a group holding a request runs

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from mlacalc.serving.comm import kv_transfer
-from mlacalc.serving.disaggregated import prefill_pool_seconds
+from mlacalc.serving.disaggregated import pool_wait, prefill_pool_seconds
 from mlacalc.serving.figures import chunk_hold, chunked_figures, in_progress, others_share
 from mlacalc.serving.gpu_step import StepModel, StepTimes
 from mlacalc.serving.layout import Layout, kv_bytes_per_sequence_per_gpu
@@ -386,7 +386,7 @@ def _pairings(
     ks = np.arange(1.0, t_pf.shape[1])
     with np.errstate(invalid="ignore"):  # padded passes: inf / inf
         rho_k = np.minimum(d[:, :, None] * t_pf[:, None, 1:] / ks, 1.0)
-        spent = t_pf[:, None, 1:] * (1 + rho_k / 2)
+        spent = t_pf[:, None, 1:] + pool_wait(rho_k, t_pf[:, None, 1:], False)
     spent = np.where(up, spent, np.inf)
     k = np.where(up.any(axis=2), spent.argmin(axis=2) + 1, k_max[:, None])
     t_k = np.take_along_axis(t_pf, k, axis=1)
@@ -394,7 +394,7 @@ def _pairings(
     # a prompt's cache sent to the decode pool: the ranks' shares in parallel, over the link
     # the two pools share (mlacalc.serving.comm.kv_transfer)
     transfer = np.array([_transfer(req, c, pool.sm.lay) for _, pool in order])[:, None]
-    ttft = t_k + rho * t_k / 2 + transfer
+    ttft = t_k + pool_wait(rho, t_k, False) + transfer
     # the requests in flight: the decode batch and, at the request rate, those in the
     # prefill pool and the KV transfer (Little's law), as plan's closed loop counts them
     in_flight = lay.dp * c.Bf[None, :] + demand[None, :] * ttft
