@@ -27,6 +27,7 @@ from mlacalc.models.architecture import kv_head_share
 from mlacalc.models.loading import ModelConfig, model_argument
 from mlacalc.serving.layout import Layout as ServingLayout
 from mlacalc.serving.layout import stage_breakdowns
+from mlacalc.serving.plan_checks import check_number, usable_of
 from mlacalc.training.flops import (
     TrainingFlops,
     check_recompute,
@@ -152,7 +153,7 @@ class TrainingCost:
         device."""
         if self.device_memory_bytes is None:
             return None
-        return int(self.device_memory_bytes * (1 - self.memory_reserve))
+        return usable_of(int(self.device_memory_bytes), 0, self.memory_reserve)
 
     @property
     def fits(self) -> bool | None:
@@ -504,12 +505,8 @@ def training_cost(
         raise InvalidArgumentError(
             "zero", f"ZeRO stage must be 0, 1, 2 or 3, got {args.show_value(zero)}"
         )
-    reserve = args.real(memory_reserve)
-    if isinstance(memory_reserve, bool) or reserve is None or not 0.0 <= reserve < 1.0:
-        raise InvalidArgumentError(
-            "memory_reserve",
-            f"must be a share of the GPU in [0, 1), got {args.show_value(memory_reserve)}",
-        )
+    # the serving planner's check of the same argument
+    reserve = check_number("memory_reserve", memory_reserve, 0.0, 1.0, allow_none=False)
     _, g, _, _ = optimizer_bytes_per_param(optimizer, precision)
     lay = make_layout(m, tp, pp, dp, ep, micro_batch, global_batch)
     flops = training_flops(m, seq_len, lay.micro_batch, impl, recompute, attention)
