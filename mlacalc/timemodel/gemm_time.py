@@ -902,16 +902,12 @@ def _input_quantization(c: _Call) -> np.ndarray:
     fig = c.fig
     ctas = col(batch, "quant_ctas", 0) * MLA_QUANT_CTA_CYCLES / (fig.clock_hz * fig.sm_count)
     amax_read = c.groups * c.m * c.k * 2.0 * per_byte
-    passes_s = qbytes * per_byte
     # the nvfp4 quantize gives each input row its own small CTA (a thread a 16-element
     # block), as SGLang's fp8 quantize does (QUANT_ROW_CTA_ENGINES): each row costs its CTA's
     # life, ``quant_row_cycles`` SM cycles over all the SMs, beside the bytes it moves
-    row_ctas = col(batch, QUANT_ROW_CTA_FIELD, 0) > 0
-    if batch.dtype == "nvfp4" or row_ctas.any():
-        rows_s = c.groups * c.m * prm.get("quant_row_cycles", 0.0) / (fig.clock_hz * fig.sm_count)
-        passes_s = passes_s + (
-            rows_s if batch.dtype == "nvfp4" else np.where(row_ctas, rows_s, 0.0)
-        )
+    row_ctas = (col(batch, QUANT_ROW_CTA_FIELD, 0) > 0) | (batch.dtype == "nvfp4")
+    rows_s = c.groups * c.m * prm.get("quant_row_cycles", 0.0) / (fig.clock_hz * fig.sm_count)
+    passes_s = qbytes * per_byte + np.where(row_ctas, rows_s, 0.0)
     return np.where(
         quantized,
         prm["quant_fixed_s"] * launches + passes_s + np.maximum(atomics - amax_read, 0.0) + ctas,
