@@ -9,7 +9,7 @@ import streamlit as st
 from mlacalc.models.loading import ModelConfig
 from mlacalc.training.cost import absorption_table, fp8_without_fp8_units, training_cost
 from mlacalc.training.flops import RECOMPUTE_POLICIES, TRAINING_STAGES
-from mlacalc.training.memory import OPTIMIZERS, PRECISIONS
+from mlacalc.training.memory import OPTIMIZERS, PRECISIONS, SWIGLU
 from mlacalc.words.errors import MlacalcError
 from mlacalc.words.units import human_bytes, human_si
 
@@ -63,7 +63,7 @@ def _flops_figure(d: dict) -> go.Figure:
 
 
 def _inputs(m: ModelConfig) -> dict:
-    c = st.columns(4)
+    c = st.columns(5)
     kw = {
         "seq_len": c[0].number_input("sequence length", 128, 1 << 20, 4096, 1024, key="tr_seq"),
         "micro_batch": c[1].number_input("micro-batch", 1, 4096, 1, key="tr_mb"),
@@ -74,6 +74,13 @@ def _inputs(m: ModelConfig) -> dict:
             horizontal=True,
         ),
         "recompute": c[3].selectbox("recompute", RECOMPUTE_POLICIES, key="tr_recompute"),
+        "swiglu": c[4].selectbox(
+            "SwiGLU",
+            list(SWIGLU),
+            key="tr_swiglu",
+            help="fused (Megatron-LM, TransformerEngine): saves the [gate, up] output and the "
+            "product; unfused (eager PyTorch): also SiLU(gate)",
+        ),
     }
     c = st.columns(5)
     for col, name in zip(c, ("tp", "pp", "dp", "ep")):
@@ -164,8 +171,8 @@ def render(sc: Scenario) -> None:
             }
         ],
         scope="Activations saved for backward (exact for one GPU holding the layer, run with "
-        "fused kernels: FlashAttention, fused norms and RoPE; Hugging Face's unfused layers "
-        "save 17-82% more).",
+        "fused kernels: FlashAttention, fused norms and RoPE, the SwiGLU as chosen above; Hugging "
+        "Face's unfused layers save more, docs/training.md).",
     )
     show_table(
         [{"part": p, "bytes": round(v)} for p, v in d["states_per_gpu"].items()]

@@ -19,7 +19,7 @@ from mlacalc.cli.common import (
 )
 from mlacalc.render import human_bytes, human_seconds, human_si
 from mlacalc.training.flops import RECOMPUTE_POLICIES, TRAINING_IMPLS, TRAINING_STAGES
-from mlacalc.training.memory import OPTIMIZERS, PRECISIONS
+from mlacalc.training.memory import OPTIMIZERS, PRECISIONS, SWIGLU
 from mlacalc.words import defaults as D
 
 _PARTS = (
@@ -78,7 +78,7 @@ def _sections(c, table) -> list[Section]:
         ),
         Section(
             "Activations saved for backward (fused kernels: FlashAttention, fused norms and "
-            "RoPE; Hugging Face's unfused layers save 17-82% more)",
+            f"RoPE, {c.swiglu} SwiGLU; Hugging Face's unfused layers save more)",
             ["block", "bytes per layer", "layers", "bytes"],
             [[b, human_bytes(v), n, human_bytes(v * n)] for b, v, n in _blocks(c)]
             + [["one micro-batch, whole model", "", "", human_bytes(c.activation_bytes)]]
@@ -224,6 +224,14 @@ def _blocks(c) -> list[tuple[str, int, int]]:
     help="Activation recomputation.",
 )
 @click.option(
+    "--swiglu",
+    type=click.Choice(list(SWIGLU)),
+    default="fused",
+    show_default=True,
+    help="How a gated FFN runs: fused (Megatron-LM, TransformerEngine) saves the [gate, up] "
+    "output and the product; unfused (eager PyTorch) also SiLU(gate).",
+)
+@click.option(
     "--hardware", "-H", "--hw", "hardware", default=None, help="Predict the step time on this GPU."
 )
 @click.option("--tp", type=SIZE, default=1, show_default=True, help="Tensor-parallel ranks.")
@@ -288,6 +296,7 @@ def command(
     global_batch,
     impl,
     recompute,
+    swiglu,
     hardware,
     tp,
     pp,
@@ -340,6 +349,7 @@ def command(
         overlap=overlap,
         comm_sms=comm_sms,
         memory_reserve=memory_reserve,
+        swiglu=swiglu,
     )
     if absorption_ranks and not absorption:
         raise click.BadParameter(

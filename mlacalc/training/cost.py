@@ -38,6 +38,7 @@ from mlacalc.training.flops import (
 from mlacalc.training.memory import (
     OPTIMIZERS,
     ActivationTensor,
+    check_swiglu,
     layer_activations,
     optimizer_bytes_per_param,
     recomputed_layer_bytes,
@@ -54,7 +55,8 @@ __all__ = ["TrainingCost", "absorption_table", "fp8_without_fp8_units", "trainin
 _MAX_SEQ = 1 << 24
 
 #: tensors a framework recomputes in the backward where it recomputes SwiGLU and the norms
-#: (DeepSeek-V3 does): the SwiGLU's activation and product, the norms' outputs
+#: (DeepSeek-V3 does): the SwiGLU's outputs (fused: the product, the down projection's input;
+#: unfused also SiLU(gate)), the norms' outputs
 _SWIGLU_NORMS = frozenset(
     (
         "activation",
@@ -82,6 +84,7 @@ _LINEAR_INPUTS = frozenset(
         "expert_product",
         "expert_gate",
         "expert_up",
+        "expert_gate_up",
         "shared_product",
     )
 )
@@ -145,6 +148,9 @@ class TrainingCost:
     #: whether ``global_batch`` was left to its default (one micro-batch a data-parallel rank:
     #: no gradient accumulation, so the whole data-parallel reduction follows one backward)
     global_batch_defaulted: bool = False
+    #: how the gated FFN's SwiGLU runs, what its activations count
+    #: (:data:`mlacalc.training.memory.SWIGLU`)
+    swiglu: str = "fused"
 
     @property
     def usable_memory_bytes(self) -> int | None:
@@ -286,6 +292,7 @@ class TrainingCost:
             "seq_len": self.seq_len,
             "impl": self.impl,
             "recompute": self.recompute,
+            "swiglu": self.swiglu,
             "attention": self.attention,
             "optimizer": self.optimizer,
             "precision": self.precision,
@@ -464,6 +471,7 @@ def training_cost(
     overlap: bool = False,
     comm_sms: int = 0,
     memory_reserve: float = D.MEMORY_RESERVE,
+    swiglu: str = "fused",
 ) -> TrainingCost:
     """FLOPs, memory and (with ``hardware``) the time of one training step.
 
@@ -489,6 +497,10 @@ def training_cost(
         the share of each GPU's memory kept apart (CUDA context, workspaces, fragmentation),
         in [0, 1): a layout fits where its share is within the rest (the serving planner's
         rule and default, :data:`mlacalc.words.defaults.MEMORY_RESERVE`).
+    swiglu
+        ``"fused"`` (Megatron-LM's and TransformerEngine's kernel: the ``[gate, up]`` output
+        and the product saved) or ``"unfused"`` (eager PyTorch: gate, up, SiLU(gate) and the
+        product); a gated FFN's activations only.
 
     Examples
     --------
@@ -500,6 +512,7 @@ def training_cost(
     seq_len = args.count("seq_len", seq_len, _MAX_SEQ)
     engine_impl(m, impl)
     recompute = check_recompute(m, impl, recompute)
+    swiglu = check_swiglu(swiglu)
     attention = attention or default_attention(impl)
     if isinstance(zero, bool) or zero not in (0, 1, 2, 3):
         raise InvalidArgumentError(
@@ -514,9 +527,9 @@ def training_cost(
     if impl != "expanded":
         model_flops = training_flops(m, seq_len, lay.micro_batch, "expanded").model_flops
     act_dtype = "fp32" if precision == "fp32" else "bf16"
-    acts = tuple(layer_activations(m, seq_len, lay.micro_batch, impl, recompute, act_dtype))
+    acts = tuple(layer_activations(m, seq_len, lay.micro_batch, impl, recompute, act_dtype, swiglu))
     rerun = (
-        recomputed_layer_bytes(m, seq_len, lay.micro_batch, impl, act_dtype)
+        recomputed_layer_bytes(m, seq_len, lay.micro_batch, impl, act_dtype, swiglu)
         if recompute == "full"
         else {}
     )
@@ -575,6 +588,7 @@ def training_cost(
         levers=_levers(m, lay, recompute, zero),
         model_flops_per_micro_batch=model_flops,
         global_batch_defaulted=global_batch is None,
+        swiglu=swiglu,
     )
 
 

@@ -4,11 +4,12 @@ states per GPU.
 **Activations.** The bytes of the tensors a layer saves for its backward pass, for one
 micro-batch of ``N = micro_batch x seq_len`` tokens (``a`` bytes per activation element, fp32
 statistics at 4 bytes). The layer is written with fused kernels (FlashAttention, fused
-RMSNorm and RoPE, as Megatron-LM runs it; the tensors have Hugging Face's shapes one for one),
-each operation saving what PyTorch's autograd saves for it (``tests/test_training_reference.py``
-builds these layers and captures the saved tensors with
+RMSNorm and RoPE, fused SwiGLU by default, as Megatron-LM runs it; the tensors have Hugging
+Face's shapes one for one), each operation saving what PyTorch's autograd saves for it
+(``tests/test_training_reference.py`` builds these layers and captures the saved tensors with
 ``torch.autograd.graph.saved_tensors_hooks``). Hugging Face's unfused layers save more (their
-RMSNorm's fp32 copies, RoPE's cos/sin, GELU intermediates): +17% to +82% measured:
+RMSNorm's fp32 copies, RoPE's cos/sin, GELU intermediates): +17% to +82% measured against
+this count with ``swiglu="unfused"``:
 
 - an RMSNorm saves its input and the per-token reciprocal RMS (fp32); a linear layer its input
   (the weight is a parameter, not an activation); SiLU its input; a product both operands;
@@ -27,10 +28,15 @@ RMSNorm's fp32 copies, RoPE's cos/sin, GELU intermediates): +17% to +82% measure
   product reads its position-free part), the absorbed query ``[q W_UK, q_rope]``
   (``n_h (d_c + d_rope)``), the key ``[c, k_rope]`` (``d_c + d_rope``), the probabilities, the
   latent output (``n_h d_c``) and the output (``n_h d_v``);
-- dense FFN (gated): input, RMS, normed input, gate, up, SiLU(gate) and their product;
+- dense FFN (gated): input, RMS, normed input; with ``swiglu="fused"`` (the default, as
+  Megatron-LM's ``bias_swiglu_impl`` and TransformerEngine's ``LayerNormMLP`` run it: one
+  GEMM makes ``[gate, up]`` and one kernel their ``SiLU(gate) * up``, saving its input) the
+  gate-up output (``2 f``) and the product (the down projection's input); with
+  ``swiglu="unfused"`` (eager PyTorch: ``silu(x W_g) * (x W_u)``) gate, up, SiLU(gate) and the
+  product, one ``f`` more;
 - MoE: input, RMS, normed input, the router's probabilities (fp32, ``E`` per token) and its
   top-k indices (int64); per routed copy of a token (``N k`` of them) the gathered input, the
-  expert's gate, up, activation and product, its output, its routing weight (fp32) and the
+  expert's SwiGLU tensors (as the dense FFN's), its output, its routing weight (fp32) and the
   weighted output the combine adds back (an index-add keeps its source), the token it came
   from and its place among the top-k (int64, the gather indices); the shared experts as a
   dense FFN of their width;
@@ -73,6 +79,7 @@ from mlacalc.words.errors import InvalidArgumentError
 __all__ = [
     "OPTIMIZERS",
     "PRECISIONS",
+    "SWIGLU",
     "ActivationTensor",
     "layer_activations",
     "optimizer_bytes_per_param",
@@ -92,6 +99,18 @@ PRECISIONS = {
     "bf16": (2, 2, 0, 2),
     "fp32": (4, 4, 0, 4),
 }
+
+
+#: how a gated FFN's SwiGLU runs -> what it saves for backward (besides its input's norm)
+SWIGLU = {
+    "fused": "the [gate, up] GEMM output and the product (Megatron-LM, TransformerEngine)",
+    "unfused": "gate, up, SiLU(gate) and the product (eager PyTorch)",
+}
+
+
+def check_swiglu(swiglu: Any) -> str:
+    """``swiglu`` checked: ``"fused"`` or ``"unfused"``."""
+    return args.choice("swiglu", swiglu, SWIGLU)
 
 
 @dataclass(frozen=True)
@@ -204,15 +223,20 @@ def _attention(m: ModelConfig, n: int, b: int, t: int, impl: str, recompute: str
     return [*out, ("output", n * n_h * d_v, a), ("logsumexp", b * n_h * t, F32)]
 
 
-def _ffn(n: int, d: int, f: int, a: int, prefix: str = "") -> list[tuple[str, int, int]]:
+def _ffn(n: int, f: int, a: int, swiglu: str, prefix: str = "") -> list[tuple[str, int, int]]:
+    """A SwiGLU's saved tensors beyond its input: fused, the one ``[gate, up]`` GEMM output
+    (the fused kernel's saved input) and the product (the down projection's input); unfused,
+    gate and up (SiLU's and the product's inputs), SiLU(gate) and the product."""
+    if swiglu == "fused":
+        return [(f"{prefix}gate_up", 2 * n * f, a), (f"{prefix}product", n * f, a)]
     return [(f"{prefix}{x}", n * f, a) for x in ("gate", "up", "activation", "product")]
 
 
-def _moe(m: ModelConfig, n: int, a: int) -> list[tuple[str, int, int]]:
+def _moe(m: ModelConfig, n: int, a: int, swiglu: str) -> list[tuple[str, int, int]]:
     d, E, k = m.hidden_size, m.n_routed_experts, m.num_experts_per_tok
     f_e = expert_shape(m).inter
     out = [("router_probabilities", n * E, F32), ("router_topk_index", n * k, I64)]
-    out += [("expert_input", n * k * d, a), *_ffn(n * k, d, f_e, a, "expert_")]
+    out += [("expert_input", n * k * d, a), *_ffn(n * k, f_e, a, swiglu, "expert_")]
     out += [
         ("expert_output", n * k * d, a),
         ("routing_weight", n * k, F32),
@@ -221,16 +245,23 @@ def _moe(m: ModelConfig, n: int, a: int) -> list[tuple[str, int, int]]:
         ("routing_index", n * k, I64),
     ]
     if m.n_shared_experts:
-        out += _ffn(n, d, shared_experts_shape(m).inter, a, "shared_")
+        out += _ffn(n, shared_experts_shape(m).inter, a, swiglu, "shared_")
     return out
 
 
 def layer_activations(
-    m: ModelConfig, seq_len: int, micro_batch: int, impl: str, recompute: str, dtype: str = "bf16"
+    m: ModelConfig,
+    seq_len: int,
+    micro_batch: int,
+    impl: str,
+    recompute: str,
+    dtype: str = "bf16",
+    swiglu: str = "fused",
 ) -> list[ActivationTensor]:
     """The tensors every decoder layer and the head save for the backward pass of one
-    micro-batch (``layers``: how many layers save each)."""
+    micro-batch (``layers``: how many layers save each); ``swiglu``: :data:`SWIGLU`."""
     check_layout(m)
+    swiglu = check_swiglu(swiglu)
     a = dtype_bits(dtype) // 8
     b, t = micro_batch, seq_len
     n, d, L = b * t, m.hidden_size, m.num_hidden_layers
@@ -245,10 +276,10 @@ def layer_activations(
         if L - moe_layers:
             f = ffn_shape(m).inter
             mlp = [("fc_output", n * f, a), ("activation", n * f, a)]
-            dense = norm + (_ffn(n, d, f, a) if m.gated_mlp else mlp)
+            dense = norm + (_ffn(n, f, a, swiglu) if m.gated_mlp else mlp)
             out += [ActivationTensor("ffn", x, el, el * s, L - moe_layers) for x, el, s in dense]
         if moe_layers:
-            moe = norm + _moe(m, n, a)
+            moe = norm + _moe(m, n, a, swiglu)
             out += [ActivationTensor("moe", x, el, el * s, moe_layers) for x, el, s in moe]
     stats = (
         [("final_norm_mean", n, F32), ("final_norm_rstd", n, F32)]
@@ -271,14 +302,19 @@ def layer_activations(
 
 
 def recomputed_layer_bytes(
-    m: ModelConfig, seq_len: int, micro_batch: int, impl: str, dtype: str = "bf16"
+    m: ModelConfig,
+    seq_len: int,
+    micro_batch: int,
+    impl: str,
+    dtype: str = "bf16",
+    swiglu: str = "fused",
 ) -> dict[str, int]:
     """``recompute="full"``: what one decoder layer saves when its forward runs again in the
     backward, beyond the input it kept (the rerun reads that storage): its tensors under
     ``"none"`` less its input, for a dense (``"ffn"``) and a MoE (``"moe"``) layer. Live on
     top of every layer's kept input while that layer's backward runs, one layer at a time."""
     per: dict[str, int] = {}
-    for a in layer_activations(m, seq_len, micro_batch, impl, "none", dtype):
+    for a in layer_activations(m, seq_len, micro_batch, impl, "none", dtype, swiglu):
         per[a.block] = per.get(a.block, 0) + a.bytes
     kept = micro_batch * seq_len * m.hidden_size * (dtype_bits(dtype) // 8)
     return {k: per["attention"] + per[k] - kept for k in ("ffn", "moe") if k in per}
