@@ -14,6 +14,7 @@ from mlacalc.training.cost import absorption_table, training_cost
 from mlacalc.training.flops import training_flops
 from mlacalc.training.memory import optimizer_bytes_per_param, state_bytes
 from mlacalc.words.errors import MlacalcError
+from mlacalc.words.units import human_bytes
 
 # ---------------------------------------------------------------------------------------------
 # DeepSeek-V3 ISCA 2025 paper (arXiv 2505.09343), Table 2 "Training Cost": GFLOPs per token.
@@ -536,10 +537,49 @@ def test_fit_advice_lists_only_settings_not_in_use_that_lower_the_share():
     moe = training_cost(
         "deepseek-v3", 4096, hardware="H800", pp=8, dp=16, ep=16, micro_batch=2, global_batch=64
     )
-    assert moe.fit_advice.endswith(
-        "modelled: full recompute, more pipeline/tensor/expert-parallel ranks, ZeRO-3, a smaller "
-        "micro-batch"
+    assert "modelled: full recompute, more pipeline/tensor/expert-parallel ranks, ZeRO-3 (" in (
+        moe.fit_advice
     )
+    assert moe.fit_advice.endswith("), a smaller micro-batch")
+
+
+def test_the_zero3_lever_says_what_it_saves_and_what_it_costs():
+    """Where a layout does not fit, the ZeRO-3 lever says the bytes a GPU's share loses and the
+    traffic it adds: two weight all-gathers a micro-batch (forward and backward) and a gradient
+    reduce-scatter a micro-batch, against one of each a step under ZeRO-1, and the step the
+    model predicts with them (before: 'ZeRO-3' alone, though it doubles this step). Llama 3
+    405B's published layout: 32 micro-batches a rank."""
+    from mlacalc.render import human_seconds
+
+    kw = dict(hardware="H100", tp=8, pp=16, dp=64, global_batch=2048)
+    c = training_cost("llama-3.1-405b", 8192, **kw)
+    three = training_cost("llama-3.1-405b", 8192, zero=3, **kw)
+    assert c.fits is False and c.layout.micro_batches == 32
+    saved = human_bytes(c.memory_per_gpu - three.memory_per_gpu)
+    lever = next(x for x in c.levers if x.startswith("ZeRO-3"))
+    assert lever == (
+        f"ZeRO-3 ({saved} less a GPU, for 64 weight all-gathers a step where ZeRO-1 runs 1 and "
+        "32 gradient reduce-scatters where it runs 1: data-parallel traffic "
+        f"{human_seconds(c.time.dp_comm_s)} -> {human_seconds(three.time.dp_comm_s)} a step, "
+        f"{human_seconds(c.time.dp_exposed_s)} -> {human_seconds(three.time.dp_exposed_s)} "
+        f"exposed, step {human_seconds(c.time.step_s)} -> {human_seconds(three.time.step_s)})"
+    )
+    assert lever in c.fit_advice
+    assert three.time.step_s > 1.5 * c.time.step_s  # it costs, and the lever says so
+    docs = " ".join((Path(__file__).parents[1] / "docs" / "training.md").read_text().split())
+    assert (
+        f"ZeRO-3 takes {saved} off (enough to fit) for 64 all-gathers and 32 reduce-scatters a "
+        f"step, data-parallel traffic {human_seconds(c.time.dp_comm_s)} -> "
+        f"{human_seconds(three.time.dp_comm_s)}, step {human_seconds(c.time.step_s)} -> "
+        f"{human_seconds(three.time.step_s)}"
+    ) in docs
+    assert three.fits
+    # ZeRO-2 already reduce-scatters every micro-batch: only the gathers are new
+    two = training_cost("llama-3.1-405b", 8192, zero=2, memory_reserve=0.3, **kw)
+    assert two.fits is False
+    lever = next(x for x in two.levers if x.startswith("ZeRO-3"))
+    assert "64 weight all-gathers a step where ZeRO-2 runs 1:" in lever
+    assert "reduce-scatters" not in lever
 
 
 def test_refusal_of_a_hybrid_reads_whole_and_says_what_to_do():

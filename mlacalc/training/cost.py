@@ -18,7 +18,7 @@ over the ``dp x tp / ep`` ranks that hold the same experts,
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
@@ -563,7 +563,7 @@ def training_cost(
             zero=zero,
         )
         peak, memory = _device(hardware)
-    return TrainingCost(
+    cost = TrainingCost(
         model=m.name,
         seq_len=seq_len,
         impl=impl,
@@ -589,6 +589,38 @@ def training_cost(
         model_flops_per_micro_batch=model_flops,
         global_batch_defaulted=global_batch is None,
         swiglu=swiglu,
+    )
+    if cost.fits is False and "ZeRO-3" in cost.levers:
+        zero3 = training_cost(
+            m, seq_len, micro_batch, impl, recompute, hardware, tp, pp, dp, ep, global_batch,
+            optimizer, precision, 3, attention, profile, overlap, comm_sms, memory_reserve,
+            swiglu,
+        )  # fmt: skip
+        said = _zero3_lever(cost, zero3)
+        cost = replace(cost, levers=tuple(said if x == "ZeRO-3" else x for x in cost.levers))
+    return cost
+
+
+def _zero3_lever(now: TrainingCost, zero3: TrainingCost) -> str:
+    """The ZeRO-3 lever with what it saves and what it costs: the bytes a GPU's share loses,
+    the weight all-gathers a step (two a micro-batch, before its forward and its backward,
+    where ZeRO 0-2 gather once a step) and the gradient reduce-scatters (one a micro-batch,
+    where ZeRO 0-1 reduce once), and the step time the model predicts with them."""
+    from mlacalc.render import human_seconds  # deferred: the renderer loads rich
+
+    n = now.layout.micro_batches
+    saved = now.memory_per_gpu - zero3.memory_per_gpu
+    text = f"ZeRO-3 ({human_bytes(saved)} less a GPU, for {2 * n:,} weight all-gathers a step"
+    text += f" where ZeRO-{now.zero} runs 1"
+    if now.zero < 2 and n > 1:
+        text += f" and {n:,} gradient reduce-scatters where it runs 1"
+    a, b = now.time, zero3.time
+    if a is None or b is None:
+        return text + ")"
+    return text + (
+        f": data-parallel traffic {human_seconds(a.dp_comm_s)} -> {human_seconds(b.dp_comm_s)} "
+        f"a step, {human_seconds(a.dp_exposed_s)} -> {human_seconds(b.dp_exposed_s)} exposed, "
+        f"step {human_seconds(a.step_s)} -> {human_seconds(b.step_s)})"
     )
 
 
