@@ -104,10 +104,14 @@ def show_context_warning(sc: Scenario) -> None:
         st.info(text, icon=":material/warning:")
 
 
-def show_table(rows: list[dict[str, Any]], scope: str = "", right: tuple[str, ...] = ()) -> None:
+def show_table(
+    rows: list[dict[str, Any]], scope: str = "", right: tuple[str, ...] = (), whole: bool = False
+) -> None:
     """A data grid: thousands separators, exact text for integers beyond 2^53, a scope line.
     A column empty in every row is left out (the grid would print 'None' in each cell);
-    ``right``: text columns aligned as numbers (figures already written with separators)."""
+    ``right``: text columns aligned as numbers (figures already written with separators);
+    ``whole``: every row shown (the grid's own height scrolls past ten), for a table whose
+    last rows are its point (a total)."""
     empty = {k for k in (rows[0] if rows else {}) if all(r.get(k) is None for r in rows)}
     shown, kinds = grid_rows([{k: v for k, v in r.items() if k not in empty} for r in rows])
     config = {}
@@ -120,7 +124,8 @@ def show_table(rows: list[dict[str, Any]], scope: str = "", right: tuple[str, ..
             )
         elif column in right:
             config[column] = st.column_config.TextColumn(alignment="right")
-    st.dataframe(shown, hide_index=True, width="stretch", column_config=config)
+    height: Any = 35 * (len(shown) + 1) + 3 if whole else "auto"  # the grid's 35 px a row
+    st.dataframe(shown, hide_index=True, width="stretch", height=height, column_config=config)
     if scope:
         st.caption(scope)
 

@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from mlacalc.models.loading import ModelConfig
+from mlacalc.render import human_seconds
 from mlacalc.training.cost import absorption_table, fp8_without_fp8_units, training_cost
 from mlacalc.training.flops import RECOMPUTE_POLICIES, TRAINING_STAGES
 from mlacalc.training.memory import OPTIMIZERS, PRECISIONS, SWIGLU
@@ -29,12 +30,41 @@ def _absorption(model: ModelConfig, micro_batch: int) -> list[dict]:
     return absorption_table(model, (1024, 4096, 16384, 65536), micro_batch, ranks)
 
 
-def _time_part(key: str) -> str:
-    """A step time's part in words; the recompute one says that the flash backward's score
-    recompute is not in it (the FLOPs' "recomputed" column counts it; the time, in backward)."""
-    if key == "recompute_s":
-        return "recompute by the policy (the flash backward's scores: in backward)"
-    return key.removesuffix("_s").replace("_", " ")
+def step_rows(t: dict, overlap: bool) -> list[dict]:
+    """The step's parts as the step table shows them: each part's seconds, what it adds to the
+    step (the rows that add sum to the step: the micro-batches, the bubble, the exposed
+    data-parallel traffic, the optimizer) and, in words, how the others enter it (inside each
+    micro-batch, or overlapped and so added only where longer). The data-parallel traffic is
+    shown whole and apart from its exposed part, the one that adds."""
+    n = t["layout"]["micro_batches"]
+    each = f"inside each micro-batch (x {n:,})"
+    comm = "overlaps the compute: adds where longer" if overlap else each
+    rows = [
+        ("forward", "forward_s", False, each),
+        ("backward", "backward_s", False, each),
+        ("recompute (policy)", "recompute_s", False, each + "; flash scores: in backward"),
+        ("tensor-parallel comm", "tp_comm_s", False, comm),
+        ("expert-parallel comm", "ep_comm_s", False, comm),
+        ("pipeline comm", "pp_comm_s", False, comm),
+        ("micro-batch (stage)", "micro_batch_s", True, f"adds, x {n:,}"),
+        ("pipeline bubble", "bubble_s", True, "adds"),
+        ("data-parallel traffic", "dp_comm_s", False, "overlaps backward; next row adds"),
+        ("data-parallel, exposed", "dp_exposed_s", True, "adds: what backward cannot hide"),
+        ("optimizer step", "optimizer_s", True, "adds"),
+        ("step", "step_s", False, "the sum of the rows that add"),
+    ]
+    out = []
+    for name, key, adds, how in rows:
+        added = n * t[key] if key == "micro_batch_s" else t[key]
+        out.append(
+            {
+                "part": name,
+                "seconds": t[key],
+                "adds to the step": human_seconds(added) if adds else "",
+                "in the step": how,
+            }
+        )
+    return out
 
 
 def _flops_figure(d: dict) -> go.Figure:
@@ -182,8 +212,12 @@ def render(sc: Scenario) -> None:
     if d["time"] is not None:
         t = d["time"]
         show_table(
-            [{"part": _time_part(key), "seconds": v} for key, v in t.items() if key.endswith("_s")],
-            scope="A prediction of the kernel time model and the link model "
+            step_rows(t, kw["overlap"]),
+            right=("adds to the step",),
+            whole=True,
+            scope="One step: the rows with a figure under 'adds to the step' sum to it; the "
+            "others are inside a micro-batch or overlapped. A prediction of the kernel time "
+            "model and the link model "
             f"(profile {t['profile']}: {t['calibration']}; benchmarks/bench_training.py gives "
             "its error on published runs).",
         )

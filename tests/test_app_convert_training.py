@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 import mlacalc
 from mlacalc.cost.convert_cost import conversion_cost
 from mlacalc.models.convert import convert
+from mlacalc.render import human_seconds
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
@@ -160,3 +161,45 @@ def test_training_tab_warns_past_the_context_and_of_fp8_without_fp8_units():
     fp8 = [w.value for w in at.warning if "no FP8 tensor cores" in w.value]
     assert len(fp8) == 1 and "still save memory and optimizer-step time" in fp8[0]
     assert "use bf16-mixed" not in fp8[0]
+
+
+def test_training_tab_s_step_table_says_which_parts_add_to_the_step():
+    """The step table shows the data-parallel traffic whole and its exposed part, and says in
+    words which adds: the rows with a figure under 'adds to the step' sum to the step, the
+    others say they are inside a micro-batch or overlapped (before: a raw 'dp comm' row beside
+    'dp exposed', with nothing to tell which one the step holds)."""
+    at = run("Training", model="llama-3-8b", hw="H100")
+    at.number_input(key="tr_dp").set_value(16).run()  # two nodes: the reduction shows
+    at.number_input(key="tr_gb").set_value(64).run()
+    assert not at.exception
+    (table,) = [d.value for d in at.dataframe if "in the step" in d.value.columns]
+    assert len(table) == 12  # every row: the step, last, was past the grid's ten before
+    rows = {r["part"]: r for r in table.to_dict("records")}
+    c = mlacalc.training_cost("llama-3-8b", 4096, hardware="H100", dp=16, global_batch=64).time
+    # the rows that add, as written, are the step's parts, and they sum to it
+    from appviews.training import step_rows
+
+    raw = step_rows(c.to_dict(), overlap=False)
+    assert [r["adds to the step"] for r in raw] == list(table["adds to the step"])
+    adds = {r["part"]: r["seconds"] for r in raw if r["adds to the step"]}
+    assert adds == {
+        "micro-batch (stage)": c.micro_batch_s,
+        "pipeline bubble": c.bubble_s,
+        "data-parallel, exposed": c.dp_exposed_s,
+        "optimizer step": c.optimizer_s,
+    }
+    assert 4 * c.micro_batch_s + c.bubble_s + c.dp_exposed_s + c.optimizer_s == pytest.approx(
+        c.step_s
+    )
+    assert rows["micro-batch (stage)"]["adds to the step"] == human_seconds(4 * c.micro_batch_s)
+    whole, exposed = rows["data-parallel traffic"], rows["data-parallel, exposed"]
+    assert whole["seconds"] == pytest.approx(c.dp_comm_s)
+    assert c.dp_comm_s > c.dp_exposed_s > 0  # both shown: the traffic and the part that adds
+    assert whole["adds to the step"] == "" and whole["in the step"].startswith("overlaps")
+    assert exposed["adds to the step"] == human_seconds(c.dp_exposed_s)
+    assert rows["micro-batch (stage)"]["in the step"] == "adds, x 4"
+    assert rows["forward"]["in the step"] == "inside each micro-batch (x 4)"
+    at.checkbox(key="tr_overlap").check().run()
+    (table,) = [d.value for d in at.dataframe if "in the step" in d.value.columns]
+    said = table.set_index("part")["in the step"]
+    assert said["tensor-parallel comm"] == "overlaps the compute: adds where longer"
