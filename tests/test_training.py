@@ -890,3 +890,39 @@ def test_train_says_when_the_global_batch_was_defaulted_and_counts_in_the_singul
     assert "global batch not given" not in flat
     assert training_cost("llama-3.1-8b").global_batch_defaulted
     assert not training_cost("llama-3.1-8b", global_batch=1).global_batch_defaulted
+
+
+def test_expert_parallelism_across_tensor_parallel_ranks():
+    """``ep`` dividing ``dp x tp`` but not ``dp`` (Megatron-Core's expert layout folded over the
+    tensor- and data-parallel ranks, NeMo's DeepSeek-V3 recipe's TP2 PP16 EP64 on 1,024 GPUs,
+    from recall) was refused ('must divide the 32 data-parallel ranks'). Qwen3-30B-A3B at TP4
+    DP2 EP8 on one H100 node, by hand: a rank holds 16 of the 128 experts whole, the group is
+    the node's 8 GPUs, each dispatching its 1,024 tokens (4,096 over TP4, sequence parallel)
+    with their 8 routed copies over the scale-up link, forward and backward in 48 layers."""
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.serving.comm import combine_bytes, comm_seconds, dispatch_bytes
+    from mlacalc.training.step import ep_group, expert_dp
+
+    kw = dict(hardware="H100", tp=4, dp=2)
+    c = training_cost("qwen3-30b-a3b", 4096, ep=8, **kw)
+    one = training_cost("qwen3-30b-a3b", 4096, ep=1, **kw)
+    experts = 48 * 128 * 3 * 2048 * 768  # layers x experts x (gate, up, down) x d x f
+    assert one.params_per_gpu - c.params_per_gpu == experts * 7 // 8
+    assert expert_dp(c.layout) == 1 and ep_group(c.layout, 8) == (8, 8)
+    hw = load_hardware("H100")
+    sent = [dispatch_bytes(1024, 8, 2048, False), combine_bytes(1024, 8, 2048)]
+    hop = sum(float(comm_seconds(k, b, 8, hw)) for k, b in zip(("dispatch", "combine"), sent))
+    assert c.time.ep_comm_s == pytest.approx(2 * 48 * hop)
+    # ep dividing dp keeps the group over the data-parallel ranks, tp apart (DeepSeek-V3's)
+    v3 = training_cost("deepseek-v3", 4096, pp=16, dp=128, ep=64, global_batch=15360)
+    assert ep_group(v3.layout, 8) == (64, 8)
+    assert ep_group(training_cost("deepseek-v3", 4096, tp=2, dp=64, ep=64).layout, 8) == (128, 4)
+    # DeepSeek-V3 at TP2 PP16 EP64 DP32: accepted, each rank's experts reduced over none
+    folded = training_cost("deepseek-v3", 4096, tp=2, pp=16, dp=32, ep=64, global_batch=4096)
+    assert expert_dp(folded.layout) == 1 and ep_group(folded.layout, 8) == (64, 8)
+    with pytest.raises(MlacalcError) as e:
+        training_cost("deepseek-v3", 4096, tp=2, dp=32, ep=128)
+    assert str(e.value).endswith(
+        "128 expert-parallel ranks must divide the 256 experts and the 64 data-parallel x "
+        "tensor-parallel ranks (32 x 2) they are laid over"
+    )

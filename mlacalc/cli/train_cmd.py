@@ -238,7 +238,11 @@ def _blocks(c) -> list[tuple[str, int, int]]:
 @click.option("--pp", type=SIZE, default=1, show_default=True, help="Pipeline stages.")
 @click.option("--dp", type=SIZE, default=1, show_default=True, help="Data-parallel ranks.")
 @click.option(
-    "--ep", type=SIZE, default=1, show_default=True, help="Expert-parallel ranks (divide --dp)."
+    "--ep",
+    type=SIZE,
+    default=1,
+    show_default=True,
+    help="Expert-parallel ranks (divide --dp x --tp and the experts).",
 )
 @click.option(
     "--optimizer", type=click.Choice(list(OPTIMIZERS)), default="adamw", show_default=True

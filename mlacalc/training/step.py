@@ -1,8 +1,9 @@
 """The time of one training step on a parallel layout, from the kernel time model.
 
 Layout (Megatron-LM's ranks): ``tp`` tensor-parallel ranks, ``pp`` pipeline stages, ``dp``
-data-parallel ranks (``tp x pp x dp`` GPUs); ``ep`` expert-parallel ranks carved out of the
-data-parallel ones (``ep`` divides ``dp``; each holds ``E / ep`` routed experts). A step runs
+data-parallel ranks (``tp x pp x dp`` GPUs); ``ep`` expert-parallel ranks laid over the
+``tp x dp`` ranks of a stage (``ep`` divides ``tp x dp``; each holds ``E / ep`` routed experts
+whole, :func:`ep_group`). A step runs
 ``global_batch / (micro_batch x dp)`` micro-batches through the pipeline with the 1F1B
 schedule, then reduces the gradients over the data-parallel ranks and steps the optimizer.
 
@@ -145,11 +146,11 @@ def make_layout(
         )
     if ep > 1 and not m.is_moe:
         raise InvalidArgumentError("ep", f"{m.label} has no experts to spread over {ep} ranks")
-    if dp % ep or (m.is_moe and m.n_routed_experts % ep):
+    if (dp * tp) % ep or (m.is_moe and m.n_routed_experts % ep):
         raise InvalidArgumentError(
             "ep",
-            f"{ep} expert-parallel ranks must divide the {dp} data-parallel ranks and the "
-            f"{m.n_routed_experts} experts",
+            f"{ep} expert-parallel ranks must divide the {m.n_routed_experts} experts and the "
+            f"{dp * tp:,} data-parallel x tensor-parallel ranks ({dp} x {tp}) they are laid over",
         )
     return Layout(tp, pp, dp, ep, micro_batch, global_batch)
 
@@ -336,8 +337,8 @@ def _ep_seconds(
     combine."""
     k, d = m.num_experts_per_tok, m.hidden_size
     node = hw.gpus_per_node or lay.ep * lay.tp
-    span = lay.ep * lay.tp
-    copies = k if span <= node else remote_nodes_per_token(lay.ep, max(1, node // lay.tp), k)
+    span, per_node = ep_group(lay, node)
+    copies = k if span <= node else remote_nodes_per_token(lay.ep, per_node, k)
     wide = elem / 2  # dispatch_bytes and combine_bytes count bf16
     sent = (
         dispatch_bytes(tokens, copies, d, fp8) * (1 if fp8 else wide),
@@ -386,11 +387,24 @@ def _wide(kernels: list[Kernel]) -> list[Kernel]:
 
 
 def expert_dp(lay: Layout) -> int:
-    """The ranks that hold the same routed experts: ``dp x tp / ep`` (an expert-parallel shard
-    is whole on every tensor-parallel rank and repeats over the data-parallel ranks ``ep`` does
-    not span), over which ZeRO shards their states and their gradients are reduced (Megatron-LM's
-    expert data-parallel group)."""
+    """The ranks that hold the same routed experts: ``dp x tp / ep`` (a rank holds its
+    expert-parallel shard whole, so the shard repeats over the ``tp x dp`` ranks of the stage
+    that ``ep`` does not span), over which ZeRO shards their states and their gradients are
+    reduced (Megatron-LM's expert data-parallel group)."""
     return max(1, lay.dp * lay.tp // lay.ep)
+
+
+def ep_group(lay: Layout, node: int) -> tuple[int, int]:
+    """The GPUs an expert-parallel group spans and how many of its ranks share a node of
+    ``node`` GPUs. Where ``ep`` divides ``dp``, the group is one rank of each of ``ep``
+    tensor-parallel groups (Megatron-LM's expert parallelism over the data-parallel ranks, the
+    ranks ``tp`` apart): it spans ``ep x tp`` GPUs, ``node / tp`` of its ranks a node. Otherwise
+    it crosses the tensor-parallel ranks (Megatron-Core's expert layout folded over
+    ``tp x dp``, expert tensor parallelism 1: from recall) and is ``ep`` consecutive GPUs, as
+    many a node as the node holds."""
+    if lay.dp % lay.ep == 0:
+        return lay.ep * lay.tp, max(1, node // lay.tp)
+    return lay.ep, node
 
 
 def step_time(
