@@ -22,6 +22,7 @@ from mlacalc.models.loading import ModelConfig, load_model
 from mlacalc.models.patterns import COMPRESSED_KINDS, STATE_KINDS
 from mlacalc.models.tensors import part_of, tensors
 from mlacalc.models.variants import as_variant
+from mlacalc.serving.precision import engine_fp8_cache_note
 from mlacalc.words import defaults as D
 from mlacalc.words.arguments import one_or_many
 from mlacalc.words.dtypes import resolve_kv_layout
@@ -369,7 +370,15 @@ def model_report(
         "kv_cache": kv_rows(m, seq_len, batch, kv_dtype, impl),
         **attention,
         # what the figures are not, said once: a checkpoint's own fp8 cache sized otherwise
-        "notes": [n for n in (checkpoint_kv_note(m, layout.name, layout.bits),) if n],
+        # and a DSA model's fp8 cache as vLLM and SGLang store it (plan's fp8_ds_mla)
+        "notes": [
+            n
+            for n in (
+                checkpoint_kv_note(m, layout.name, layout.bits),
+                engine_fp8_cache_note(m, layout, seq_len, batch),
+            )
+            if n
+        ],
     }
 
 

@@ -24,6 +24,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from mlacalc.cost.engine import kv_cache
 from mlacalc.cost.params import param_counts
 from mlacalc.cost.quant import (
     FORMAT_BITS,
@@ -249,6 +250,27 @@ def engine_kv_layout(m: ModelConfig, kv: Any, engine: str) -> tuple[Any, str]:
             f"{_latent_row(m, 'fp8')})"
         )
     return kv, ""
+
+
+def engine_fp8_cache_note(m: ModelConfig, kv: Any, seq_len: int, batch: int) -> str:
+    """What ``report`` and ``compare`` say where they size a DSA model's cache in plain fp8
+    (576 B a latent row) while vLLM and SGLang store it as ``fp8_ds_mla`` (656 B), as ``plan
+    --engine vllm|sglang`` sizes it: that layout's bytes a token and at ``seq_len`` x
+    ``batch``, and the option that counts it; ``""`` for any other model or layout."""
+    if not (m.index_topk is not None and m.is_mla and kv.name == "fp8"):
+        return ""
+    here, ds = (kv_cache(m, seq_len, batch, name) for name in ("fp8", "fp8_ds_mla"))
+    gib = 2**30
+    return (
+        f"{m.label} (DSA) with an fp8 cache: vLLM and SGLang store FlashMLA's fp8_ds_mla "
+        f"layout ({_latent_row(m, 'fp8_ds_mla')} B a layer's latent row with its scales and "
+        f"bf16 RoPE, where plain fp8 counts {_latent_row(m, 'fp8')}), "
+        f"{ds.bytes_per_token:,} B a token and {ds.total_bytes / gib:.2f} GiB at seq_len "
+        f"{seq_len:,} x batch {batch:,}, as plan --engine vllm|sglang sizes it; these figures "
+        f"({here.bytes_per_token:,} B a token, {here.total_bytes / gib:.2f} GiB) are plain fp8, "
+        "as TensorRT-LLM stores it (from recall); --kv-dtype fp8_ds_mla counts the engines' "
+        "layout"
+    )
 
 
 def _latent_row(m: ModelConfig, layout: str) -> str:
