@@ -348,12 +348,33 @@ def test_training_cost_mutations_name_the_field(kwargs, field):
         ("qwen3-next-80b-a3b", {}, "linear"),
         ("nemotron-3-super-120b-a12b", {}, "mamba"),
         ("deepseek-v3.2", {}, "dsa"),
-        ("gemma-3-1b", {}, "activation memory of Gemma 3 1B"),
+        (
+            "gpt-oss-120b",
+            {},
+            r"activation memory of gpt-oss-120b \(gpt_oss\) is not built \(attention",
+        ),
+        ("step-3.7-flash", {}, r"not built \(a gate on the attention's output\)"),
+        ("gemma-4-26b-a4b", {}, r"not built \(its global layers' shared K = V heads\)"),
     ],
 )
 def test_training_refusals(model, kwargs, fragment):
     with pytest.raises(MlacalcError, match=fragment):
         training_cost(model, 1024, **kwargs)
+
+
+def test_gemma3_and_minicpm3_activations_are_built():
+    """Gemma 3 (a norm after attention and after the FFN, before each residual add) and
+    MiniCPM3 (DeepSeek's MLA with a dense SwiGLU; its scalings by constants save nothing) had
+    been refused whole. By hand, Gemma 3 1B at 1,024 tokens: each of its 26 layers' two
+    post-norms keeps its input (1,024 x 1,152 bf16) and its fp32 RMS (1,024 x 4 B); the
+    reference layers of tests/test_training_reference.py save exactly the count."""
+    c = training_cost("gemma-3-1b", 1024)
+    post = sum(a.bytes * a.layers for a in c.activations if a.name.startswith("post_norm"))
+    assert post == 26 * 2 * (1024 * 1152 * 2 + 1024 * 4)
+    m = training_cost("minicpm3-4b", 1024)
+    names = {a.name for a in m.activations}
+    assert {"q_latent", "kv_latent_normed", "gate_up", "product"} <= names
+    assert not any(a.name.startswith("post_norm") for a in m.activations)
 
 
 def test_absorption_table_mutations():

@@ -72,6 +72,29 @@ GQA = {
 
 
 QWEN3 = {**GQA, "name": "tiny-qwen3", "model_type": "qwen3"}
+GEMMA3 = {  # sandwich norms (a norm after attention and after the FFN), per-head q/k norms
+    **GQA,
+    "name": "tiny-gemma3",
+    "model_type": "gemma3_text",
+    "tie_word_embeddings": True,
+    "sliding_window": 64,  # beyond the 16 tokens: the reference attends every key
+}
+MINICPM3 = {  # DeepSeek's MLA with a query latent, dense SwiGLU; v_head_dim = d / n_h
+    "name": "tiny-minicpm3",
+    "model_type": "minicpm3",
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "vocab_size": 96,
+    "intermediate_size": 80,
+    "q_lora_rank": 16,
+    "kv_lora_rank": 24,
+    "qk_nope_head_dim": 12,
+    "qk_rope_head_dim": 4,
+    "v_head_dim": 16,
+    "tie_word_embeddings": False,
+}
 FALCON = {
     "name": "tiny-falcon",
     "model_type": "falcon",
@@ -324,6 +347,8 @@ class Model:
             return
         for i in range(m.num_hidden_layers):
             w = {"n1": P(d), "n2": P(d)}
+            if m.model_type == "gemma3_text":  # the norms after attention and after the FFN
+                w |= {"pa": P(d), "pf": P(d)}
             if m.is_mla:
                 dn, dr, dv, dc = (
                     m.qk_nope_head_dim,
@@ -354,7 +379,7 @@ class Model:
                     "wv": P(nkv * dh, d),
                     "wo": P(d, h * dh),
                 }
-                if m.model_type == "qwen3":  # per-head query and key norms
+                if m.model_type in ("qwen3", "gemma3_text"):  # per-head query and key norms
                     w |= {"qn": P(dh), "kn": P(dh)}
                 if m.model_type == "minimax_m2":  # norms over the whole projections
                     w |= {"qf": P(h * dh), "kf": P(nkv * dh)}
@@ -377,7 +402,7 @@ class Model:
             self.layers.append(w)
         self.emb = P(m.vocab_size, d)
         self.nf = P(d)
-        self.head = P(m.vocab_size, d)
+        self.head = self.emb if m.tie_word_embeddings else P(m.vocab_size, d)
 
     def params(self):
         out = [self.emb, self.nf, self.head]
@@ -473,6 +498,9 @@ class Model:
     def layer(self, w, x):
         if self.m.family == "falcon":  # attention and MLP read the same input, in parallel
             return x + self.falcon_attention(w, x) + self.falcon_mlp(w, x)
+        if "pa" in w:  # Gemma 3: each block's output normed before the residual add
+            x = x + RMS.apply(self.attention(w, x), w["pa"])
+            return x + RMS.apply(self.ffn(w, x), w["pf"])
         x = x + self.attention(w, x)
         return x + self.ffn(w, x)
 
@@ -537,6 +565,11 @@ CASES = [
     (MLA_Q, "absorbed", "none"),
     (GQA, "expanded", "none"),
     (GQA, "expanded", "full"),
+    (MINICPM3, "expanded", "none"),
+    (GEMMA3, "expanded", "none"),
+    (GEMMA3, "expanded", "full"),
+    (MINICPM3, "expanded", "kv_up"),
+    (MINICPM3, "absorbed", "none"),
     (QWEN3, "expanded", "none"),
     (MINIMAX, "expanded", "none"),
     (GPT2, "expanded", "none"),

@@ -52,9 +52,13 @@ this count with ``swiglu="unfused"``:
   its position ids; Falcon-7B's MLP reads the attention's normed input (one norm per layer),
   the new decoder architecture's a second norm of the same input.
 
+- Gemma 3: a norm after attention and one after the FFN, before each residual add, each
+  saving its input (the block's output) and its RMS (the add saves nothing).
+
 A causal mask is one constant for all layers and is not counted. Activation accounting is
-built for the Llama and DeepSeek layouts (RMSNorm, gated FFN, query/key norms) and GPT-2's;
-other families are refused by name.
+built for the Llama and DeepSeek layouts (RMSNorm, gated FFN, query/key norms, Gemma 3's
+post-norms), MiniCPM3 (DeepSeek's MLA, dense; its constant scalings save nothing), GPT-2 and
+Falcon; other families are refused by name, with the part of their layer not described.
 
 **Weights, gradients, optimizer.** Bytes per parameter by ``precision``: ``bf16-mixed``
 (Megatron-LM: bf16 weights, fp32 gradients and master weights, fp32 Adam moments),
@@ -127,26 +131,48 @@ class ActivationTensor:
         return dict(self.__dict__)
 
 
-def check_layout(m: ModelConfig) -> None:
-    """Refuse a family whose layer the activation accounting does not describe."""
+def _unbuilt(m: ModelConfig) -> str:
+    """What of ``m``'s layer the activation accounting does not describe ("" if none)."""
     arch = arch_of(m)
-    extra = arch is not None and (
-        arch.qk_norm not in ("", "head", "full")
-        or arch.norms_per_layer != 2
-        or arch.sinks
-        or arch.sliding_sinks  # MiMo-V2-Flash: also values narrower than keys, not laid out
-        or arch.gated_query
-        or arch.head_gate
+    # MiniCPM3's layer is DeepSeek's MLA with a dense SwiGLU: its residual and embedding
+    # scalings multiply by constants, which save nothing for backward
+    if m.family not in ("llama", "deepseek", "minicpm3", "gpt2", "falcon"):
+        return f"the {m.family} layout"
+    if m.family in ("llama", "deepseek", "minicpm3") and not m.gated_mlp:
+        return "an ungated MLP in a Llama-style layer"
+    if arch is None:
+        return ""
+    checks = (
+        (arch.qk_norm not in ("", "head", "full"), f"its {arch.qk_norm} query/key norm"),
+        (arch.norms_per_layer not in (2, 4), f"{arch.norms_per_layer} norms a layer"),
+        (arch.global_attention, "its global layers' shared K = V heads"),
+        (arch.sinks or arch.sliding_sinks, "attention sinks"),
+        (arch.sliding_sinks, "values narrower than keys"),
+        (arch.gated_query or arch.head_gate, "a gate on the attention's output"),
     )
-    known = ("llama", "deepseek", "gpt2", "falcon")
-    ungated = m.family in ("llama", "deepseek") and not m.gated_mlp  # those have a gated FFN
-    if m.family not in known or extra or ungated:
+    return ", ".join(what for hit, what in checks if hit)
+
+
+def check_layout(m: ModelConfig) -> None:
+    """Refuse a family whose layer the activation accounting does not describe, naming what of
+    it is not described."""
+    missing = _unbuilt(m)
+    if missing:
         raise InvalidArgumentError(
             "model",
-            f"activation memory of {m.label} ({m.model_type}) is not built: it is for the Llama "
-            "and DeepSeek layouts (RMSNorm, gated FFN, optional query/key norms), GPT-2 and "
-            "Falcon",
+            f"activation memory of {m.label} ({m.model_type}) is not built ({missing}): it is "
+            "for the Llama and DeepSeek layouts (RMSNorm, gated FFN, optional query/key norms "
+            "and Gemma 3's norms after each block), MiniCPM3, GPT-2 and Falcon",
         )
+
+
+def _post_norm(m: ModelConfig, n: int, a: int) -> list[tuple[str, int, int]]:
+    """Gemma 3's norm after a block, before the residual add: its input (the block's output)
+    and its RMS; its output feeds the add, which saves nothing."""
+    arch = arch_of(m)
+    if arch is None or arch.norms_per_layer != 4:
+        return []
+    return [("post_norm_input", n * m.hidden_size, a), ("post_norm_rms", n, F32)]
 
 
 def _norm(n: int, d: int, a: int, layer_norm: bool) -> list[tuple[str, int, int]]:
@@ -269,17 +295,18 @@ def layer_activations(
     if recompute == "full":
         out.append(ActivationTensor("layer", "input", n * d, n * d * a, L))
     else:
-        for name, el, size in _attention(m, n, b, t, impl, recompute, a):
+        post = _post_norm(m, n, a)
+        for name, el, size in _attention(m, n, b, t, impl, recompute, a) + post:
             out.append(ActivationTensor("attention", name, el, el * size, L))
         norm = _ffn_norm(m, n, a)
         moe_layers = m.num_moe_layers
         if L - moe_layers:
             f = ffn_shape(m).inter
             mlp = [("fc_output", n * f, a), ("activation", n * f, a)]
-            dense = norm + (_ffn(n, f, a, swiglu) if m.gated_mlp else mlp)
+            dense = norm + (_ffn(n, f, a, swiglu) if m.gated_mlp else mlp) + post
             out += [ActivationTensor("ffn", x, el, el * s, L - moe_layers) for x, el, s in dense]
         if moe_layers:
-            moe = norm + _moe(m, n, a, swiglu)
+            moe = norm + _moe(m, n, a, swiglu) + post
             out += [ActivationTensor("moe", x, el, el * s, moe_layers) for x, el, s in moe]
     stats = (
         [("final_norm_mean", n, F32), ("final_norm_rstd", n, F32)]
