@@ -947,3 +947,11 @@ def test_expert_parallelism_across_tensor_parallel_ranks():
         "128 expert-parallel ranks must divide the 256 experts and the 64 data-parallel x "
         "tensor-parallel ranks (32 x 2) they are laid over"
     )
+
+
+def test_swiglu_on_a_model_without_one_is_said_to_change_nothing(run):
+    """--swiglu unfused on GPT-2 (a GELU MLP) was taken in silence."""
+    _, err = run("train", "gpt2", "--swiglu", "unfused")
+    assert "--swiglu unfused: GPT-2 small has no gated FFN (no SwiGLU): it changes nothing" in err
+    _, err = run("train", "llama-3-8b", "--swiglu", "unfused")
+    assert "--swiglu" not in err

@@ -367,7 +367,7 @@ def command(
     )
     document = c.to_dict() | ({"absorption": table} if table else {})
     emit(fmt, document, lambda: _sections(c, table))
-    _warnings(m, seq_len, hardware, optimizer, precision, ranks or [])
+    _warnings(m, seq_len, hardware, optimizer, precision, ranks or [], swiglu)
 
 
 def _count(n: int, one: str, many: str) -> str:
@@ -375,10 +375,12 @@ def _count(n: int, one: str, many: str) -> str:
     return f"{n:,} {one if n == 1 else many}"
 
 
-def _warnings(m, seq_len, hardware, optimizer, precision, ranks) -> None:
+def _warnings(m, seq_len, hardware, optimizer, precision, ranks, swiglu="fused") -> None:
     """One line each for an input that was taken as given though it means less than it says
     (once the command has printed its result, so that an error is the only line it prints)."""
     check_context(m, seq_len)
+    if swiglu != "fused" and not m.gated_mlp:
+        warn(f"--swiglu {swiglu}: {m.label} has no gated FFN (no SwiGLU): it changes nothing")
     if ranks and m.is_mla:
         full = min(m.hidden_size, m.num_attention_heads * (m.qk_nope_head_dim + m.v_head_dim))
         wide = [r for r in ranks if r > full]
