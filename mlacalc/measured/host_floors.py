@@ -33,6 +33,7 @@ from mlacalc.timemodel.profile import Profile
 __all__ = [
     "HOST_BOUND_SHARE",
     "HOST_SEQUENCE_PATH",
+    "fit_doubling_s",
     "fit_host_floors",
     "fit_long_sequence_s",
     "kernel_seconds",
@@ -158,4 +159,20 @@ def fit_long_sequence_s(mapped: MappedTable) -> tuple[float | None, int]:
     if not rows.any():
         return None, 0
     per = (t.seconds[rows] - floor[rows]) / (bs[rows] - 1.0)
+    return float(np.median(per)), int(rows.sum())
+
+
+def fit_doubling_s(mapped: MappedTable, profile: Profile) -> tuple[float | None, int]:
+    """The seconds an eagerly launched module's call takes beyond its kernels for each doubling
+    of its sequences (:data:`mlacalc.timemodel.host_floor.SEQUENCE_DOUBLING_S`): the median,
+    over the table's rows of two sequences or more, of (time - kernels) / log2(sequences), the
+    kernels by ``profile`` without a floor (:func:`kernel_seconds`); and how many rows it is
+    over (None, 0 where the table has no such row)."""
+    t = mapped.table
+    bs = t.column("batch_size").astype(np.float64)
+    kern = kernel_seconds(mapped, profile)
+    rows = mapped.modelled & (bs >= 2) & np.isfinite(kern) & (t.seconds > 0)
+    if not rows.any():
+        return None, 0
+    per = (t.seconds[rows] - kern[rows]) / np.log2(bs[rows])
     return float(np.median(per)), int(rows.sum())

@@ -10,7 +10,7 @@ import numpy as np
 from mlacalc.hardware.catalogue import MEASURED_SYSTEMS
 from mlacalc.measured.tables import MeasuredTable
 from mlacalc.timemodel.gemm_time import BLOCK_STAND_IN, QUANT_SM_BOUND_ENGINES
-from mlacalc.timemodel.host_floor import floors_measured, host_floor_seconds
+from mlacalc.timemodel.host_floor import call_seconds, floors_measured, host_floor_seconds
 from mlacalc.words.kernels import Kernel, KernelBatch, variant_of
 
 __all__ = [
@@ -100,10 +100,24 @@ class MappedTable:
         return host_floor_seconds(t.system, t.engine, t.table, *self.host_groups,
                                   floors_of=system)  # fmt: skip
 
+    def call_for(self, fitted_devices=()) -> np.ndarray | None:
+        """The rows' seconds of the eager call beyond its kernels
+        (:data:`~mlacalc.timemodel.host_floor.SEQUENCE_DOUBLING_S`) where a profile fitted on
+        ``fitted_devices`` saw the table's device (or names none): the figure is fitted against
+        that device's own classes, so a device predicted from another's fit takes none (None)."""
+        t = self.table
+        if self.host_groups is None or (fitted_devices and t.device not in fitted_devices):
+            return None
+        return call_seconds(t.system, t.engine, t.table, self.host_groups[3])
+
     def with_host_floor(self, kernel_s: np.ndarray, fitted_devices=()) -> np.ndarray:
-        """Per-row predictions from the kernels' summed seconds: the larger of them and the
-        row's host floor, where it has one (as a profile fitted on ``fitted_devices`` sees it:
+        """Per-row predictions from the kernels' summed seconds: the larger of them (with the
+        eager call's own seconds, :meth:`call_for`, where it has them) and the row's host floor,
+        where it has one (as a profile fitted on ``fitted_devices`` sees it:
         :meth:`host_floor_for`)."""
+        call = self.call_for(fitted_devices)
+        if call is not None:
+            kernel_s = kernel_s + call
         floor = self.host_floor_for(fitted_devices)
         if floor is None:
             return kernel_s

@@ -206,7 +206,8 @@ def residual_observations(mapped: Any, profile: Profile, fitted: Any) -> list:
     for p in mapped.parts:
         if all(p is not q for q in open_parts):
             others += np.bincount(p.rows, weights=predict_batch(p.batch, hw, profile), minlength=n)
-    residual = table.seconds - others
+    call = mapped.call_for(profile.fitted_devices if profile is not None else ())
+    residual = table.seconds - others - (0.0 if call is None else call)
     usable = modelled & (n_open == 1)
     if mapped.host_s is not None:  # a row near its host floor: its time is not its kernels' sum
         floor = np.where(np.isfinite(mapped.host_s), mapped.host_s, 0.0)

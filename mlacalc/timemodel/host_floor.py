@@ -46,6 +46,8 @@ __all__ = [
     "LONG",
     "LONG_CACHE_TOKENS",
     "LONG_SEQUENCE_S",
+    "SEQUENCE_DOUBLING_S",
+    "call_seconds",
     "floor_sources",
     "floor_structure",
     "floors_measured",
@@ -110,6 +112,30 @@ LONG = "+long"
 LONG_SEQUENCE_S: dict[tuple[str, str], float] = {
     (_H100, "sglang"): 3.510e-05,
     (_B200, "sglang"): 3.166e-05,
+}
+
+#: ``(system, engine, table) ->`` the seconds an eagerly launched module's call takes beyond its
+#: kernels for each doubling of its sequences (``log2(sequences)`` times this; nothing at one
+#: sequence): a row's prediction is ``max(kernels + this, floor)`` (:func:`call_seconds`). The
+#: rows show it in vLLM's DSA decode module (``dsa_generation_module_perf``): at up to 64 cached
+#: tokens its time grows by 10, 15, 25 and 40 us from one sequence to 2, 4, 8 and 16, on H100 and
+#: B200 alike (within 4 us), at every head count (1-128), GEMM and cache dtype, model and
+#: attention backend (FlashMLA's, FlashInfer's), flat in the cached length up to 1,024 tokens,
+#: where its kernels (projections, indexer, top-k, sparse MLA) grow by 2 us; past 16 sequences
+#: by 5-20 us a doubling more. The same module under TensorRT-LLM (B200) and SGLang grows by
+#: 7-17 us from 1 to 16 sequences, and vLLM's dense MLA decode module (46 us) not at all. Which
+#: op of vLLM's eager call it is the tables do not say (none times its decode top-k or the
+#: indexer's metadata alone); a cost a doubling fits every slice, a cost a sequence does not
+#: (2.7 us each from the first 16 would give 170 us at 64, where the rows grow by 55 on B200).
+#: Fitted by :func:`mlacalc.measured.host_floors.fit_doubling_s` (the median over the rows of two
+#: sequences or more of (time - kernels) / log2(sequences), the kernels under the device's
+#: shipped profile). Fitted against a device's own classes, it is that device's: H100's vLLM
+#: classes, fitted on these rows' residuals, carry the growth already (its figure 0.7 us), and a
+#: device predicted from another's fit takes none (``MappedTable.call_for``; docs/time-model.md
+#: says what both were tried at). A served step (vLLM's decode under its CUDA graph) takes none,
+#: as it takes no host floor.
+SEQUENCE_DOUBLING_S: dict[tuple[str, str, str], float] = {
+    (_B200, "vllm", _GEN): 1.238e-05,
 }
 
 #: (system, engine, table, kernel_source, gemm_type, kv_cache_dtype) -> the module's host
@@ -314,3 +340,14 @@ def host_floor_seconds(
         more = np.maximum(np.asarray(sequences, dtype=np.float64) - 1.0, 0.0)
         out = out + np.where(np.char.endswith(src, LONG), per * more, 0.0)
     return out
+
+
+def call_seconds(system: str, engine: str, table: str, sequences) -> np.ndarray | None:
+    """Per-row seconds of an eagerly launched module's call beyond its kernels on ``system``,
+    :data:`SEQUENCE_DOUBLING_S` for each doubling of its ``sequences`` (None where the table has
+    no such cost there or no sequences column)."""
+    per = SEQUENCE_DOUBLING_S.get((system, engine, table))
+    if per is None or sequences is None:
+        return None
+    n = np.maximum(np.asarray(sequences, dtype=np.float64), 1.0)
+    return per * np.log2(n)
