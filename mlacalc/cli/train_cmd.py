@@ -37,7 +37,7 @@ _PARTS = (
 )
 
 
-def _sections(c, table) -> list[Section]:
+def _sections(c, table, overlap: bool = False) -> list[Section]:
     f = c.flops
     tok = f.tokens
     stages = [
@@ -130,7 +130,14 @@ def _sections(c, table) -> list[Section]:
                 f"{_count(lay.global_batch, 'sequence', 'sequences')})",
                 ["part", "time"],
                 [[name, human_seconds(getattr(t, key))] for name, key in _PARTS],
-                note=f"MFU {c.mfu:.1%} (model FLOPs, {c.flops_per_token / 1e9:,.2f} G a token), "
+                note=f"step = {lay.micro_batches:,} x micro-batch + bubble + exposed "
+                "data-parallel comm + optimizer step; the rows above the micro-batch are inside "
+                + (
+                    "it (--overlap: the longer of the communication and the compute); "
+                    if overlap
+                    else "it; "
+                )
+                + f"MFU {c.mfu:.1%} (model FLOPs, {c.flops_per_token / 1e9:,.2f} G a token), "
                 f"HFU {c.hfu:.1%} (executed FLOPs, {c.executed_flops_per_token / 1e9:,.2f} G a "
                 "token with the recomputation), both of the dense bf16 peak; "
                 f"{c.tokens_per_s_per_gpu:,.0f} tokens/s per GPU; a prediction of the kernel "
@@ -366,7 +373,7 @@ def command(
         else []
     )
     document = c.to_dict() | ({"absorption": table} if table else {})
-    emit(fmt, document, lambda: _sections(c, table))
+    emit(fmt, document, lambda: _sections(c, table, overlap))
     _warnings(m, seq_len, hardware, optimizer, precision, ranks or [], swiglu)
 
 
