@@ -968,3 +968,14 @@ def test_the_step_note_says_how_the_parts_make_the_step(run):
     ) in flat
     flat = " ".join(run(*base, "--overlap")[0].split())
     assert "inside it (--overlap: the longer of the communication and the compute); MFU" in flat
+
+
+def test_zero_without_data_parallel_ranks_is_said_to_shard_nothing(run):
+    """--zero 3 at --dp 1 was taken in silence: nothing to shard over (memory as ZeRO-0)."""
+    _, err = run("train", "llama-3-8b", "--zero", "3")
+    assert "--zero 3: ZeRO shards over the data-parallel ranks; with --dp 1 it shards" in err
+    assert training_cost("llama-3-8b", zero=3).memory_per_gpu == (
+        training_cost("llama-3-8b", zero=0).memory_per_gpu
+    )
+    for argv in (("--zero", "0"), ("--zero", "1", "--dp", "2")):
+        assert "--zero" not in run("train", "llama-3-8b", *argv)[1]

@@ -375,6 +375,15 @@ def command(
     document = c.to_dict() | ({"absorption": table} if table else {})
     emit(fmt, document, lambda: _sections(c, table, overlap))
     _warnings(m, seq_len, hardware, optimizer, precision, ranks or [], swiglu)
+    from mlacalc.training.step import expert_dp
+
+    given = click.get_current_context().get_parameter_source("zero")
+    alone = zero and (not m.is_moe or expert_dp(c.layout) == 1)  # experts: none either
+    if given == click.core.ParameterSource.COMMANDLINE and alone and dp == 1:
+        warn(
+            f"--zero {zero}: ZeRO shards over the data-parallel ranks; with --dp 1 it shards "
+            "nothing"
+        )
 
 
 def _count(n: int, one: str, many: str) -> str:
