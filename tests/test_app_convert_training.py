@@ -120,8 +120,8 @@ def test_training_tab():
 
 
 def test_training_tab_refuses_by_name():
-    at = run("Training", model="gpt-oss-120b", hw="H100")
-    assert any("activation memory of gpt-oss-120b" in e.value for e in at.error)
+    at = run("Training", model="mimo-v2-flash", hw="H100")
+    assert any("activation memory of MiMo-V2-Flash" in e.value for e in at.error)
 
 
 def test_training_tab_says_what_would_close_the_gap():

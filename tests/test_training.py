@@ -348,11 +348,7 @@ def test_training_cost_mutations_name_the_field(kwargs, field):
         ("qwen3-next-80b-a3b", {}, "linear"),
         ("nemotron-3-super-120b-a12b", {}, "mamba"),
         ("deepseek-v3.2", {}, "dsa"),
-        (
-            "gpt-oss-120b",
-            {},
-            r"activation memory of gpt-oss-120b \(gpt_oss\) is not built \(attention",
-        ),
+        ("mimo-v2-flash", {}, r"MiMo-V2-Flash \(mimo_v2_flash\) is not built \(attention sinks in"),
         ("step-3.7-flash", {}, r"not built \(a gate on the attention's output\)"),
         ("gemma-4-26b-a4b", {}, r"not built \(its global layers' shared K = V heads\)"),
     ],
@@ -360,6 +356,19 @@ def test_training_cost_mutations_name_the_field(kwargs, field):
 def test_training_refusals(model, kwargs, fragment):
     with pytest.raises(MlacalcError, match=fragment):
         training_cost(model, 1024, **kwargs)
+
+
+def test_gpt_oss_activations_are_built():
+    """gpt-oss had been refused for its attention sinks: a flash kernel with a sink logit a
+    head keeps what one without keeps. Its router takes the top 4 of the biased logits and a
+    softmax over those in bf16 (the routing weight): by hand at 1,024 tokens, 36 layers of
+    1,024 x 4 int64 indices and 1,024 x 4 bf16 weights twice (the softmax's output and the
+    weight the combine multiplies by), no fp32 softmax over the 128 experts."""
+    c = training_cost("gpt-oss-120b", 1024)
+    router = {"router_topk_index", "router_topk_probabilities", "routing_weight"}
+    got = sum(a.bytes * a.layers for a in c.activations if a.name in router)
+    assert got == 36 * (1024 * 4 * 8 + 2 * 1024 * 4 * 2)
+    assert "router_probabilities" not in {a.name for a in c.activations}
 
 
 def test_gemma3_and_minicpm3_activations_are_built():

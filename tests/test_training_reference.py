@@ -79,6 +79,24 @@ GEMMA3 = {  # sandwich norms (a norm after attention and after the FFN), per-hea
     "tie_word_embeddings": True,
     "sliding_window": 64,  # beyond the 16 tokens: the reference attends every key
 }
+GPT_OSS = {  # sinks, biases, sliding and full layers, a biased top-k-then-softmax router
+    "name": "tiny-gpt-oss",
+    "model_type": "gpt_oss",
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "vocab_size": 96,
+    "intermediate_size": 20,
+    "moe_intermediate_size": 20,
+    "n_routed_experts": 6,
+    "num_experts_per_tok": 2,
+    "attention_bias": True,
+    "sliding_window": 64,  # beyond the 16 tokens: the reference attends every key
+    "full_attention_interval": 2,
+    "tie_word_embeddings": False,
+}
 MINICPM3 = {  # DeepSeek's MLA with a query latent, dense SwiGLU; v_head_dim = d / n_h
     "name": "tiny-minicpm3",
     "model_type": "minicpm3",
@@ -224,6 +242,34 @@ class Flash(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         return _attend_back(g, *ctx.saved_tensors)
+
+
+class SinkFlash(torch.autograd.Function):
+    """Flash attention with a learned sink logit a head (GPT-OSS): the sink joins each row's
+    softmax and takes no value; saves Q, K, V, the output and the log-sum-exp (the sink in
+    it), as the kernel without sinks."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, sink):
+        _b, _t, h, _ = q.shape
+        rep = h // k.shape[2]
+        qh = q.transpose(1, 2)
+        kh = k.transpose(1, 2).repeat_interleave(rep, 1)
+        vh = v.transpose(1, 2).repeat_interleave(rep, 1)
+        s = (qh @ kh.transpose(-1, -2)).float() * q.shape[-1] ** -0.5
+        col = sink.float().view(1, h, 1, 1).expand(*s.shape[:-1], 1)
+        lse = torch.logsumexp(torch.cat([s, col], -1), -1, keepdim=True)
+        o = (torch.exp(s - lse).to(q.dtype) @ vh).transpose(1, 2).contiguous()
+        ctx.save_for_backward(q, k, v, o, lse, sink)
+        return o
+
+    @staticmethod
+    def backward(ctx, g):
+        q, k, v, o, lse, sink = ctx.saved_tensors
+        dq, dk, dv = _attend_back(g, q, k, v, o, lse)
+        p_sink = torch.exp(sink.float().view(1, -1, 1, 1) - lse)  # (b, h, T, 1)
+        rows = (g.float() * o.float()).sum(-1).transpose(1, 2)[..., None]
+        return dq, dk, dv, (-p_sink * rows).sum((0, 2, 3)).to(sink.dtype)
 
 
 class UpFlash(torch.autograd.Function):
@@ -379,6 +425,9 @@ class Model:
                     "wv": P(nkv * dh, d),
                     "wo": P(d, h * dh),
                 }
+                if m.model_type == "gpt_oss":  # a sink logit a head; biased projections
+                    w |= {"sink": P(h), "bq": P(h * dh), "bk": P(nkv * dh), "bv": P(nkv * dh)}
+                    w |= {"bo": P(d)}
                 if m.model_type in ("qwen3", "gemma3_text"):  # per-head query and key norms
                     w |= {"qn": P(dh), "kn": P(dh)}
                 if m.model_type == "minimax_m2":  # norms over the whole projections
@@ -390,6 +439,8 @@ class Model:
                     (m.n_shared_experts * m.moe_intermediate_size),
                 )
                 w |= {"wr": P(E, d), "ed": [P(d, f) for _ in range(E)], "sd": P(d, fs)}
+                if m.model_type == "gpt_oss":
+                    w |= {"br": P(E)}  # the router's bias; no shared experts
                 if swiglu == "fused":  # one [gate, up] weight a SwiGLU
                     w |= {"egu": [P(2 * f, d) for _ in range(E)], "sgu": P(2 * fs, d)}
                 else:
@@ -424,14 +475,15 @@ class Model:
         hn = RMS.apply(x, w["n1"])
         if not m.is_mla:
             dh = m.head_dim
-            q, k = F.linear(hn, w["wq"]), F.linear(hn, w["wk"])
+            q, k = F.linear(hn, w["wq"], w.get("bq")), F.linear(hn, w["wk"], w.get("bk"))
             if "qf" in w:  # MiniMax-M2's norms over the whole query and key projections
                 q, k = RMS.apply(q, w["qf"]), RMS.apply(k, w["kf"])
             q, k = q.view(b, t, h, dh), k.view(b, t, -1, dh)
             if "qn" in w:  # Qwen3's per-head query and key norms
                 q, k = RMS.apply(q, w["qn"]), RMS.apply(k, w["kn"])
-            v = F.linear(hn, w["wv"]).view(b, t, -1, dh)
-            return F.linear(Flash.apply(q, k, v).view(b, t, -1), w["wo"])
+            v = F.linear(hn, w["wv"], w.get("bv")).view(b, t, -1, dh)
+            o = SinkFlash.apply(q, k, v, w["sink"]) if "sink" in w else Flash.apply(q, k, v)
+            return F.linear(o.view(b, t, -1), w["wo"], w.get("bo"))
         dn, dr, dv, dc = m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim, m.kv_lora_rank
         if m.q_lora_rank:
             q = F.linear(RMS.apply(F.linear(hn, w["wqa"]), w["nq"]), w["wqb"])
@@ -478,8 +530,12 @@ class Model:
         b, t, d = x.shape
         k, E = self.m.num_experts_per_tok, self.m.n_routed_experts
         flat = hn.view(b * t, d)
-        probs = torch.softmax(F.linear(flat, w["wr"]).float(), -1)
-        wt, idx = torch.topk(probs, k, -1)
+        if "br" in w:  # GPT-OSS: the top k of the biased logits, their softmax the weights
+            top, idx = torch.topk(F.linear(flat, w["wr"], w["br"]), k, -1)
+            wt = torch.softmax(top, -1)
+        else:
+            probs = torch.softmax(F.linear(flat, w["wr"]).float(), -1)
+            wt, idx = torch.topk(probs, k, -1)
         order = torch.argsort(idx.reshape(-1), stable=True)
         tok = order // k
         x_all = flat[tok]
@@ -566,6 +622,8 @@ CASES = [
     (GQA, "expanded", "none"),
     (GQA, "expanded", "full"),
     (MINICPM3, "expanded", "none"),
+    (GPT_OSS, "expanded", "none"),
+    (GPT_OSS, "expanded", "full"),
     (GEMMA3, "expanded", "none"),
     (GEMMA3, "expanded", "full"),
     (MINICPM3, "expanded", "kv_up"),

@@ -39,7 +39,9 @@ this count with ``swiglu="unfused"``:
   expert's SwiGLU tensors (as the dense FFN's), its output, its routing weight (fp32) and the
   weighted output the combine adds back (an index-add keeps its source), the token it came
   from and its place among the top-k (int64, the gather indices); the shared experts as a
-  dense FFN of their width;
+  dense FFN of their width; GPT-OSS's router (a bias on its logits) keeps the top-k indices
+  and the softmax over those k logits in the activation dtype (the routing weight) in place
+  of the fp32 softmax over every expert;
 - ``recompute="full"``: a decoder layer keeps its input alone (while its backward runs, its
   forward runs again and saves the rest: :func:`recomputed_layer_bytes`, which memory per GPU
   adds once);
@@ -57,8 +59,9 @@ this count with ``swiglu="unfused"``:
 
 A causal mask is one constant for all layers and is not counted. Activation accounting is
 built for the Llama and DeepSeek layouts (RMSNorm, gated FFN, query/key norms, Gemma 3's
-post-norms), MiniCPM3 (DeepSeek's MLA, dense; its constant scalings save nothing), GPT-2 and
-Falcon; other families are refused by name, with the part of their layer not described.
+post-norms, GPT-OSS's sinks, which a flash kernel keeps inside its log-sum-exp), MiniCPM3
+(DeepSeek's MLA, dense; its constant scalings save nothing), GPT-2 and Falcon; other families
+are refused by name, with the part of their layer not described.
 
 **Weights, gradients, optimizer.** Bytes per parameter by ``precision``: ``bf16-mixed``
 (Megatron-LM: bf16 weights, fp32 gradients and master weights, fp32 Adam moments),
@@ -146,7 +149,7 @@ def _unbuilt(m: ModelConfig) -> str:
         (arch.qk_norm not in ("", "head", "full"), f"its {arch.qk_norm} query/key norm"),
         (arch.norms_per_layer not in (2, 4), f"{arch.norms_per_layer} norms a layer"),
         (arch.global_attention, "its global layers' shared K = V heads"),
-        (arch.sinks or arch.sliding_sinks, "attention sinks"),
+        (arch.sliding_sinks, "attention sinks in its sliding layers"),
         (arch.sliding_sinks, "values narrower than keys"),
         (arch.gated_query or arch.head_gate, "a gate on the attention's output"),
     )
@@ -161,8 +164,9 @@ def check_layout(m: ModelConfig) -> None:
         raise InvalidArgumentError(
             "model",
             f"activation memory of {m.label} ({m.model_type}) is not built ({missing}): it is "
-            "for the Llama and DeepSeek layouts (RMSNorm, gated FFN, optional query/key norms "
-            "and Gemma 3's norms after each block), MiniCPM3, GPT-2 and Falcon",
+            "for the Llama and DeepSeek layouts (RMSNorm, gated FFN, optional query/key norms, "
+            "Gemma 3's norms after each block, gpt-oss's sinks and router), MiniCPM3, GPT-2 "
+            "and Falcon",
         )
 
 
@@ -261,11 +265,18 @@ def _ffn(n: int, f: int, a: int, swiglu: str, prefix: str = "") -> list[tuple[st
 def _moe(m: ModelConfig, n: int, a: int, swiglu: str) -> list[tuple[str, int, int]]:
     d, E, k = m.hidden_size, m.n_routed_experts, m.num_experts_per_tok
     f_e = expert_shape(m).inter
+    arch = arch_of(m)
+    weight = F32  # the routing weight: a slice of the fp32 softmax over every expert
     out = [("router_probabilities", n * E, F32), ("router_topk_index", n * k, I64)]
+    if arch is not None and arch.router_bias:
+        # GPT-OSS's router (the one with a bias on its logits): the top k of the logits, then
+        # a softmax over those k in the activation dtype, which is the routing weight
+        weight = a
+        out = [("router_topk_index", n * k, I64), ("router_topk_probabilities", n * k, a)]
     out += [("expert_input", n * k * d, a), *_ffn(n * k, f_e, a, swiglu, "expert_")]
     out += [
         ("expert_output", n * k * d, a),
-        ("routing_weight", n * k, F32),
+        ("routing_weight", n * k, weight),
         ("weighted_output", n * k * d, a),
         ("expert_index", n * k, I64),
         ("routing_index", n * k, I64),
