@@ -15,6 +15,7 @@ from click.core import ParameterSource
 
 from mlacalc.models.architecture import count_warnings
 from mlacalc.models.loading import beyond_positions, load_model
+from mlacalc.models.quantization import unread_quantization_warning
 from mlacalc.render import (
     Section,
     render_csv,
@@ -421,6 +422,8 @@ def load(name: str, flag: str | None = None, changes: dict[str, Any] | None = No
     # than its dense ones is one)
     for sentence in count_warnings(m):
         warn(sentence)
+    if unread_quantization_warning(m):  # a quantized checkpoint's name, sized 16-bit
+        warn(unread_quantization_warning(m))
     return m
 
 

@@ -42,6 +42,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from mlacalc.words.errors import ConfigError
@@ -187,6 +188,40 @@ def external_quantization(model: Any) -> str:
     """The note of a model imported from a checkpoint that keeps its quantization outside
     ``config.json`` (its weights are then sized by a dtype, not as stored), else ""."""
     return next((d for d in getattr(model, "derived", ()) if _EXTERNAL_NOTE in d), "")
+
+
+#: the words in a checkpoint's name that mark its weights quantized (``...-FP8``,
+#: ``...-NVFP4``, ``...-AWQ``, ``...-GPTQ-Int4``), each a whole word of the name
+_QUANT_NAME = re.compile(r"(?<![a-z0-9])(nvfp4|mxfp4|fp8|fp4|awq|gptq|int4)(?![a-z0-9])", re.I)
+
+
+def unread_quantization_warning(model: Any) -> str:
+    """One line where a config file's name (or its parent folder's, for a ``config.json``)
+    or ``_name_or_path`` says its weights are quantized (FP8, FP4, NVFP4, MXFP4, AWQ, GPTQ,
+    INT4) but no quantization config was read, so they are sized in a 16-bit dtype; it names
+    the file to put beside it. ``""`` elsewhere (a shipped model, a quantized dtype given)."""
+    scheme = getattr(model, "quantization", None)
+    origin = getattr(model, "origin", None)
+    if (scheme is not None and scheme.method != "external") or not origin:
+        return ""
+    if model.weights_dtype not in ("bf16", "fp16", "fp32"):
+        return ""
+    path = Path(str(origin))
+    if path.suffix != ".json":  # a shipped or YAML model says its own dtype
+        return ""
+    stem = path.name[: -len("config.json")].rstrip(".")
+    names = [model.name, stem or path.parent.name]
+    mark = next((m.group(1) for n in names if (m := _QUANT_NAME.search(n or ""))), None)
+    if mark is None:
+        return ""
+    beside = path.with_name(f"{stem}.hf_quant_config.json" if stem else "hf_quant_config.json")
+    return (
+        f"{path.name}: its name says {mark.upper()} but no quantization config was found "
+        f"(none in the file, no {beside.name} beside it): weights sized {model.weights_dtype}; "
+        f"put the checkpoint's hf_quant_config.json beside it as {beside} (a ModelOpt export), "
+        "or copy the repository's config.json with its quantization_config, or give "
+        "--weight-dtype"
+    )
 
 
 def quantization_scheme(data: Mapping[str, Any], origin: str = "config.json") -> QuantScheme | None:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from mlacalc.models import registry
-from mlacalc.models.quantization import scheme_of
+from mlacalc.models.quantization import scheme_of, unread_quantization_warning
 from mlacalc.words.arguments import whole
 from mlacalc.words.dtypes import DTYPE_BITS, canonical_dtype
 from mlacalc.words.errors import ConfigError, MlacalcWarning, UnknownDtypeError
@@ -1991,7 +1991,8 @@ def build(
 def _warned(model: ModelConfig, stacklevel: int) -> ModelConfig:
     """``model``, after warning what it declares but no layer holds (a library user sees what
     the command line says)."""
-    for sentence in [model.no_moe_layer_warning(), *model.width_warnings()]:
+    said = [model.no_moe_layer_warning(), *model.width_warnings()]
+    for sentence in [*said, unread_quantization_warning(model)]:
         if sentence:
             warnings.warn(sentence, MlacalcWarning, stacklevel=stacklevel)
     return model
