@@ -39,7 +39,7 @@ def test_compare_and_plan_take_set(run):
 @pytest.mark.parametrize(
     "value, words",
     [
-        ("qk_rope_head_dim=33", "field 'qk_rope_head_dim': RoPE rotates pairs of dimensions"),
+        ("qk_rope_head_dim=33", "--set qk_rope_head_dim=33: RoPE rotates pairs of dimensions"),
         ("kv_lora=33", "did you mean 'kv_lora_rank'?"),
         ("kv_lora_rank", "'kv_lora_rank' is not FIELD=VALUE"),
         ("kv_lora_rank=2.5", "kv_lora_rank"),
@@ -56,3 +56,38 @@ def test_set_twice_and_a_wide_rank_are_said(run):
     assert "kv_lora_rank is set twice" in err
     _, err = run("report", "deepseek-v3", "--set", "kv_lora_rank=8192", "--seq-len", "1k")
     assert "mlacalc: warning: DeepSeek-V3 with kv_lora_rank=8192: kv_lora_rank 8,192" in err
+
+
+@pytest.mark.parametrize(
+    "sets, words",
+    [
+        # one field: the option as given, then what is wrong and the fix
+        (
+            ["num_key_value_heads=0"],
+            "--set num_key_value_heads=0: must be a positive integer, "
+            "got 0 (dimensions must be at least 1)",
+        ),
+        (["kv_lora_rank=abc"], "--set kv_lora_rank=abc: must be a positive integer or null"),
+        (["kv_lora_rank=null", "q_lora_rank=true"], "--set q_lora_rank=true: "),
+        # two: each in its own words
+        (
+            ["hidden_size=-1", "num_key_value_heads=0"],
+            "--set hidden_size=-1: must be a positive integer, got -1 (dimensions must be at least "
+            "1); --set num_key_value_heads=0: must be",
+        ),
+        # a field the change made wrong, not one given: named with the option that did it
+        (
+            ["num_attention_heads=7"],
+            "--set num_attention_heads=7: field 'num_key_value_heads' "
+            "as the change leaves it: 8 KV heads exceed num_attention_heads (7)",
+        ),
+    ],
+)
+def test_a_refused_set_is_said_in_the_users_words(run, sets, words):
+    """trial: 'Invalid value for --set: with_changes(num_key_value_heads=0): field ...', the
+    library's call, not what was typed."""
+    args = [a for s in sets for a in ("--set", s)]
+    _, err = run("report", "llama-3-70b", *args, code=2)
+    assert err.count("\n") == 1 and "with_changes" not in err, err
+    assert f"Invalid value for {words}" in err or words in err, err
+    assert err.startswith("mlacalc: error: Invalid value for --set "), err

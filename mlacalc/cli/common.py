@@ -416,7 +416,8 @@ def load(name: str, flag: str | None = None, changes: dict[str, Any] | None = No
                 warnings.simplefilter("ignore", MlacalcWarning)
                 m = m.with_changes(**changes)
         except MlacalcError as exc:
-            raise click.BadParameter(str(exc), param_hint="--set") from None
+            hint, message = set_error(exc, changes)
+            raise click.BadParameter(message, param_hint=hint) from None
     # valid (transformers builds them), but a typo in a count leaves a declared part without
     # a layer (a MoE model every layer dense): said, not refused (a config cut to fewer layers
     # than its dense ones is one)
@@ -425,6 +426,37 @@ def load(name: str, flag: str | None = None, changes: dict[str, Any] | None = No
     if unread_quantization_warning(m):  # a quantized checkpoint's name, sized 16-bit
         warn(unread_quantization_warning(m))
     return m
+
+
+def set_error(exc: MlacalcError, changes: dict[str, Any]) -> tuple[str, str]:
+    """A ``--set`` value the model refuses in the user's words: the option as given
+    (``--set num_key_value_heads=0``) and what is wrong with its fix, each further problem
+    after it the same way (a field no ``--set`` named: the one the change made wrong), not
+    the library's ``with_changes(...)`` call."""
+    given = " ".join(f"--set {k}={_set_text(v)}" for k, v in changes.items())
+    problems = getattr(exc, "problems", None) or (
+        [(exc.field, exc.message, exc.fix)] if getattr(exc, "field", None) else []
+    )
+    if not problems:
+        return given, getattr(exc, "message", str(exc))
+
+    def said(field: str, text: str, fix: str | None) -> tuple[str, str]:
+        text += f" ({fix})" if fix and f"({fix})" not in text else ""
+        if field in changes:
+            return f"--set {field}={_set_text(changes[field])}", text
+        return given, f"field '{field}' as the change leaves it: {text}"  # one not given
+
+    first, *others = (said(*p) for p in problems)
+    return first[0], first[1] + "".join(f"; {who}: {text}" for who, text in others)
+
+
+def _set_text(value: Any) -> str:
+    """A ``--set`` value as the user wrote it (``null``, ``true``, ``256``, the text)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
 
 
 def set_option(f: Callable) -> Callable:
