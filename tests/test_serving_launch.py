@@ -80,7 +80,10 @@ def test_plan_engine_defaults_and_launch(run):
     out, _ = run("plan", "llama-3-8b", "-H", "H100-SXM", "--gpus", 1, "--isl", 1000,
                  "--osl", 200, "--max-running", 64, "--launch", "vllm")  # fmt: skip
     assert "(the engine's max running)" in out
-    assert "vllm serve llama-3-8b --tensor-parallel-size 1" in out and "--max-num-seqs 64" in out
+    assert (
+        "vllm serve '<checkpoint of llama-3-8b>' --tensor-parallel-size 1" in out
+        and "--max-num-seqs 64" in out
+    )
     out, _ = run("plan", "llama-3-8b", "-H", "H100-SXM", "--gpus", 1, "--isl", 1000,
                  "--osl", 200, "--engine-defaults", "vllm", "--format", "json")  # fmt: skip
     doc = json.loads(out)

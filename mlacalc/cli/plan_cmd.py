@@ -343,7 +343,7 @@ def command(
         point.update(weight_dtype=weight_dtype, component_dtypes=engine.get("component_dtypes"))
         text = doc["launch"] = launch_text(
             launch,
-            model_path or model,
+            model_path,
             point,
             timed_engine=p.engine,
             hardware=hardware,

@@ -644,7 +644,7 @@ def command(
     text = ""
     if launch and result.best:
         text = doc["launch"] = _launch_lines(
-            launch, model_path or model, hardware, result, engine, isl, loaded
+            launch, model_path, hardware, result, engine, isl, loaded
         )
     elif launch:  # said, not left blank: no point to launch
         text = f"# no {launch} launch commands: no deployment meets the targets\n"

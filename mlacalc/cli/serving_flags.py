@@ -262,7 +262,8 @@ def launch_options(f: Callable) -> Callable:
             click.option(
                 "--model-path",
                 default=None,
-                help="The checkpoint the launch commands load (default: the model's name).",
+                help="The checkpoint the launch commands load (default: the model's Hugging Face "
+                "repository where its sources or config name it, else a placeholder to fill).",
             ),
         ],
     )
@@ -399,7 +400,7 @@ def _own_page_flags(engine: str, own_page: int) -> str:
 
 def launch_text(
     engine: str,
-    model_path: str,
+    model_path: str | None,
     point: dict[str, Any],
     timed_engine: str | None = None,
     hardware: Any = None,
@@ -410,7 +411,7 @@ def launch_text(
     were timed with another engine's kernels (``timed_engine``) or need a checkpoint stored in
     a chosen format."""
     # deferred: the launch builder is needed only when --launch is given
-    from mlacalc.serving.launch import deployments, launch_commands
+    from mlacalc.serving.launch import checkpoint_path, deployments, launch_commands
     from mlacalc.serving.scheduler import model_page_size
 
     hardware = hardware or point.get("hardware")
@@ -430,6 +431,9 @@ def launch_text(
             param_hint="--launch",
         )
     lines = [f"# {engine}: the commands that start this deployment"]
+    if model_path is None:  # the model's own checkpoint, or a slot to fill, said
+        model_path, said = checkpoint_path(m) if m is not None else ("<checkpoint>", "")
+        lines += [f"# note: {said}"] if said else []
     if vendor not in ("", "nvidia") and any(d.ep > 1 for d in pools) and engine != "trtllm":
         pools = [dataclasses.replace(d, deepep=False) for d in pools]
         option = "--moe-a2a-backend deepep" if engine == "sglang" else "VLLM_ALL2ALL_BACKEND"

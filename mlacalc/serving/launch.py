@@ -20,15 +20,18 @@ the instance (``--enable-expert-parallel``: EP = TP x DP). The option names are 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from mlacalc.timemodel.moe_backend import MOE_BACKEND_SETTING
 from mlacalc.words.engines import check_engine
-from mlacalc.words.errors import InvalidArgumentError
+from mlacalc.words.errors import InvalidArgumentError, MlacalcError
+from mlacalc.words.safeio import read_text
 
-__all__ = ["ENGINES", "Deployment", "deployments", "launch_commands"]
+__all__ = ["ENGINES", "Deployment", "checkpoint_path", "deployments", "launch_commands"]
 
 ENGINES = ("sglang", "vllm", "trtllm")
 
@@ -433,3 +436,53 @@ def deployments(
         **{k: v for k, v in settings.items() if k != "mtp_tokens"},
     )
     return [prefill, decode]
+
+
+#: where a shipped model's sources name the Hugging Face repository its config.json came from:
+#: a copy named ``org--repo_config.json`` (the Hub's ``org/repo`` with ``--``), a line opening
+#: on ``org/repo config.json`` (after ``Hugging Face`` or ``HF config``), or the repository a
+#: line quotes as its ``_name_or_path`` or ``checkpoint``
+_REPO = r"([A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*[A-Za-z0-9])"
+_SOURCE_REPO = (
+    re.compile(r"([A-Za-z0-9][\w.-]*)--([A-Za-z0-9][\w.-]*?)_config\.json"),
+    re.compile(rf"^(?:Hugging Face |HF )?{_REPO} config\.json"),
+    re.compile(rf"\b_name_or_path (?:\.\.\./)?{_REPO}"),
+    re.compile(rf"\bcheckpoint {_REPO}"),
+)
+
+
+def checkpoint_path(m: Any) -> tuple[str, str]:
+    """What ``--model-path`` of the launch commands loads for ``m`` when none is given, and a
+    sentence where it is a guess or a placeholder (``""`` where it is the repository's id):
+    a shipped model's Hugging Face repository as its sources name it; a config file's
+    ``_name_or_path``, else the folder of a ``config.json`` (a downloaded checkpoint's), else
+    the ``org--repo`` its file name writes; else ``<checkpoint of NAME>``, to be filled."""
+    origin = Path(str(getattr(m, "origin", "") or ""))
+    if origin.suffix == ".json":
+        try:
+            data = json.loads(read_text(origin))
+        except (MlacalcError, ValueError):
+            data = {}
+        given = data.get("_name_or_path") if isinstance(data, dict) else None
+        if isinstance(given, str) and given.strip():
+            return given.strip(), ""
+        if origin.name == "config.json":
+            return str(origin.parent), ""
+        stem = origin.name.removesuffix(".json").removesuffix(".config")
+        if "--" in stem:
+            org, _, repo = stem.partition("--")
+            return f"{org}/{repo}", (
+                f"--model-path {org}/{repo} is read from the config's file name "
+                f"({origin.name}); give --model-path if that is not the repository"
+            )
+    else:
+        for line in getattr(m, "source", ()):
+            for pattern in _SOURCE_REPO:
+                found = pattern.search(str(line))
+                if found:
+                    return "/".join(found.groups()), ""
+    slot = f"<checkpoint of {m.name}>"
+    return slot, (
+        f"{slot} stands for the checkpoint to load (a Hugging Face repository id or a local "
+        f"folder): mlacalc knows none for {m.label}; replace it, or give --model-path"
+    )

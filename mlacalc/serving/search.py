@@ -42,11 +42,11 @@ import numpy as np
 
 from mlacalc.cost.engine import as_model
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
-from mlacalc.models.loading import ModelConfig
+from mlacalc.models.loading import ModelConfig, load_model
 from mlacalc.serving.capacity import PREFILL_TOKENS, pool_launch_share
 from mlacalc.serving.figures import prompt_args
 from mlacalc.serving.gpu_step import StepModel, routed_experts_class, spec_kernels
-from mlacalc.serving.launch import deployments, launch_commands
+from mlacalc.serving.launch import checkpoint_path, deployments, launch_commands
 from mlacalc.serving.layout import tp_splits_heads, weight_format
 from mlacalc.serving.plan_checks import (
     check_balanced,
@@ -82,7 +82,7 @@ from mlacalc.timemodel.moe_backend import check_moe_backend
 from mlacalc.words import defaults as D
 from mlacalc.words.arguments import MAX_BATCH, count, flag, one_or_many, prefix_hit, real, whole
 from mlacalc.words.dtypes import canonical_dtype, resolve_kv_layout
-from mlacalc.words.errors import InvalidArgumentError, UnknownDtypeError
+from mlacalc.words.errors import InvalidArgumentError, MlacalcError, UnknownDtypeError
 
 __all__ = ["BATCHES", "CHUNKS", "PREFILL_TOKENS", "SearchRequest", "SearchResult", "search"]
 
@@ -382,7 +382,8 @@ class SearchResult:
     ) -> list[tuple[str, str]]:
         """``(what, command)`` that start ``point`` (the best by default) on ``engine``
         (``"sglang"``, ``"vllm"``, ``"trtllm"``; :mod:`mlacalc.serving.launch`), loading
-        ``model_path`` (the model's name by default)."""
+        ``model_path`` (by default a shipped model's Hugging Face repository as its sources
+        name it, :func:`~mlacalc.serving.launch.checkpoint_path`, else the model's name)."""
         p = point if point is not None else self.best
         if p is None:
             raise InvalidArgumentError("point", "no deployment meets the targets to launch")
@@ -400,7 +401,14 @@ class SearchResult:
             else None,
             moe_backend=p.get("moe_backend"),  # TensorRT-LLM's, where the point's experts take it
         )
-        return launch_commands(engine, model_path or self.model, pools)
+        if model_path is None:
+            try:
+                model_path = checkpoint_path(load_model(self.model))[0]
+            except MlacalcError:  # not a shipped name (a file's, a changed model's)
+                model_path = self.model
+            if model_path.startswith("<"):
+                model_path = self.model
+        return launch_commands(engine, model_path, pools)
 
 
 def budget_counts(budget: int, unit: int = 1) -> tuple[int, ...]:
