@@ -181,7 +181,8 @@ def test_list_kv_per_token_is_unambiguous(run):
     assert not rows["llama-3-8b"]["window_full"]
     table = run("list")[0]
     line = next(row for row in table.splitlines() if "mistral-7b" in row)
-    assert "128.00 KiB" in line and "0 B (window" in line
+    # the full window's cache beside its 0 B (the short row, 128 KiB, is in JSON only now)
+    assert "512.00 MiB" in line and "0 B (window" in line
 
 
 def test_report_says_what_deepseek_v4s_compressed_layers_keep(run):
@@ -220,9 +221,25 @@ def test_list_says_what_deepseek_v4s_per_token_figures_are(run):
     assert v4["kv_bytes_per_token_bf16_short"] == 279_552
     assert v4["kv_bytes_per_token_bf16"] == 9_848
     md, _ = run("list", "--format", "markdown")
-    assert (
-        "DeepSeek-V4-Pro: KV per token is a token's window row and its compressors' pending" in md
-    )
+    # the short-sequence row is in JSON and CSV only now; the note says what it holds
+    assert "its short-sequence row is a token's window row and its compressors' pending" in md
+
+
+def test_lists_kv_columns_compare_like_with_like(run):
+    """trial: list's 'KV per token (bf16)' put DeepSeek-V4-Pro at 273 KiB, four times
+    DeepSeek-V3's 68.62 KiB, while its 128k sequence is 1.21 GiB against 8.58 GiB: a short
+    sequence's row beside full ones. Both table columns are at 128k now; the row stays in
+    JSON."""
+    md, _ = run("list", "--format", "markdown")
+    header = next(line for line in md.splitlines() if line.startswith("| name |"))
+    assert "KV per token (bf16)" not in header
+    assert "KV added per token at 128k (bf16) | KV of one 128k sequence (bf16) |" in header
+    rows = {line.split(" | ")[0]: line for line in md.splitlines() if line.startswith("| deep")}
+    assert rows["| deepseek-v4-pro"].endswith("| 9.62 KiB (window full) | 1.21 GiB |")
+    assert "273.00 KiB" not in md
+    assert rows["| deepseek-v3"].endswith("| 68.62 KiB | 8.58 GiB |")
+    csv_out, _ = run("list", "--format", "csv")
+    assert "kv_bytes_per_token_bf16_short" in csv_out.splitlines()[0]
 
 
 def test_report_gives_each_kind_of_layer_its_attention_parameters(run):

@@ -82,9 +82,8 @@ def command(show_hardware, fmt):
                     "KV heads / d_c",
                     "total params",
                     "active params (no input embedding)",
-                    "KV per token (bf16)",
-                    f"KV added per token at {D.SEQ_LEN // 1024}k",
-                    f"KV of one {D.SEQ_LEN // 1024}k sequence",
+                    f"KV added per token at {D.SEQ_LEN // 1024}k (bf16)",
+                    f"KV of one {D.SEQ_LEN // 1024}k sequence (bf16)",
                 ],
                 [
                     [
@@ -97,7 +96,6 @@ def command(show_hardware, fmt):
                         else r["num_key_value_heads"],
                         human_si(r["total_params"]),
                         human_si(r["active_params"]),
-                        human_bytes(r["kv_bytes_per_token_bf16_short"]),
                         human_bytes(r["kv_bytes_per_token_bf16"])
                         + (" (window full)" if r["window_full"] else ""),
                         human_bytes(r["kv_bytes_one_sequence_bf16"]),
@@ -108,16 +106,19 @@ def command(show_hardware, fmt):
                 "does not pick left out), without the input embedding and position tables, "
                 "which are lookups (a tied table counts: it does the output matmul); total "
                 "params hold them (docs/conventions.md). "
-                "KV per token: one token's cache row in every layer that keeps tokens "
-                f"(a short sequence). Added per token at {D.SEQ_LEN // 1024}k: what one more "
-                f"token adds at seq_len {D.SEQ_LEN:,}, as `mlacalc report` counts it (sliding or "
-                "chunked layers whose window is full and linear layers add none: 'window full' "
-                "where that makes it smaller); a windowed model's cache is in the last column (its "
-                "window in every sliding layer)."
+                f"Both KV columns are at seq_len {D.SEQ_LEN:,} in bf16, so models compare like "
+                "with like (a windowed or compressed model's figures beside a full one's). "
+                f"Added per token at {D.SEQ_LEN // 1024}k: what one more token adds, as "
+                "`mlacalc report` counts it (sliding or chunked layers whose window is full and "
+                "linear layers add none: 'window full' where that makes it smaller than a "
+                "short sequence's row); one sequence: its whole cache (a window in every "
+                "sliding layer, a linear layer's state). A short sequence's row (one token in "
+                "every layer that keeps tokens) is kv_bytes_per_token_bf16_short in JSON and "
+                "CSV, with the exact bytes of both columns."
                 + (
-                    f" {', '.join(compressed)}: KV per token is a token's window row and its "
-                    "compressors' pending rows (kept until pooled); added per token, the pooled "
-                    "keys averaged over the compress ratios."
+                    f" {', '.join(compressed)}: added per token, the pooled keys averaged over "
+                    "the compress ratios; its short-sequence row is a token's window row and "
+                    "its compressors' pending rows (kept until pooled)."
                     if compressed
                     else ""
                 ),
