@@ -46,6 +46,8 @@ def step_rows(t: dict, overlap: bool) -> list[dict]:
         ("tensor-parallel comm", "tp_comm_s", False, comm),
         ("expert-parallel comm", "ep_comm_s", False, comm),
         ("pipeline comm", "pp_comm_s", False, comm),
+        ("context-parallel ring", "cp_comm_s", False, "behind the attention blocks"),
+        ("context-parallel, exposed", "cp_exposed_s", False, comm + ": what they cannot hide"),
         ("micro-batch (stage)", "micro_batch_s", True, f"adds, x {n:,}"),
         ("pipeline bubble", "bubble_s", True, "adds"),
         ("data-parallel traffic", "dp_comm_s", False, "overlaps backward; next row adds"),
@@ -55,6 +57,8 @@ def step_rows(t: dict, overlap: bool) -> list[dict]:
     ]
     out = []
     for name, key, adds, how in rows:
+        if key.startswith("cp_") and t["layout"].get("cp", 1) == 1:
+            continue
         added = n * t[key] if key == "micro_batch_s" else t[key]
         out.append(
             {
@@ -112,10 +116,20 @@ def _inputs(m: ModelConfig) -> dict:
             "product; unfused (eager PyTorch): also SiLU(gate)",
         ),
     }
-    c = st.columns(5)
-    for col, name in zip(c, ("tp", "pp", "dp", "ep")):
-        kw[name] = col.number_input(name, 1, 1 << 16, 1, key=f"tr_{name}")
-    kw["global_batch"] = c[4].number_input(
+    c = st.columns(6)
+    for col, name in zip(c, ("tp", "cp", "pp", "dp", "ep")):
+        kw[name] = col.number_input(
+            name,
+            1,
+            1 << 16,
+            1,
+            key=f"tr_{name}",
+            help="context-parallel ranks: the sequence split into 2 cp chunks, two a rank, "
+            "K and V passed around a ring"
+            if name == "cp"
+            else None,
+        )
+    kw["global_batch"] = c[5].number_input(
         "global batch (sequences)", 1, 1 << 24, int(kw["micro_batch"] * kw["dp"]), key="tr_gb"
     )
     c = st.columns(5)

@@ -29,6 +29,7 @@ _PARTS = (
     ("tensor-parallel comm", "tp_comm_s"),
     ("expert-parallel comm", "ep_comm_s"),
     ("pipeline comm", "pp_comm_s"),
+    ("context-parallel ring (exposed)", "cp_exposed_s"),
     ("micro-batch (stage)", "micro_batch_s"),
     ("pipeline bubble", "bubble_s"),
     ("data-parallel comm (exposed)", "dp_exposed_s"),
@@ -96,7 +97,9 @@ def _sections(c, table, overlap: bool = False) -> list[Section]:
             ),
         ),
         Section(
-            f"Memory per GPU (tp {lay.tp}, pp {lay.pp}, dp {lay.dp}, ep {lay.ep}; "
+            f"Memory per GPU (tp {lay.tp}, "
+            + (f"cp {lay.cp}, " if lay.cp > 1 else "")
+            + f"pp {lay.pp}, dp {lay.dp}, ep {lay.ep}; "
             f"{c.optimizer}, {c.precision}, ZeRO-{c.zero})",
             ["part", "bytes"],
             [[_state_label(k, c), human_bytes(v)] for k, v in c.states_per_gpu.items()]
@@ -129,13 +132,23 @@ def _sections(c, table, overlap: bool = False) -> list[Section]:
                 f"{_count(lay.micro_batches, 'micro-batch', 'micro-batches')}, global batch "
                 f"{_count(lay.global_batch, 'sequence', 'sequences')})",
                 ["part", "time"],
-                [[name, human_seconds(getattr(t, key))] for name, key in _PARTS],
+                [
+                    [name, human_seconds(getattr(t, key))]
+                    for name, key in _PARTS
+                    if key != "cp_exposed_s" or lay.cp > 1
+                ],
                 note=f"step = {lay.micro_batches:,} x micro-batch + bubble + exposed "
                 "data-parallel comm + optimizer step; the rows above the micro-batch are inside "
                 + (
                     "it (--overlap: the longer of the communication and the compute); "
                     if overlap
                     else "it; "
+                )
+                + (
+                    f"the context-parallel ring passes {human_seconds(t.cp_comm_s)} of K/V "
+                    "a micro-batch behind the attention blocks, the row its exposed part; "
+                    if lay.cp > 1
+                    else ""
                 )
                 + f"MFU {c.mfu:.1%} (model FLOPs, {c.flops_per_token / 1e9:,.2f} G a token), "
                 f"HFU {c.hfu:.1%} (executed FLOPs, {c.executed_flops_per_token / 1e9:,.2f} G a "
@@ -252,6 +265,14 @@ def _blocks(c) -> list[tuple[str, int, int]]:
     help="Expert-parallel ranks (divide --dp x --tp and the experts).",
 )
 @click.option(
+    "--cp",
+    type=SIZE,
+    default=1,
+    show_default=True,
+    help="Context-parallel ranks: each sequence split into 2 x --cp chunks, two a rank, its K "
+    "and V passed around a ring (GPUs = tp x cp x pp x dp).",
+)
+@click.option(
     "--optimizer", type=click.Choice(list(OPTIMIZERS)), default="adamw", show_default=True
 )
 @click.option(
@@ -313,6 +334,7 @@ def command(
     pp,
     dp,
     ep,
+    cp,
     optimizer,
     precision,
     zero,
@@ -330,6 +352,8 @@ def command(
     Examples:
       mlacalc train deepseek-v3 --seq-len 4k --recompute kv_up --absorption 1k,4k,16k,64k
       mlacalc train llama-3.1-405b -s 8k --hw H100 --tp 8 --pp 16 --dp 64 --global-batch 2048
+      mlacalc train llama-3.1-405b -s 128k --hw H100 --tp 8 --cp 16 --pp 16 --dp 4 \
+          --global-batch 16
       mlacalc train deepseek-v3 --hw H800 --pp 16 --dp 128 --ep 64 --global-batch 15360 \\
           --precision fp8-mixed --overlap
       mlacalc train llama-3.1-8b --set num_key_value_heads=4   # a new design's fields
@@ -361,6 +385,7 @@ def command(
         comm_sms=comm_sms,
         memory_reserve=memory_reserve,
         swiglu=swiglu,
+        cp=cp,
     )
     if absorption_ranks and not absorption:
         raise click.BadParameter(
@@ -379,7 +404,7 @@ def command(
 
     given = click.get_current_context().get_parameter_source("zero")
     alone = zero and (not m.is_moe or expert_dp(c.layout) == 1)  # experts: none either
-    if given == click.core.ParameterSource.COMMANDLINE and alone and dp == 1:
+    if given == click.core.ParameterSource.COMMANDLINE and alone and dp == 1 and cp == 1:
         warn(
             f"--zero {zero}: ZeRO shards over the data-parallel ranks; with --dp 1 it shards "
             "nothing"

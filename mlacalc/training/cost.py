@@ -325,11 +325,15 @@ class TrainingCost:
         }
 
 
-def _levers(m: ModelConfig, lay: Layout, recompute: str, zero: int) -> tuple[str, ...]:
+def _levers(
+    m: ModelConfig, lay: Layout, recompute: str, zero: int, seq_len: int
+) -> tuple[str, ...]:
     """The modelled settings that would lower a GPU's share from this layout, leaving out
     those already in use or at their limit: full recompute; more pipeline ranks (up to one a
     layer), tensor-parallel ranks (up to one a head), expert-parallel ranks (a model with
-    routed experts, up to one an expert); ZeRO-3 (it shards nothing over one data-parallel
+    routed experts, up to one an expert); more context-parallel ranks (while ``4 cp`` divides
+    the sequence: twice the ranks, ``2 cp`` chunks each; :func:`_cp_lever` gives figures);
+    ZeRO-3 (it shards nothing over one data-parallel
     rank: there, or at ZeRO-3, more data-parallel ranks; it gathers the weights twice a
     micro-batch, so it costs step time where the link binds); a smaller micro-batch."""
     out = [] if recompute == "full" else ["full recompute"]
@@ -344,6 +348,8 @@ def _levers(m: ModelConfig, lay: Layout, recompute: str, zero: int) -> tuple[str
     ]
     if more:
         out.append(f"more {'/'.join(more)}-parallel ranks")
+    if seq_len % (4 * lay.cp) == 0:
+        out.append("more context-parallel ranks")
     if lay.dp > 1 and zero < 3:
         out.append("ZeRO-3")
     else:
@@ -434,9 +440,14 @@ def _stages(
                 for i in layers
             )
         in_flight = min(lay.pp - s, lay.micro_batches)
-        act = (layer_bytes * in_flight + again) / lay.tp
-        act += per_block["head"] / lay.tp if last else 0
-        states = state_bytes(dense, optimizer, precision, lay.dp, zero, experts, expert_dp(lay))
+        # over tp (sequence parallelism) and cp (each context-parallel rank keeps its own
+        # 1 / cp of the tokens: every saved tensor is linear in them under flash attention)
+        ranks = lay.tp * lay.cp
+        act = (layer_bytes * in_flight + again) / ranks
+        act += per_block["head"] / ranks if last else 0
+        # ZeRO shards over the data-parallel ranks with the context-parallel ones folded in
+        dp = lay.dp * lay.cp
+        states = state_bytes(dense, optimizer, precision, dp, zero, experts, expert_dp(lay))
         out.append(
             _Stage(
                 s,
@@ -472,6 +483,7 @@ def training_cost(
     comm_sms: int = 0,
     memory_reserve: float = D.MEMORY_RESERVE,
     swiglu: str = "fused",
+    cp: int = 1,
 ) -> TrainingCost:
     """FLOPs, memory and (with ``hardware``) the time of one training step.
 
@@ -497,6 +509,10 @@ def training_cost(
         the share of each GPU's memory kept apart (CUDA context, workspaces, fragmentation),
         in [0, 1): a layout fits where its share is within the rest (the serving planner's
         rule and default, :data:`mlacalc.words.defaults.MEMORY_RESERVE`).
+    cp
+        context-parallel ranks: each sequence split into ``2 cp`` chunks, two a rank (the
+        load-balanced split of causal attention), its K and V passed around a ring; GPUs are
+        ``tp x cp x pp x dp`` (docs/training.md, "Context parallelism").
     swiglu
         ``"fused"`` (Megatron-LM's and TransformerEngine's kernel: the ``[gate, up]`` output
         and the product saved) or ``"unfused"`` (eager PyTorch: gate, up, SiLU(gate) and the
@@ -521,7 +537,13 @@ def training_cost(
     # the serving planner's check of the same argument
     reserve = check_number("memory_reserve", memory_reserve, 0.0, 1.0, allow_none=False)
     _, g, _, _ = optimizer_bytes_per_param(optimizer, precision)
-    lay = make_layout(m, tp, pp, dp, ep, micro_batch, global_batch)
+    lay = make_layout(m, tp, pp, dp, ep, micro_batch, global_batch, cp, seq_len)
+    if lay.cp > 1 and attention == "materialized":
+        raise InvalidArgumentError(
+            "cp",
+            f"context parallelism runs a flash kernel around the ring; the {impl} path's "
+            "materialized probabilities are not split by it: use cp 1, or impl expanded",
+        )
     flops = training_flops(m, seq_len, lay.micro_batch, impl, recompute, attention)
     model_flops = None  # the model's count: the expanded path's, whichever path runs
     if impl != "expanded":
@@ -585,7 +607,7 @@ def training_cost(
         peak_flops_per_s=peak,
         device_memory_bytes=memory,
         memory_reserve=reserve,
-        levers=_levers(m, lay, recompute, zero),
+        levers=_levers(m, lay, recompute, zero, seq_len),
         model_flops_per_micro_batch=model_flops,
         global_batch_defaulted=global_batch is None,
         swiglu=swiglu,
@@ -594,11 +616,39 @@ def training_cost(
         zero3 = training_cost(
             m, seq_len, micro_batch, impl, recompute, hardware, tp, pp, dp, ep, global_batch,
             optimizer, precision, 3, attention, profile, overlap, comm_sms, memory_reserve,
-            swiglu,
+            swiglu, cp,
         )  # fmt: skip
         said = _zero3_lever(cost, zero3)
         cost = replace(cost, levers=tuple(said if x == "ZeRO-3" else x for x in cost.levers))
+    if any(x.startswith("more context") for x in cost.levers):
+        said = _cp_lever(cost) if cost.fits is False else None
+        levers = (said if x.startswith("more context") else x for x in cost.levers)
+        cost = replace(cost, levers=tuple(x for x in levers if x))
     return cost
+
+
+def _cp_lever(c: TrainingCost) -> str | None:
+    """The context-parallel lever with its figures, offered where the activations are what
+    does not fit (the weights, gradients and states alone do; None otherwise): the smallest
+    power-of-two multiple of ``cp`` that splits the sequence (``2 cp`` chunks) and brings the
+    activations a GPU down enough to fit, or the largest that splits it; the activations a GPU
+    before and after (they scale as ``1 / cp``) and the GPUs it takes."""
+    lay, usable = c.layout, c.usable_memory_bytes or 0
+    act = c.activation_bytes_per_gpu
+    rest = c.memory_per_gpu - act
+    if rest > usable:
+        return None
+    cp = lay.cp
+    while c.seq_len % (4 * cp) == 0:
+        cp *= 2
+        if rest + act * lay.cp / cp <= usable:
+            break
+    after = math.ceil(act * lay.cp / cp)
+    enough = "enough to fit" if rest + after <= usable else "not enough alone"
+    return (
+        f"more context-parallel ranks (cp {cp}: activations {human_bytes(act)} -> "
+        f"{human_bytes(after)} a GPU, {lay.gpus * cp // lay.cp:,} GPUs: {enough})"
+    )
 
 
 def _zero3_lever(now: TrainingCost, zero3: TrainingCost) -> str:

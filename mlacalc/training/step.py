@@ -1,11 +1,12 @@
 """The time of one training step on a parallel layout, from the kernel time model.
 
 Layout (Megatron-LM's ranks): ``tp`` tensor-parallel ranks, ``pp`` pipeline stages, ``dp``
-data-parallel ranks (``tp x pp x dp`` GPUs); ``ep`` expert-parallel ranks laid over the
-``tp x dp`` ranks of a stage (``ep`` divides ``tp x dp``; each holds ``E / ep`` routed experts
-whole, :func:`ep_group`). A step runs
-``global_batch / (micro_batch x dp)`` micro-batches through the pipeline with the 1F1B
-schedule, then reduces the gradients over the data-parallel ranks and steps the optimizer.
+data-parallel ranks, ``cp`` context-parallel ranks (``tp x cp x pp x dp`` GPUs; the
+sequence split over ``cp``, its K and V passed around a ring: docs/training.md, "Context
+parallelism"); ``ep`` expert-parallel ranks laid over the ``tp x dp`` ranks of a stage
+(``ep`` divides ``tp x dp``; each holds ``E / ep`` routed experts whole, :func:`ep_group`).
+A step runs ``global_batch / (micro_batch x dp)`` micro-batches through the pipeline with the
+1F1B schedule, then reduces the gradients over the data-parallel ranks and steps the optimizer.
 
 One GPU's kernels for one micro-batch (one pipeline stage: ``L / pp`` layers; the last stage
 also runs the head, and the slowest stage sets the pace):
@@ -96,10 +97,12 @@ class Layout:
     ep: int
     micro_batch: int
     global_batch: int
+    #: context-parallel ranks: each sequence split over ``cp`` GPUs (:func:`make_layout`)
+    cp: int = 1
 
     @property
     def gpus(self) -> int:
-        return self.tp * self.pp * self.dp
+        return self.tp * self.cp * self.pp * self.dp
 
     @property
     def micro_batches(self) -> int:
@@ -121,11 +124,22 @@ def make_layout(
     ep: Any = 1,
     micro_batch: Any = 1,
     global_batch: Any = None,
+    cp: Any = 1,
+    seq_len: int | None = None,
 ) -> Layout:
-    """A checked layout for ``m`` (``global_batch`` defaults to one micro-batch per rank)."""
-    tp, pp, dp, ep = (
-        args.count(n, v, _BIG) for n, v in (("tp", tp), ("pp", pp), ("dp", dp), ("ep", ep))
+    """A checked layout for ``m`` (``global_batch`` defaults to one micro-batch per rank);
+    ``cp`` context-parallel ranks split each sequence of ``seq_len`` tokens into ``2 cp``
+    equal chunks, two a rank (the load-balanced split of causal attention)."""
+    tp, pp, dp, ep, cp = (
+        args.count(n, v, _BIG)
+        for n, v in (("tp", tp), ("pp", pp), ("dp", dp), ("ep", ep), ("cp", cp))
     )
+    if cp > 1 and seq_len is not None and seq_len % (2 * cp):
+        raise InvalidArgumentError(
+            "cp",
+            f"{cp} context-parallel ranks split a sequence into {2 * cp} equal chunks (two a "
+            f"rank), which {seq_len:,} tokens do not; use a cp whose 2 cp divides the sequence",
+        )
     micro_batch = args.count("micro_batch", micro_batch, _BIG)
     if global_batch is None:
         global_batch = micro_batch * dp
@@ -152,7 +166,7 @@ def make_layout(
             f"{ep} expert-parallel ranks must divide the {m.n_routed_experts} experts and the "
             f"{dp * tp:,} data-parallel x tensor-parallel ranks ({dp} x {tp}) they are laid over",
         )
-    return Layout(tp, pp, dp, ep, micro_batch, global_batch)
+    return Layout(tp, pp, dp, ep, micro_batch, global_batch, cp)
 
 
 def shard(k: Kernel, m: ModelConfig, lay: Layout, n_kv: int | None = None) -> list[Kernel]:
@@ -189,7 +203,27 @@ def shard(k: Kernel, m: ModelConfig, lay: Layout, n_kv: int | None = None) -> li
     else:
         flops, nbytes = flops // tp, nbytes // tp
         s = {"elements": max(1, s.get("elements", 1) // tp)}
-    return [Kernel(k.name, k.kind, k.dtype, flops, nbytes, calls, s)]
+    return [_context_share(Kernel(k.name, k.kind, k.dtype, flops, nbytes, calls, s), lay.cp)]
+
+
+def _context_share(k: Kernel, cp: int) -> Kernel:
+    """A context-parallel rank's share of a (tensor-parallel) kernel: its ``1 / cp`` of the
+    tokens. A GEMM keeps its weight and runs ``m / cp`` rows; an element-wise kernel
+    ``1 / cp`` of the elements. The attention core is left whole: :func:`step_time` times it
+    over the whole sequence and gives each rank ``1 / cp`` of that time, as the load-balanced
+    (zig-zag) split gives each rank ``1 / cp`` of the causal work (from recall)."""
+    if cp == 1 or k.kind in core_kinds():
+        return k
+    s = dict(k.shape)
+    if k.kind == "gemm":
+        weight = s["n"] * s["k"] * s.get("groups", 1) * max(1, dtype_bits(k.dtype) // 8)
+        weight = min(weight, k.bytes)
+        s["m"] = max(1, s["m"] // cp)
+        nbytes = weight + (k.bytes - weight) // cp
+    else:
+        s["elements"] = max(1, s.get("elements", 1) // cp)
+        nbytes = k.bytes // cp
+    return Kernel(k.name, k.kind, k.dtype, k.flops // cp, nbytes, k.calls, s)
 
 
 def layer_kv_heads(kernels: list[Kernel], m: ModelConfig) -> list[int]:
@@ -208,7 +242,8 @@ def _experts(k: Kernel, m: ModelConfig, lay: Layout, calls: int) -> list[Kernel]
     """The routed experts of one rank as grouped GEMMs (balanced routing)."""
     f = expert_shape(m)
     local = m.n_routed_experts // lay.ep
-    tokens = k.shape["tokens"] // lay.tp  # the rank's tokens (sequence parallel)
+    # the rank's tokens (sequence parallel, and its 1 / cp of the sequence)
+    tokens = k.shape["tokens"] // (lay.tp * lay.cp)
     per_expert = max(1, tokens * m.num_experts_per_tok * lay.ep // m.n_routed_experts)
     up = 2 * per_expert * f.up_width * f.hidden * local
     down = 2 * per_expert * f.hidden * f.inter * local
@@ -314,6 +349,10 @@ class StepTime:
     #: ("calibrated on B200; GB200 by datasheet ratios from B200 ...")
     profile: str = ""
     calibration: str = ""
+    #: context parallelism: the ring's K/V traffic a micro-batch (forward and backward) and
+    #: the part the attention blocks do not hide (in the micro-batch, as the TP/EP/PP terms)
+    cp_comm_s: float = 0.0
+    cp_exposed_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items() if k != "layout"}
@@ -355,14 +394,20 @@ def _profile(hw: HardwareSpec, profile: Any) -> tuple[Profile, str]:
     return prof, prof.describe(hw.name, hw) + note
 
 
-def _seconds(kernels: list[Kernel], hw: HardwareSpec, profile: Any, slower: float = 1.0) -> float:
+def _seconds(
+    kernels: list[Kernel], hw: HardwareSpec, profile: Any, slower: float = 1.0, cp: int = 1
+) -> float:
     """The kernels' predicted time; ``slower``: the matmul kernels' (GEMMs, attention) compute
-    term that many times longer (fp32 training on TF32 tensor cores, :func:`tf32_slowdown`)."""
+    term that many times longer (fp32 training on TF32 tensor cores, :func:`tf32_slowdown`);
+    ``cp``: the attention cores (timed over the whole sequence) count ``1 / cp`` of their
+    time, a context-parallel rank's share (:func:`_context_share`)."""
     if not kernels:
         return 0.0
     matmul = {"gemm", *core_kinds()}
+    cores = core_kinds()
     return sum(
-        t.seconds + (slower - 1.0) * t.compute_s * (k.kind in matmul)
+        (t.seconds + (slower - 1.0) * t.compute_s * (k.kind in matmul))
+        / (cp if k.kind in cores else 1)
         for k, t in zip(kernels, predict_kernels(kernels, hw, profile), strict=True)
     )
 
@@ -387,11 +432,35 @@ def _wide(kernels: list[Kernel]) -> list[Kernel]:
 
 
 def expert_dp(lay: Layout) -> int:
-    """The ranks that hold the same routed experts: ``dp x tp / ep`` (a rank holds its
+    """The ranks that hold the same routed experts: ``dp x cp x tp / ep`` (a rank holds its
     expert-parallel shard whole, so the shard repeats over the ``tp x dp`` ranks of the stage
-    that ``ep`` does not span), over which ZeRO shards their states and their gradients are
-    reduced (Megatron-LM's expert data-parallel group)."""
-    return max(1, lay.dp * lay.tp // lay.ep)
+    that ``ep`` does not span, and over the ``cp`` context-parallel ranks, which hold the same
+    weights), over which ZeRO shards their states and their gradients are reduced
+    (Megatron-LM's expert data-parallel group, context parallelism folded in as Megatron-Core
+    folds it: from recall)."""
+    return max(1, lay.dp * lay.cp * lay.tp // lay.ep)
+
+
+def ring_bytes(m: ModelConfig, lay: Layout, seq_len: int, impl: str, elem: int = 2) -> int:
+    """The bytes one context-parallel rank sends at one step of the ring, one layer: its K and
+    V for its ``1 / cp`` of the micro-batch's tokens, as its tensor-parallel rank holds them.
+    GQA/MQA: ``ceil(n_kv / tp)`` whole heads of ``d_k + d_v``; MLA expanded: the up-projected
+    K and V, ``n_h / tp`` heads of ``d_nope + d_rope + d_v`` (Megatron-LM runs MLA's context
+    parallelism on the expanded K and V, from recall); MLA absorbed: the latent and the RoPE
+    key, ``d_c + d_rope`` a token, whole on every tensor-parallel rank. The ring makes
+    ``cp - 1`` such steps a layer forward, and in the backward sends K, V and their gradients
+    (twice the bytes) ``cp - 1`` times (TransformerEngine's ring, from recall)."""
+    tokens = lay.micro_batch * seq_len // lay.cp
+    if m.is_mla and impl != "expanded":
+        width = m.kv_lora_rank + m.qk_rope_head_dim
+    elif m.is_mla:
+        heads = m.num_attention_heads // lay.tp
+        width = heads * (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim)
+    else:
+        n_kv = m.num_key_value_heads
+        heads = math.ceil(n_kv / lay.tp)  # whole heads, replicated beyond n_kv ranks
+        width = heads * (m.head_dim + (m.v_head_dim or m.head_dim))
+    return tokens * width * elem
 
 
 def ep_group(lay: Layout, node: int) -> tuple[int, int]:
@@ -461,7 +530,14 @@ def step_time(
     if dtype == "fp32":  # 4-byte activations, matmuls on TF32 tensor cores
         slower = tf32_slowdown(hw)
         fwd, bwd, again = _wide(fwd), _wide(bwd), _wide(again)
-    t_f, t_b, t_r = (_seconds(x, hw, profile, slower) for x in (fwd, bwd, again))
+    t_f, t_b, t_r = (_seconds(x, hw, profile, slower, lay.cp) for x in (fwd, bwd, again))
+    cores = core_kinds()
+    core_f, core_b = (
+        _seconds([k for k in x if k.kind in cores], hw, profile, slower, lay.cp)
+        if lay.cp > 1
+        else 0.0
+        for x in (fwd, bwd)
+    )
     if comm_sms:  # SMs kept for communication run no compute: the rest take longer
         if not hw.sm_count or comm_sms >= hw.sm_count:
             raise InvalidArgumentError(
@@ -470,8 +546,9 @@ def step_time(
             )
         scale = hw.sm_count / (hw.sm_count - comm_sms)
         t_f, t_b, t_r = t_f * scale, t_b * scale, t_r * scale
+        core_f, core_b = core_f * scale, core_b * scale
     a = 2 if dtype == "bf16" else 4
-    tokens = lay.micro_batch * seq_len
+    tokens = lay.micro_batch * seq_len // lay.cp  # a context-parallel rank's share
     layers = math.ceil(m.num_hidden_layers / lay.pp)
     moe_layers = math.ceil(m.num_moe_layers / lay.pp)
     act = tokens * m.hidden_size * a
@@ -486,9 +563,19 @@ def step_time(
         ep_comm = 2 * moe_layers * _ep_seconds(m, lay, hw, tokens / lay.tp, gemm_dtype == "fp8", a)
     pp_comm = 0.0
     if lay.pp > 1:
-        pp_comm = 2 * _comm("p2p", act / lay.tp, 2, hw, lay.tp * lay.dp + 1)
+        pp_comm = 2 * _comm("p2p", act / lay.tp, 2, hw, lay.tp * lay.cp * lay.dp + 1)
+    # context parallelism: the ring passes each layer's K and V cp - 1 times forward, and K, V
+    # and their gradients cp - 1 times backward, each step behind an attention block; what
+    # outlasts the stage's attention cores is exposed
+    cp_comm = cp_exposed = 0.0
+    if lay.cp > 1:
+        one = _comm("p2p", ring_bytes(m, lay, seq_len, impl, a), 2, hw, lay.tp * lay.cp)
+        ring_f = layers * (lay.cp - 1) * one
+        ring_b = 2 * ring_f
+        cp_comm = ring_f + ring_b
+        cp_exposed = max(0.0, ring_f - core_f) + max(0.0, ring_b - core_b)
     compute = t_f + t_b + t_r
-    comm = tp_comm + ep_comm + pp_comm
+    comm = tp_comm + ep_comm + pp_comm + cp_exposed
     micro = max(compute, comm) if overlap else compute + comm
     bubble = (lay.pp - 1) * micro
     # data parallelism: a gradient reduce-scatter and a weight all-gather, each once a step
@@ -497,11 +584,14 @@ def step_time(
     # and before its backward (ZeRO-3: no gathered weights kept between micro-batches)
     rs = ag = 0.0
     dense = params_per_gpu - expert_params_per_gpu
-    for params, ranks in ((dense, lay.dp), (expert_params_per_gpu, expert_dp(lay))):
+    # (over dp x cp ranks: the context-parallel ranks hold the same weights, and Megatron-LM
+    # reduces over its data-parallel group with context parallelism folded in: from recall)
+    span = lay.dp * lay.cp * lay.tp
+    for params, ranks in ((dense, lay.dp * lay.cp), (expert_params_per_gpu, expert_dp(lay))):
         if ranks > 1 and params > 0:
             share = params / ranks
-            rs += _comm("reduce_scatter", share * grad_bytes, ranks, hw, lay.dp * lay.tp)
-            ag += _comm("all_gather", share * 2, ranks, hw, lay.dp * lay.tp)
+            rs += _comm("reduce_scatter", share * grad_bytes, ranks, hw, span)
+            ag += _comm("all_gather", share * 2, ranks, hw, span)
     n_micro = lay.micro_batches
     rs_micro = rs if zero >= 2 else 0.0  # every micro-batch, hidden behind its backward
     ag_micro = ag if zero >= 3 else 0.0  # twice a micro-batch: behind its forward, backward
@@ -543,4 +633,6 @@ def step_time(
         optimizer_s=opt,
         profile=profile.name,
         calibration=calibration,
+        cp_comm_s=cp_comm,
+        cp_exposed_s=cp_exposed,
     )
