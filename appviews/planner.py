@@ -947,6 +947,7 @@ def _show_search(
     st.markdown(best_text(best, points, inputs.ttft, inputs.tpot))
     if best:
         st.caption(f"The chosen deployment's times: {how}.")
+        _show_throughput_target(points, best, int(inputs.isl), int(inputs.osl))
     st.caption(f"Every deployment sized by the plan form's memory: {memory_words(sc, inputs)}.")
     if best and best.get("prefill_layout"):
         st.caption(
@@ -957,6 +958,35 @@ def _show_search(
         )
     _show_reasons(len(points), *reasons)
     download(frontier, f"{sc.model.name}-frontier", "dl_frontier")
+
+
+def _show_throughput_target(points: list[dict], best: dict, isl: int, osl: int) -> None:
+    """A throughput target (0: none) and the GPUs it needs, in whole replicas of the point
+    meeting the targets that needs the fewest, as `mlacalc search --throughput
+    --throughput-of` and ``SearchResult.gpus_for`` give them."""
+    from mlacalc.serving.search import throughput_gpus
+
+    c1, c2 = st.columns(2)
+    target = c1.number_input(
+        "throughput target (tokens/s, 0 = none)", 0.0, 1e12, 0.0, 1000.0, key="plan_throughput"
+    )
+    of = c2.selectbox("counting", ("output", "total"), key="plan_throughput_of",
+                      help="output tokens, or prompt and output tokens (total)")  # fmt: skip
+    if not target:
+        return
+    t = throughput_gpus(points, best, isl, osl, float(target), of=of)
+    what = "output tokens/s" if of == "output" else "tokens/s (prompt + output)"
+    st.markdown(
+        f"**{t['gpus']:,} GPUs for {target:,.0f} {what}**: {t['replicas']:,} replica(s) of "
+        f"{t['layout']} ({t['mode']}, {t['replica_gpus']} GPUs, "
+        f"{t['replica_tokens_per_s']:,.0f} {what} each), {t['tokens_per_s']:,.0f} in all"
+        + (
+            ""
+            if t["point"] is best
+            else "; not the chosen deployment: whole replicas of it come to more GPUs"
+        )
+        + "."
+    )
 
 
 #: Marker colours by GPU count (the total of a disaggregated deployment), in count order.

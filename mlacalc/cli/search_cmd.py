@@ -510,6 +510,23 @@ def _launch_lines(launch, model_path, hardware, result, engine, isl, loaded) -> 
     help="Share of each prompt's tokens whose KV is found cached, in [0, 1): every point's "
     "prompts compute the rest, as plan --prefix-cache-hit times them.",
 )
+@click.option(
+    "--throughput",
+    type=None,
+    default=None,
+    metavar="TOKENS/S",
+    callback=lambda ctx, param, value: _throughput(value),
+    help="A throughput target in tokens/s (50000, 50k, 1.2M: SI): the GPUs it needs, in "
+    "whole replicas of the point meeting the targets that needs the fewest (the best unless "
+    "rounding favours another).",
+)
+@click.option(
+    "--throughput-of",
+    type=click.Choice(["output", "total"]),
+    default="output",
+    show_default=True,
+    help="What --throughput counts: output tokens, or prompt and output tokens (total).",
+)
 @engine_options
 @search_engine_options
 @launch_options
@@ -547,6 +564,8 @@ def command(
     engine,
     all_points,
     fmt,
+    throughput,
+    throughput_of,
     **engine_opts,
 ):
     """Search layouts, batch sizes, dtypes and aggregated vs disaggregated serving for the
@@ -562,6 +581,8 @@ def command(
       mlacalc search deepseek-v3 -H H200 --gpus 8 --isl 2000 --osl 500 --tpot 50ms \\
           --tp 1 --dp-attention on --ep 8 --redundant-experts 8 --expert-skew 1
       mlacalc search llama-3-70b -H H100 --gpus 4,8 --isl 1000 --osl 1000 --format csv --all
+      mlacalc search qwen3-8b -H H100 --gpus 1,2 --isl 1000 --osl 200 --tpot 100ms \\
+          --throughput 50k
     """
     # deferred: the search loads numpy; `mlacalc --help` stays light
     from mlacalc.serving.scheduler import Scheduler
@@ -570,6 +591,16 @@ def command(
 
     launch, model_path = launch_values(engine_opts)
     choices = parse_component_choices(engine_opts.pop("component_choices"))
+    if throughput_of != "output" and throughput is None:
+        raise click.BadParameter(
+            "says what --throughput counts: give --throughput TOKENS/S with it",
+            param_hint="--throughput-of",
+        )
+    if throughput is not None and fmt == "csv":
+        raise click.BadParameter(
+            "answers in a table, markdown or json (csv lists points): give --format json",
+            param_hint="--throughput",
+        )
     if all_points and fmt not in ("csv", "json"):  # a table prints the frontier only
         raise click.BadParameter(
             "lists every point in --format csv or json: give one of them", param_hint="--all"
@@ -634,6 +665,10 @@ def command(
         emit(fmt, rows, list, rows_csv=True)
         return
     doc = result.to_dict()
+    target = None
+    if throughput is not None:
+        target = result.gpus_for(throughput, of=throughput_of) if result.best is not None else None
+        doc["throughput_target"] = target and {k: v for k, v in target.items() if k != "point"}
     if stored:  # a checkpoint's points name the dtype it stores, as plan's JSON
         doc["best"] = doc["best"] and with_stored_dtype(doc["best"], stored)
         doc["frontier"] = [with_stored_dtype(p, stored) for p in doc["frontier"]]
@@ -651,7 +686,14 @@ def command(
     if all_points:
         doc["points"] = [with_stored_dtype(r, stored) for r in result.rows()]
     extra = scheduler_words(serving_engine, engine)
-    emit(fmt, doc, lambda: sections(result, model, hardware, profile, extra))
+    emit(
+        fmt,
+        doc,
+        lambda: (
+            sections(result, model, hardware, profile, extra)
+            + _throughput_sections(throughput, throughput_of, target)
+        ),
+    )
     if fmt in ("table", "markdown"):
         limited = result.constraints_text()
         if limited:
@@ -752,3 +794,67 @@ def sections(
             )
         )
     return out
+
+
+def _throughput(value: str | None) -> float | None:
+    """``--throughput``: tokens/s as a number with an optional SI suffix (``50k`` = 50,000,
+    ``1.2M`` = 1,200,000); anything else, zero or less refused naming the option."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    scale = {"k": 1e3, "m": 1e6, "g": 1e9}.get(text[-1:].lower(), 1.0)
+    number = text[:-1] if scale != 1.0 else text
+    try:
+        out = float(number) * scale
+    except ValueError:
+        out = None
+    if out is None or not out > 0 or out == float("inf"):
+        raise click.BadParameter(
+            f"{text!r} is not a positive number of tokens/s; write e.g. --throughput 50000 or 50k",
+            param_hint="--throughput",
+        )
+    return out
+
+
+def _throughput_sections(throughput, of, target) -> list:
+    """The GPUs a --throughput target needs, as one table (none without the option; a
+    sentence where no point meets the targets)."""
+    if throughput is None:
+        return []
+    what = "output tokens/s" if of == "output" else "tokens/s (prompt + output)"
+    title = f"GPUs for {throughput:,.0f} {what}"
+    if target is None:
+        return [
+            Section(title, ["answer"], [["no deployment meets the targets: none to replicate"]])
+        ]
+    t = target
+    p = t["point"]
+    return [
+        Section(
+            title,
+            ["layout", "mode", "GPUs a replica", f"{what} a replica", "replicas", "GPUs", what],
+            [
+                [
+                    t["layout"],
+                    t["mode"],
+                    t["replica_gpus"],
+                    f"{t['replica_tokens_per_s']:,.0f}",
+                    t["replicas"],
+                    t["gpus"],
+                    f"{t['tokens_per_s']:,.0f}",
+                ]
+            ],
+            note=(
+                f"Whole replicas of one point meeting the targets (batch {p['batch_per_group']} "
+                f"a group, {p['kv_dtype']} KV, TTFT {plan_duration(p['ttft_s'])}, TPOT "
+                f"{plan_duration(p['tpot_s'])}): the one needing the fewest GPUs"
+                + (
+                    " (the best deployment)"
+                    if p.get("reason") == "best"
+                    else ", not the best deployment: whole replicas of the best come to more"
+                )
+                + ". A load balancer in front; total tokens/s count each prompt whole "
+                "(cached tokens too)."
+            ),
+        )
+    ]

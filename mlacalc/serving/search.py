@@ -84,7 +84,15 @@ from mlacalc.words.arguments import MAX_BATCH, count, flag, one_or_many, prefix_
 from mlacalc.words.dtypes import canonical_dtype, resolve_kv_layout
 from mlacalc.words.errors import InvalidArgumentError, MlacalcError, UnknownDtypeError
 
-__all__ = ["BATCHES", "CHUNKS", "PREFILL_TOKENS", "SearchRequest", "SearchResult", "search"]
+__all__ = [
+    "BATCHES",
+    "CHUNKS",
+    "PREFILL_TOKENS",
+    "SearchRequest",
+    "SearchResult",
+    "search",
+    "throughput_gpus",
+]
 
 #: Running sequences per attention group that the search tries (refined near the targets,
 #: see :func:`refine`).
@@ -179,6 +187,69 @@ FIELDS = (
 
 #: The keys of a point as :meth:`SearchResult.row` gives it (a CSV row's columns)
 ROW_FIELDS = (*FIELDS, "profile", "calibration", "constraints")
+
+
+def throughput_gpus(
+    points: list[dict[str, Any]],
+    best: dict[str, Any] | None,
+    isl: int,
+    osl: int,
+    tokens_per_s: float,
+    of: str = "output",
+    point: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The GPUs a throughput target needs (a search's ``points`` and ``best``, its ``isl`` and
+    ``osl``): whole replicas of ``point``'s layout, each serving the point's tokens/s under
+    the search's targets; by default the point meeting the targets that needs the fewest GPUs
+    (the best, of the most tokens/s per GPU, unless whole replicas of another come to fewer).
+    ``tokens_per_s`` counts output tokens (``of="output"``) or prompt and output tokens
+    together (``of="total"``: requests/s x (isl + osl)). Returns the target, what it
+    counts, one replica's GPUs and tokens/s, the replicas, the GPUs and the tokens/s they
+    serve (at least the target), and the point replicated."""
+    if of not in ("output", "total"):
+        raise InvalidArgumentError(
+            "of", f"must be 'output' or 'total', got {of!r}: give of='output'"
+        )
+    if isinstance(tokens_per_s, bool) or not isinstance(tokens_per_s, (int, float)):
+        raise InvalidArgumentError(
+            "tokens_per_s",
+            f"must be a number of tokens/s, got {type(tokens_per_s).__name__}: give "
+            "tokens_per_s=50000",
+        )
+    if not math.isfinite(tokens_per_s) or tokens_per_s <= 0:
+        raise InvalidArgumentError(
+            "tokens_per_s",
+            f"must be a positive finite number of tokens/s, got {tokens_per_s!r}: give "
+            "tokens_per_s=50000",
+        )
+    tokens = osl if of == "output" else isl + osl
+
+    def need(q: dict[str, Any]) -> tuple[int, float]:
+        one = q["requests_per_s"] * tokens  # one replica's tokens/s of that kind
+        return max(1, math.ceil(tokens_per_s / one - 1e-9)), one
+
+    if point is None:  # the fewest GPUs of any point meeting the targets (ties: the best)
+        meeting = [q for q in points if q.get("meets_targets")]
+        if best is None or not meeting:
+            raise InvalidArgumentError(
+                "point", "no deployment meets the targets to replicate for the throughput"
+            )
+        best_first = [best, *(q for q in meeting if q is not best)]
+        point = min(best_first, key=lambda q: need(q)[0] * q["gpus"])
+    p = point
+    replicas, one = need(p)
+    return {
+        "target_tokens_per_s": float(tokens_per_s),
+        "of": of,
+        "layout": p["layout"],
+        "mode": p["mode"],
+        "replica_gpus": p["gpus"],
+        "replica_tokens_per_s": one,
+        "replicas": replicas,
+        "gpus": replicas * p["gpus"],
+        "tokens_per_s": replicas * one,
+        "point": p,
+    }
 
 
 @dataclass(frozen=True)
@@ -376,6 +447,15 @@ class SearchResult:
         em = None if self.engine_memory is None else (self.engine_memory_of, self.engine_memory)
         usable = usable_of(memory, weights, self.memory_reserve)
         return pool_launch_share(engine, memory, weights, units, em, usable)
+
+    def gpus_for(
+        self, tokens_per_s: float, of: str = "output", point: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The GPUs ``tokens_per_s`` needs in whole replicas of a point meeting the targets
+        (the fewest; ``of`` ``"output"`` or ``"total"``): :func:`throughput_gpus`."""
+        return throughput_gpus(
+            self.points, self.best, self.isl, self.osl, tokens_per_s, of=of, point=point
+        )
 
     def launch_commands(
         self, engine: str, model_path: str | None = None, point: dict[str, Any] | None = None

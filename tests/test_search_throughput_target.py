@@ -1,0 +1,130 @@
+"""search's throughput target: the GPUs a tokens/s target needs, in whole replicas of a point
+meeting the latency targets (SearchResult.gpus_for, search --throughput / --throughput-of).
+A user divided by hand before. The arithmetic by hand, and a mutation suite over the new
+options and arguments. Each test failed before (no such method or option)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from mlacalc.serving.search import search
+from mlacalc.words.errors import InvalidArgumentError
+
+ARGS = ("search", "qwen3-8b", "-H", "H100", "--gpus", "1,2", "--isl", 1000, "--osl", 200)
+
+
+@pytest.fixture(scope="module")
+def result():
+    return search("qwen3-8b", "H100", [1, 2], isl=1000, osl=200)
+
+
+def test_the_gpus_by_hand(result):
+    b = result.best
+    out = result.gpus_for(50_000)
+    one = b["requests_per_s"] * 200  # output tokens/s of one replica
+    assert out["replica_tokens_per_s"] == pytest.approx(b["output_tokens_per_s"])
+    assert out["replicas"] == math.ceil(50_000 / one)
+    assert out["gpus"] == out["replicas"] * out["replica_gpus"]
+    assert out["tokens_per_s"] >= 50_000 > (out["replicas"] - 1) * one
+    total = result.gpus_for(50_000, of="total")  # prompt and output tokens: 1,200 a request
+    assert total["replica_tokens_per_s"] == pytest.approx(b["requests_per_s"] * 1200)
+    assert total["replicas"] == math.ceil(50_000 / (b["requests_per_s"] * 1200))
+    # a target a replica meets: one replica, never zero
+    assert result.gpus_for(1)["replicas"] == 1
+
+
+def test_the_fewest_gpus_of_any_point_meeting_the_targets(result):
+    meeting = [p for p in result.points if p.get("meets_targets")]
+    for target in (9_000, 20_000, 123_456):
+        out = result.gpus_for(target)
+        fewest = min(math.ceil(target / p["output_tokens_per_s"] - 1e-9) * p["gpus"]
+                     for p in meeting)  # fmt: skip
+        assert out["gpus"] == fewest
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "argument"),
+    [
+        ({"tokens_per_s": 0}, "tokens_per_s"),
+        ({"tokens_per_s": -5.0}, "tokens_per_s"),
+        ({"tokens_per_s": float("nan")}, "tokens_per_s"),
+        ({"tokens_per_s": float("inf")}, "tokens_per_s"),
+        ({"tokens_per_s": "50k"}, "tokens_per_s"),
+        ({"tokens_per_s": True}, "tokens_per_s"),
+        ({"tokens_per_s": None}, "tokens_per_s"),
+        ({"tokens_per_s": 5e4, "of": "input"}, "of"),
+        ({"tokens_per_s": 5e4, "of": "Output"}, "of"),
+    ],
+)
+def test_bad_arguments_name_themselves(result, kwargs, argument):
+    with pytest.raises(InvalidArgumentError) as info:
+        result.gpus_for(**kwargs)
+    assert info.value.argument == argument
+
+
+def test_no_point_meeting_the_targets_is_said():
+    r = search("qwen3-8b", "H100", [1], isl=1000, osl=200, tpot=1e-6)
+    with pytest.raises(InvalidArgumentError, match="no deployment meets the targets"):
+        r.gpus_for(1000)
+
+
+def test_the_cli_prints_and_writes_it(run, result):
+    out, _ = run(*ARGS, "--throughput", "50k")
+    assert "GPUs for 50,000 output tokens/s" in out
+    want = result.gpus_for(50_000)
+    row = next(line for line in out.splitlines() if "│ TP" in line and "aggregated" in line
+               and f"{want['gpus']} │" in line)  # fmt: skip
+    assert f"{want['replicas']} │" in row
+    doc = json.loads(run(*ARGS, "--throughput", "1.2M", "--throughput-of", "total",
+                         "--format", "json")[0])  # fmt: skip
+    t = doc["throughput_target"]
+    assert t["of"] == "total" and t["target_tokens_per_s"] == 1_200_000
+    assert t["gpus"] == result.gpus_for(1.2e6, of="total")["gpus"]
+    out, _ = run(*ARGS, "--tpot", "1us", "--throughput", "50000")
+    assert "no deployment meets the targets: none to replicate" in out
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        (["--throughput", "0"], "'0' is not a positive number of tokens/s"),
+        (["--throughput", "-3k"], "is not a positive number"),
+        (["--throughput", "fast"], "'fast' is not a positive number"),
+        (["--throughput", "1e999"], "is not a positive number"),
+        (["--throughput", "nan"], "is not a positive number"),
+        (["--throughput", ""], "is not a positive number"),
+        (["--throughput-of", "total"], "give --throughput TOKENS/S with it"),
+        (["--throughput-of", "input", "--throughput", "5k"], "--throughput-of"),
+        (["--throughput", "5k", "--format", "csv"], "give --format json"),
+    ],
+)
+def test_bad_options_are_one_line_naming_the_option(run, extra, words):
+    _, err = run(*ARGS, *extra, code=2)
+    assert err.count("\n") == 1 and words in err, err
+
+
+def test_the_apps_search_gives_the_gpus_for_a_target():
+    """The planner's search: a throughput target gives the GPUs, as throughput_gpus of the
+    points it drew (the default model, deepseek-v3 on H200, at half, the same and twice the
+    form's 8 GPUs)."""
+    pytest.importorskip("streamlit")
+    from _helpers import run_app
+
+    from mlacalc.serving.search import throughput_gpus
+    from mlacalc.words import defaults as D
+
+    at = run_app("Capacity planner")
+    at.checkbox(key="plan_search").check().run()
+    assert not any("GPUs for" in m.value for m in at.markdown)  # 0: no target, nothing said
+    at.number_input(key="plan_throughput").set_value(100_000.0).run()
+    assert not at.exception
+    line = next(m.value for m in at.markdown if "GPUs for 100,000 output tokens/s" in m.value)
+    r = search(
+        "deepseek-v3", "H200", [4, 8, 16], isl=D.ISL, osl=D.OSL, ttft=D.TTFT_TARGET_S,
+        tpot=D.TPOT_TARGET_S, engine_defaults="trtllm",
+    )  # fmt: skip
+    want = throughput_gpus(r.points, r.best, D.ISL, D.OSL, 100_000)
+    assert line.startswith(f"**{want['gpus']:,} GPUs for 100,000 output tokens/s**")
