@@ -19,6 +19,7 @@ from mlacalc.cli.common import (
 )
 from mlacalc.render import human_bytes, human_seconds, human_si
 from mlacalc.training.flops import RECOMPUTE_POLICIES, TRAINING_IMPLS, TRAINING_STAGES
+from mlacalc.training.lora import TARGETS
 from mlacalc.training.memory import OPTIMIZERS, PRECISIONS, SWIGLU
 from mlacalc.words import defaults as D
 
@@ -108,6 +109,13 @@ def _sections(c, table, overlap: bool = False) -> list[Section]:
                 ["total", human_bytes(c.memory_per_gpu)],
             ],
             note=f"{human_si(c.params_per_gpu)} parameters per GPU"
+            + (
+                f" (LoRA rank {c.lora_rank} on {c.lora_targets}: "
+                f"{human_si(c.trainable_params_per_gpu)} trainable a GPU, "
+                f"{c.trainable_params:,} in the model; the rest frozen in the compute dtype)"
+                if c.lora_rank
+                else ""
+            )
             + (
                 f" of stage {c.stage} ({c.stage_layers} layers), the one holding the most"
                 if lay.pp > 1
@@ -273,6 +281,21 @@ def _blocks(c) -> list[tuple[str, int, int]]:
     "and V passed around a ring (GPUs = tp x cp x pp x dp).",
 )
 @click.option(
+    "--lora-rank",
+    type=SIZE,
+    default=None,
+    help="LoRA fine-tuning: adapters of this rank, the base weights frozen (kept in the compute "
+    "dtype, no gradients, master copy, optimizer states or weight-gradient GEMMs).",
+)
+@click.option(
+    "--lora-targets",
+    type=click.Choice(list(TARGETS)),
+    default="attention-mlp",
+    show_default=True,
+    help="What the adapters adapt: the attention projections and the dense MLP's and shared "
+    "experts' (PEFT's all-linear, the head excepted), or the attention projections only.",
+)
+@click.option(
     "--optimizer", type=click.Choice(list(OPTIMIZERS)), default="adamw", show_default=True
 )
 @click.option(
@@ -335,6 +358,8 @@ def command(
     dp,
     ep,
     cp,
+    lora_rank,
+    lora_targets,
     optimizer,
     precision,
     zero,
@@ -386,6 +411,8 @@ def command(
         memory_reserve=memory_reserve,
         swiglu=swiglu,
         cp=cp,
+        lora_rank=lora_rank,
+        lora_targets=lora_targets,
     )
     if absorption_ranks and not absorption:
         raise click.BadParameter(

@@ -35,6 +35,14 @@ from mlacalc.training.flops import (
     engine_impl,
     training_flops,
 )
+from mlacalc.training.lora import (
+    adapted_matrices,
+    adapter_flops,
+    check_lora,
+    layer_blocks,
+    lora_params,
+    stage_lora_params,
+)
 from mlacalc.training.memory import (
     OPTIMIZERS,
     ActivationTensor,
@@ -151,6 +159,12 @@ class TrainingCost:
     #: how the gated FFN's SwiGLU runs, what its activations count
     #: (:data:`mlacalc.training.memory.SWIGLU`)
     swiglu: str = "fused"
+    #: LoRA: the adapters' rank and targets (None: every weight trains) and the trainable
+    #: parameters of the whole model and of the busiest stage's GPU
+    lora_rank: int | None = None
+    lora_targets: str | None = None
+    trainable_params: int | None = None
+    trainable_params_per_gpu: int | None = None
 
     @property
     def usable_memory_bytes(self) -> int | None:
@@ -293,6 +307,10 @@ class TrainingCost:
             "impl": self.impl,
             "recompute": self.recompute,
             "swiglu": self.swiglu,
+            "lora_rank": self.lora_rank,
+            "lora_targets": self.lora_targets,
+            "trainable_params": self.trainable_params,
+            "trainable_params_per_gpu": self.trainable_params_per_gpu,
             "attention": self.attention,
             "optimizer": self.optimizer,
             "precision": self.precision,
@@ -371,6 +389,8 @@ class _Stage:
     activations: int
     states: dict[str, int]
     again: int = 0
+    #: LoRA: the rank's adapter parameters (the trainable ones), else 0
+    lora: int = 0
 
     @property
     def total(self) -> int:
@@ -406,6 +426,7 @@ def _stages(
     precision: str,
     zero: int,
     rerun: dict[str, int],
+    lora: tuple[int, str] | None = None,
 ) -> list[_Stage]:
     """Every pipeline stage's share on one of its GPUs, exactly (integers, rounded up): the
     parameters as the serving layout splits a stage's layers over ``tp`` (K/V heads replicated
@@ -448,6 +469,12 @@ def _stages(
         # ZeRO shards over the data-parallel ranks with the context-parallel ones folded in
         dp = lay.dp * lay.cp
         states = state_bytes(dense, optimizer, precision, dp, zero, experts, expert_dp(lay))
+        adapters = 0
+        if lora is not None:  # frozen weights in the compute dtype; the adapters train
+            adapters = stage_lora_params(m, *lora, layers, lay.tp)
+            trained = state_bytes(adapters, optimizer, precision, dp, zero)
+            trained["weights"] += states["weights"]
+            states = trained
         out.append(
             _Stage(
                 s,
@@ -457,6 +484,7 @@ def _stages(
                 math.ceil(act),
                 {k: math.ceil(v) for k, v in states.items()},
                 again,
+                adapters,
             )
         )
     return out
@@ -484,6 +512,8 @@ def training_cost(
     memory_reserve: float = D.MEMORY_RESERVE,
     swiglu: str = "fused",
     cp: int = 1,
+    lora_rank: int | None = None,
+    lora_targets: str = "attention-mlp",
 ) -> TrainingCost:
     """FLOPs, memory and (with ``hardware``) the time of one training step.
 
@@ -513,6 +543,11 @@ def training_cost(
         context-parallel ranks: each sequence split into ``2 cp`` chunks, two a rank (the
         load-balanced split of causal attention), its K and V passed around a ring; GPUs are
         ``tp x cp x pp x dp`` (docs/training.md, "Context parallelism").
+    lora_rank, lora_targets
+        LoRA fine-tuning (:mod:`mlacalc.training.lora`): adapters of this rank on
+        ``"attention-mlp"`` (the default) or ``"attention"``; the base weights frozen, kept in
+        the compute dtype, with no gradient, master copy or optimizer state, and no
+        weight-gradient GEMMs. None: every weight trains.
     swiglu
         ``"fused"`` (Megatron-LM's and TransformerEngine's kernel: the ``[gate, up]`` output
         and the product saved) or ``"unfused"`` (eager PyTorch: gate, up, SiLU(gate) and the
@@ -544,18 +579,25 @@ def training_cost(
             f"context parallelism runs a flash kernel around the ring; the {impl} path's "
             "materialized probabilities are not split by it: use cp 1, or impl expanded",
         )
-    flops = training_flops(m, seq_len, lay.micro_batch, impl, recompute, attention)
+    rank, targets = check_lora(m, lora_rank, lora_targets)
+    lora = None if rank is None else (rank, targets)
+    frozen = lora is not None
+    flops = training_flops(m, seq_len, lay.micro_batch, impl, recompute, attention, frozen=frozen)
     model_flops = None  # the model's count: the expanded path's, whichever path runs
     if impl != "expanded":
-        model_flops = training_flops(m, seq_len, lay.micro_batch, "expanded").model_flops
+        expanded = training_flops(m, seq_len, lay.micro_batch, "expanded", frozen=frozen)
+        model_flops = _adapted(expanded, m, lora, "none").model_flops
+    flops = _adapted(flops, m, lora, recompute)
     act_dtype = "fp32" if precision == "fp32" else "bf16"
     acts = tuple(layer_activations(m, seq_len, lay.micro_batch, impl, recompute, act_dtype, swiglu))
+    if lora is not None and recompute != "full":
+        acts += tuple(_adapter_activations(m, lora, lay.micro_batch * seq_len, act_dtype))
     rerun = (
         recomputed_layer_bytes(m, seq_len, lay.micro_batch, impl, act_dtype, swiglu)
         if recompute == "full"
         else {}
     )
-    stages = _stages(m, lay, acts, optimizer, precision, zero, rerun)
+    stages = _stages(m, lay, acts, optimizer, precision, zero, rerun, lora)
     busiest = max(stages, key=lambda st: st.total)
     act_gpu, states = busiest.activations, busiest.states
     experts_gpu = busiest.experts
@@ -565,6 +607,14 @@ def training_cost(
     memory = None
     if hardware is not None:
         gemm_dtype = "fp8" if precision == "fp8-mixed" else "bf16"
+        trained, trained_states, trained_experts = params_gpu, sum(states.values()), experts_gpu
+        if lora is not None:  # only the adapters' gradients and states move and update
+            trained, trained_experts = busiest.lora, 0
+            trained_states = (
+                trained_states
+                - states["weights"]
+                + busiest.lora * _weight_bytes(optimizer, precision)
+            )
         time = step_time(
             m,
             lay,
@@ -575,14 +625,15 @@ def training_cost(
             attention,
             act_dtype,
             gemm_dtype,
-            params_gpu,
-            sum(states.values()) * 2,
+            trained,
+            trained_states * 2,
             g,
             profile,
             args.flag("overlap", overlap),
             _comm_sms(comm_sms),
-            expert_params_per_gpu=experts_gpu,
+            expert_params_per_gpu=trained_experts,
             zero=zero,
+            lora=lora,
         )
         peak, memory = _device(hardware)
     cost = TrainingCost(
@@ -611,12 +662,16 @@ def training_cost(
         model_flops_per_micro_batch=model_flops,
         global_batch_defaulted=global_batch is None,
         swiglu=swiglu,
+        lora_rank=rank,
+        lora_targets=targets if lora else None,
+        trainable_params=lora_params(m, *lora) if lora else None,
+        trainable_params_per_gpu=busiest.lora if lora else None,
     )
     if cost.fits is False and "ZeRO-3" in cost.levers:
         zero3 = training_cost(
             m, seq_len, micro_batch, impl, recompute, hardware, tp, pp, dp, ep, global_batch,
             optimizer, precision, 3, attention, profile, overlap, comm_sms, memory_reserve,
-            swiglu, cp,
+            swiglu, cp, lora_rank, lora_targets,
         )  # fmt: skip
         said = _zero3_lever(cost, zero3)
         cost = replace(cost, levers=tuple(said if x == "ZeRO-3" else x for x in cost.levers))
@@ -672,6 +727,41 @@ def _zero3_lever(now: TrainingCost, zero3: TrainingCost) -> str:
         f"a step, {human_seconds(a.dp_exposed_s)} -> {human_seconds(b.dp_exposed_s)} exposed, "
         f"step {human_seconds(a.step_s)} -> {human_seconds(b.step_s)})"
     )
+
+
+def _weight_bytes(optimizer: str, precision: str) -> int:
+    return optimizer_bytes_per_param(optimizer, precision)[0]
+
+
+def _adapted(
+    flops: TrainingFlops, m: ModelConfig, lora: tuple[int, str] | None, recompute: str
+) -> TrainingFlops:
+    """The FLOPs with LoRA's adapters added (forward; backward twice it; again under full
+    recompute); unchanged without LoRA."""
+    if lora is None:
+        return flops
+    fwd, bwd, again = dict(flops.forward), dict(flops.backward), dict(flops.recompute)
+    for stage, f in adapter_flops(m, *lora, flops.tokens).items():
+        fwd[stage] += f
+        bwd[stage] += 2 * f
+        if recompute == "full":
+            again[stage] += f
+    return replace(flops, forward=fwd, backward=bwd, recompute=again)
+
+
+def _adapter_activations(
+    m: ModelConfig, lora: tuple[int, str], tokens: int, dtype: str
+) -> list[ActivationTensor]:
+    """What the adapters save beyond the base layer: ``x A`` (``r`` a token), ``B``'s input,
+    for each adapted matrix (``x`` is the base projection's input, already saved)."""
+    rank, targets = lora
+    width = 4 if dtype == "fp32" else 2
+    out = []
+    for a in adapted_matrices(m, targets):
+        layers = sum(a.block in layer_blocks(m, i) for i in range(m.num_hidden_layers))
+        el = tokens * rank
+        out.append(ActivationTensor(a.block, f"lora_{a.name}_xa", el, el * width, layers))
+    return out
 
 
 def _comm_sms(value: Any) -> int:

@@ -230,8 +230,12 @@ def training_flops(
     recompute: str = "none",
     attention: str | None = None,
     causal: bool = True,
+    frozen: bool = False,
 ) -> TrainingFlops:
-    """Forward, backward and recomputed matmul FLOPs of one micro-batch, by stage.
+    """Forward, backward and recomputed matmul FLOPs of one micro-batch, by stage;
+    ``frozen``: the weights take no gradient (LoRA, :mod:`mlacalc.training.lora`), so a GEMM's
+    backward is its input-gradient product alone (the weight-gradient one is skipped); the
+    adapters' own FLOPs are added by :func:`mlacalc.training.cost.training_cost`.
 
     Examples
     --------
@@ -254,7 +258,7 @@ def training_flops(
             continue
         f = k.flops * k.calls
         fwd[stage] += f
-        bwd[stage] += 2 * f
+        bwd[stage] += f if frozen and k.kind in ("gemm", "moe") else 2 * f
         if k.kind in _CORE_KINDS and attention == "flash":
             again[stage] += score_flops(k) * k.calls
         full = recompute == "full" and stage != "head"

@@ -377,7 +377,7 @@ def state_bytes(
     """Weights, gradients, master weights and optimizer states of ``params`` parameters on one
     GPU, sharded over ``dp`` data-parallel ranks by ZeRO stage ``zero``, and of
     ``expert_params`` routed-expert parameters, sharded over the ``expert_dp`` ranks that hold
-    the same experts (``dp x tp / ep``, :func:`mlacalc.training.step.expert_dp`: an
+    the same experts (``dp x cp x tp / ep``, :func:`mlacalc.training.step.expert_dp`: an
     expert-parallel shard is replicated that many times, so ZeRO can split its states no
     further, as Megatron-LM's distributed optimizer does over its expert data-parallel
     group)."""

@@ -270,16 +270,17 @@ def _experts(k: Kernel, m: ModelConfig, lay: Layout, calls: int) -> list[Kernel]
     ]
 
 
-def _backward(k: Kernel, attention: str) -> list[Kernel]:
-    """The backward kernels of a forward kernel."""
+def _backward(k: Kernel, attention: str, frozen: bool = False) -> list[Kernel]:
+    """The backward kernels of a forward kernel; ``frozen``: a weight GEMM's input gradient
+    alone (LoRA's frozen weights take none; the adapters' ``lora_`` GEMMs take both)."""
     if k.kind == "gemm":
         s = k.shape
         dgrad = {**s, "n": s["k"], "k": s["n"]}
         wgrad = {**s, "m": s["k"], "k": s["m"]}
-        return [
-            Kernel(k.name + "_dgrad", "gemm", k.dtype, k.flops, k.bytes, k.calls, dgrad),
-            Kernel(k.name + "_wgrad", "gemm", k.dtype, k.flops, k.bytes, k.calls, wgrad),
-        ]
+        out = [Kernel(k.name + "_dgrad", "gemm", k.dtype, k.flops, k.bytes, k.calls, dgrad)]
+        if frozen and not k.name.startswith("lora_"):
+            return out
+        return [*out, Kernel(k.name + "_wgrad", "gemm", k.dtype, k.flops, k.bytes, k.calls, wgrad)]
     if k.kind in core_kinds():
         extra = score_flops(k) if attention == "flash" else 0
         return [
@@ -294,6 +295,37 @@ def _backward(k: Kernel, attention: str) -> list[Kernel]:
             )
         ]
     return [Kernel(k.name + "_backward", k.kind, k.dtype, k.flops, 2 * k.bytes, k.calls, k.shape)]
+
+
+def _adapter_kernels(
+    m: ModelConfig, lay: Layout, seq_len: int, rank: int, targets: str
+) -> list[Kernel]:
+    """LoRA's adapters on one rank of a stage: ``x A`` and ``(x A) B`` for each adapted
+    matrix, over the rank's ``T / cp`` tokens (gathered over the tensor-parallel ranks, as the
+    base projection runs), ``B``'s output split over ``tp`` where the base is column-parallel
+    and ``A``'s input where it is row-parallel; bf16."""
+    from mlacalc.training.lora import adapted_matrices, layer_blocks
+
+    tokens = lay.micro_batch * seq_len // lay.cp
+    out = []
+    for a in adapted_matrices(m, targets):
+        layers = sum(a.block in layer_blocks(m, i) for i in range(m.num_hidden_layers))
+        calls = math.ceil(layers / lay.pp)
+        d_in = max(1, a.d_in // lay.tp) if a.split == "row" else a.d_in
+        d_out = max(1, a.d_out // lay.tp) if a.split == "column" else a.d_out
+        for name, n, k in ((f"lora_a_{a.name}", rank, d_in), (f"lora_b_{a.name}", d_out, rank)):
+            out.append(
+                Kernel(
+                    name,
+                    "gemm",
+                    "bf16",
+                    2 * tokens * n * k,
+                    2 * (tokens * (n + k) + n * k),
+                    calls,
+                    {"m": tokens, "n": n, "k": k, "groups": 1},
+                )
+            )
+    return out
 
 
 def _materialized(k: Kernel) -> list[Kernel]:
@@ -494,6 +526,7 @@ def step_time(
     comm_sms: int = 0,
     expert_params_per_gpu: float = 0.0,
     zero: int = 1,
+    lora: tuple[int, str] | None = None,
 ) -> StepTime:
     """The predicted time of one training step (see the module's description);
     ``expert_params_per_gpu`` of ``params_per_gpu`` are routed experts', whose gradients are
@@ -519,7 +552,9 @@ def step_time(
                 if s.kind == "gemm" and gemm_dtype == "fp8" and s.name not in _KEPT_BF16:
                     s = Kernel(s.name, s.kind, "fp8", s.flops, s.bytes, s.calls, s.shape)
                 fwd.append(s)
-    bwd = [b for k in fwd for b in _backward(k, attention)]
+    if lora is not None:
+        fwd += _adapter_kernels(m, lay, seq_len, *lora)
+    bwd = [b for k in fwd for b in _backward(k, attention, lora is not None)]
     again = [
         k
         for k in fwd

@@ -1,0 +1,143 @@
+"""LoRA fine-tuning in training (``lora_rank``, ``lora_targets``): the adapter parameters by
+hand and against the Hugging Face modules they adapt, gradients and optimizer states for the
+adapters only, frozen weights in the compute dtype, the backward without the frozen weights'
+weight-gradient GEMMs, and one-line refusals naming the field (mutation suite)."""
+
+from __future__ import annotations
+
+import pytest
+
+import mlacalc
+from mlacalc.training.cost import training_cost
+from mlacalc.training.flops import training_flops
+from mlacalc.training.lora import lora_params
+from mlacalc.words.errors import MlacalcError
+
+
+def test_adapter_parameters_by_hand():
+    """Llama-3-8B, rank 16: a layer's q (4,096 -> 4,096), k and v (4,096 -> 1,024), o, gate and
+    up (4,096 -> 14,336) and down; 16 (d_in + d_out) each, 32 layers: 41,943,040 (PEFT's
+    figure for all-linear at r 16, from recall). Attention only: 13,631,488."""
+    m = mlacalc.load_model("llama-3-8b")
+    attn = 16 * ((4096 + 4096) * 2 + (4096 + 1024) * 2)
+    mlp = 16 * (4096 + 14336) * 3
+    assert lora_params(m, 16) == 32 * (attn + mlp) == 41_943_040
+    assert lora_params(m, 16, "attention") == 32 * attn == 13_631_488
+    c = training_cost(m, 1024, lora_rank=16)
+    assert c.trainable_params == 41_943_040 == c.trainable_params_per_gpu
+
+
+def test_mla_adapters_by_hand():
+    """DeepSeek-V3, rank 8: q_a (7,168 -> 1,536), q_b (1,536 -> 128 x 192), kv_a (7,168 ->
+    576), kv_b (512 -> 128 x 256), o (16,384 -> 7,168); 3 dense layers' MLP (18,432 wide), 58
+    MoE layers' shared expert (2,048 wide); the routed experts and the router not adapted."""
+    m = mlacalc.load_model("deepseek-v3")
+    attn = 8 * ((7168 + 1536) + (1536 + 24576) + (7168 + 576) + (512 + 32768) + (16384 + 7168))
+    dense = 8 * 3 * (7168 + 18432)
+    shared = 8 * 3 * (7168 + 2048)
+    assert lora_params(m, 8) == 61 * attn + 3 * dense + 58 * shared
+
+
+@pytest.mark.parametrize(
+    ("name", "layers"),
+    [("llama-3.1-8b", 2), ("deepseek-v3", 4), ("qwen3-30b-a3b", 2)],
+)
+def test_adapters_match_the_hugging_face_modules(name, layers):
+    """The model built by transformers on the meta device: an adapter of r (in + out) on each
+    linear module PEFT's all-linear would adapt (the routed experts, the router and the head
+    excepted) sums to lora_params. (DeepSeek-V2-Lite is left out: transformers 5 builds it a
+    q_a_proj, its config's q_lora_rank null read as the class default.)"""
+    pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    from hf_reference import build
+
+    model = build(name, layers)
+    want = (
+        "q_proj", "k_proj", "v_proj", "o_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa",
+        "kv_b_proj", "gate_proj", "up_proj", "down_proj",
+    )  # fmt: skip
+    got = sum(
+        8 * (mod.in_features + mod.out_features)
+        for path, mod in model.named_modules()
+        if isinstance(mod, torch.nn.Linear)
+        and path.rsplit(".", 1)[-1] in want
+        and ".experts." not in path
+    )
+    m = mlacalc.load_model(name).with_changes(num_hidden_layers=layers)
+    assert lora_params(m, 8) == got > 0
+
+
+def test_states_train_only_the_adapters():
+    """bf16-mixed AdamW: the frozen weights at 2 bytes; gradients 4, master 4 and moments 8
+    bytes an adapter parameter; nothing for the frozen ones."""
+    c = training_cost("llama-3-8b", 1024, lora_rank=16)
+    full = training_cost("llama-3-8b", 1024)
+    n = 41_943_040
+    assert c.states_per_gpu["weights"] == full.states_per_gpu["weights"] + 2 * n
+    assert c.states_per_gpu["gradients"] == 4 * n
+    assert c.states_per_gpu["master_weights"] == 4 * n
+    assert c.states_per_gpu["optimizer_states"] == 8 * n
+
+
+def test_the_backward_skips_the_frozen_weight_gradients():
+    """Each frozen GEMM's backward is its input gradient alone (its forward's FLOPs once, not
+    twice); the attention core's is unchanged; the adapters add 2 T r (d_in + d_out) forward
+    and twice that backward."""
+    t = 1024
+    full = training_flops("llama-3-8b", t)
+    frozen = training_flops("llama-3-8b", t, frozen=True)
+    for stage in ("attention_projections", "ffn", "head"):
+        assert frozen.backward[stage] == full.forward[stage] == full.backward[stage] // 2
+    assert frozen.backward["attention_core"] == full.backward["attention_core"]
+    c = training_cost("llama-3-8b", t, lora_rank=16)
+    adapters = 2 * t * 41_943_040
+    assert sum(c.flops.forward.values()) == sum(full.forward.values()) + adapters
+    assert sum(c.flops.backward.values()) == sum(frozen.backward.values()) + 2 * adapters
+
+
+def test_adapter_activations_and_the_step():
+    """Each adapted matrix saves x A (r a token) beyond its input; the step's backward and
+    optimizer pass shrink."""
+    c = training_cost("llama-3-8b", 1024, lora_rank=16, hardware="H100")
+    full = training_cost("llama-3-8b", 1024, hardware="H100")
+    assert c.activation_bytes - full.activation_bytes == 32 * 7 * 1024 * 16 * 2
+    assert c.time.backward_s < full.time.backward_s
+    assert c.time.optimizer_s < full.time.optimizer_s / 10
+
+
+BAD = [
+    ({"lora_rank": 0}, "lora_rank"),
+    ({"lora_rank": -4}, "lora_rank"),
+    ({"lora_rank": 2.5}, "lora_rank"),
+    ({"lora_rank": "8"}, "lora_rank"),
+    ({"lora_rank": True}, "lora_rank"),
+    ({"lora_rank": 8, "lora_targets": "mlp"}, "lora_targets"),
+    ({"lora_targets": None}, "lora_targets"),
+]
+
+
+@pytest.mark.parametrize(("kwargs", "field"), BAD)
+def test_lora_mutations_name_the_field(kwargs, field):
+    with pytest.raises(MlacalcError) as err:
+        training_cost("llama-3-8b", **{"seq_len": 1024, **kwargs})
+    text = str(err.value)
+    assert text.startswith(f"{field}: ") and "\n" not in text
+
+
+def test_lora_refuses_layouts_it_does_not_count():
+    with pytest.raises(MlacalcError, match=r"^lora_rank: .*gpt2 layout is not built"):
+        training_cost("gpt2", 512, lora_rank=8)
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [(["--lora-rank", "0"], "--lora-rank"), (["--lora-targets", "mlp"], "--lora-targets")],
+)
+def test_cli_lora_errors_are_one_line(run, argv, fragment):
+    out, err = run("train", "llama-3-8b", "-s", "1k", *argv, code=2)
+    assert fragment in err and err.count("\n") == 1 and not out
+
+
+def test_cli_lora_says_what_trains(run):
+    out, _ = run("train", "llama-3-8b", "-s", "1k", "--lora-rank", "16")
+    assert "LoRA rank 16 on attention-mlp" in out and "41,943,040 in the model" in out
