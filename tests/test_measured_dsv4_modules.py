@@ -305,6 +305,41 @@ def test_prompt_indexer_scores_are_deepgemms_mqa_logits_a_query_head_row_a_unit(
         assert k.flops == 2 * 2 * isl * ((step + isl) // 4) * 64 * 128
 
 
+def test_a_prompt_logits_tile_of_one_token_sequences_walks_all_their_keys():
+    """DeepGEMM's prompt logits kernel tiles the batch's queries as one ragged run, 128
+    (query, head) rows a tile (mapping.mqa_logits_tiles): GLM-5's 32 indexer heads put 4
+    queries in a tile, so sequences of one new token share a tile 4 at a time and it walks
+    all their keys. The rows show it: at one new token after 1,024 cached and more, the time
+    doubles from 1 to 2 sequences and again to 4, then stays flat to 64 (H100 20.1, 37.7,
+    64.0 us at 4,096 cached; B200 12.3, 22.0, 39.3); as one tile a sequence they read 69%
+    short at the median on both devices, now within 30% of every such row. Sequences of a
+    tile's queries or more keep a tile of their own over a query's mean keys."""
+    from mlacalc.measured.mapping import map_table, mqa_logits_tiles
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+
+    one = np.ones(4)
+    tiles, per, keys, flops = mqa_logits_tiles(np.array([1, 2, 4, 8.0]), one, 4096 * one,
+                                                32 * one, 128 * one)  # fmt: skip
+    assert tiles.tolist() == [1, 1, 1, 2] and per.tolist() == [1, 2, 4, 4]
+    assert keys.tolist() == [4097, 2 * 4097, 4 * 4097, 4 * 4097]
+    assert flops.tolist() == [2 * 32 * 128 * t * q * k for t, q, k in zip(tiles, per, keys)]
+    tiles, per, keys, flops = mqa_logits_tiles(np.array([3.0]), np.array([8.0]),
+                                               np.array([100.0]), np.array([32.0]),
+                                               np.array([128.0]))  # fmt: skip
+    assert (tiles[0], per[0], keys[0]) == (3, 8, 100 + 4.5)
+    assert flops[0] == 2 * 32 * 128 * 3 * (8 * 100 + 36)
+    for system in ("h100_sxm", "b200_sxm"):
+        path = MEASURED / system / "sparse_attention" / "sglang" / "0.5.14"
+        (t,) = load_measured(path / "glm5_mqa_logits_module_perf.parquet").tables
+        mapped = map_table(t)
+        prof = f"fit-{system.replace('_', '-')}-sglang"
+        err = predict_mapped(mapped, None, prof) / t.seconds - 1.0
+        bs, isl, step = (t.column(c) for c in ("batch_size", "isl", "step"))
+        shared = (isl == 1) & (step >= 1024) & (bs >= 4)
+        assert shared.sum() > 20 and np.abs(err[shared]).max() <= 0.30
+
+
 def test_sglangs_prompt_core_runs_every_sequences_tokens_as_one_ragged_batch():
     """SGLang's prompt core takes the tokens of all sequences as one (a token a unit, nothing
     padded per sequence): one sequence of batch x isl queries, the same work; decode, the

@@ -165,6 +165,7 @@ __all__ = [
     "DECODE_PATH_ONE_TOKEN_SOURCES",
     "DECODE_PATH_SOURCES",
     "DSV3",
+    "MQA_TILE_ROWS",
     "NATIVE_NORM_BYTES",
     "NATIVE_NORM_KERNELS",
     "NOT_MODELLED",
@@ -175,6 +176,7 @@ __all__ = [
     "decode_path_prompts",
     "map_table",
     "mapped_tables",
+    "mqa_logits_tiles",
     "native_norm_chain",
     "not_predicted",
     "observations",
@@ -2008,13 +2010,46 @@ def _mqa_logits_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None
     pairs = bs * (isl * step + isl * (isl + 1) / 2)
     tok = bs * isl
     nbytes = tok * heads * (dim + 4) + bs * (step + isl) * (dim + 4) + pairs * 4
+    # the kernel tiles the batch's queries as one ragged run (MQA_TILE_ROWS): a tile shorter
+    # than a sequence's queries takes them alone, a longer one several sequences' keys
+    tiles, per_tile, keys, flops = mqa_logits_tiles(bs, isl, step, np.maximum(heads, 1.0), dim)
     rows = np.arange(len(t))[known]
     k = known
-    b.add("mqa_logits", "attention_prefill", "fp8", rows, (2 * heads * dim * pairs)[k],
-          nbytes[k], variant="indexer", batch=bs[k], q_len=(isl * heads)[k],
-          kv_len=(step + (isl + 1) / 2)[k], n_heads=1, n_kv=1, head_dim_qk=dim[k],
+    b.add("mqa_logits", "attention_prefill", "fp8", rows, flops[k],
+          nbytes[k], variant="indexer", batch=tiles[k], q_len=(per_tile * heads)[k],
+          kv_len=keys[k], n_heads=1, n_kv=1, head_dim_qk=dim[k],
           head_dim_v=0, window=0, causal=0, kv_bytes=1, rope_kernel=0,
           preprocess_bytes=0)  # fmt: skip
+
+
+#: The (query, head) rows of one tile of DeepGEMM's prompt logits kernel (``fp8_mqa_logits``):
+#: ``MQA_TILE_ROWS / heads`` consecutive queries of the batch's ragged run of queries, each
+#: with all its heads.
+MQA_TILE_ROWS = 128
+
+
+def mqa_logits_tiles(bs, isl, step, heads, dim):
+    """The tiles of DeepGEMM's prompt logits kernel over ``bs`` sequences of ``isl`` new tokens
+    after ``step`` cached ones (``heads`` indexer heads of ``dim``): (tiles, queries a tile,
+    keys a tile walks, FLOPs). The kernel takes the batch's queries as one ragged run, each
+    query with its range of keys (its sequence's first key to its own), and a tile of
+    ``MQA_TILE_ROWS / heads`` consecutive queries scores every key from its first query's first
+    to its last query's last. Where a sequence holds at least a tile's queries, a tile holds
+    one sequence's (as many tiles a sequence as its queries fill, the mean keys a query
+    attends, ``step + (isl + 1) / 2``); where it holds fewer (one new token a sequence, as a
+    decode step's), a tile holds ``tile / isl`` sequences and walks all their keys, so its
+    work grows with the sequences up to a tile's and then with the tiles. FLOPs are the
+    real pairs' in the first case, every walked pair's in the second (the kernel scores the
+    whole range)."""
+    per = np.maximum(np.floor(MQA_TILE_ROWS / heads), 1.0)
+    short = isl < per
+    seqs = np.minimum(bs, per / np.maximum(isl, 1.0))  # sequences a short tile holds
+    per_tile = np.where(short, np.minimum(per, bs * isl), isl)
+    tiles = np.where(short, np.ceil(bs * isl / per), bs)
+    keys = np.where(short, seqs * (step + isl), step + (isl + 1) / 2)
+    pairs = bs * (isl * step + isl * (isl + 1) / 2)
+    flops = 2.0 * heads * dim * np.where(short, tiles * per_tile * keys, pairs)
+    return tiles, per_tile, keys, flops
 
 
 def _paged_mqa_logits_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
