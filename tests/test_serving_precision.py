@@ -430,3 +430,25 @@ def test_nvfp4_experts_under_tensorrt_llm_on_blackwell_say_which_moe_kernel_is_t
         by_tokens.setdefault(k[0], []).append(calls["gen"][k] / calls["cutlass"][k])
     medians = [float(np.median(r)) for r in by_tokens.values()]
     assert round(min(medians), 2) == 0.47 and round(max(medians), 2) == 0.72
+
+
+def test_a_checkpoints_fp8_cache_under_trtllm_says_the_engine_runs_it():
+    """Kimi-K2.6 NVFP4 declares kv_cache_quant_algo FP8: the KV dtype stays bf16 by default
+    (docs/serving.md says why), and under TensorRT-LLM the warning says that engine serves
+    the fp8 cache by default (from recall), so --kv-dtype fp8 sizes what it runs; vLLM's
+    warning does not say so, and an fp8 cache says nothing (it said the same under every
+    engine before)."""
+    from reference_data import HF_CONFIGS_2
+
+    import mlacalc
+
+    m = mlacalc.load_model(HF_CONFIGS_2 / "nvidia--Kimi-K2.6-NVFP4.config.json")
+    said = "TensorRT-LLM serves such a checkpoint with the fp8 cache by default"
+    trt = plan(m, "B200", 8, engine="trtllm", seq_len=4096)
+    assert trt.kv_layout == "bf16"
+    assert any(said in w and "--kv-dtype fp8 sizes what it runs" in w for w in trt.warnings)
+    vllm = plan(m, "B200", 8, engine="vllm", seq_len=4096)
+    assert any("calibrated for an fp8 KV cache" in w for w in vllm.warnings)
+    assert not any(said in w for w in vllm.warnings)
+    fp8 = plan(m, "B200", 8, engine="trtllm", kv_dtype="fp8", seq_len=4096)
+    assert not any("fp8 KV cache" in w for w in fp8.warnings)

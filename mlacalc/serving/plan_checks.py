@@ -352,7 +352,7 @@ def check_request(
         p_lay=p_lay,
         moe_backend=moe_backend,
         warnings=_request_warnings(m, hw, weight_dtype, include_mtp)
-        + _kv_warnings(m, kv)
+        + _kv_warnings(m, kv, engine)
         + _engine_kv_warnings(m, kv, engine)
         + ((kv_note,) if kv_note else ())
         + _format_warnings(components, hw)
@@ -802,12 +802,12 @@ def _weight_only(
     )
 
 
-def _kv_warnings(m: ModelConfig, kv: KVLayout) -> tuple[str, ...]:
+def _kv_warnings(m: ModelConfig, kv: KVLayout, engine: str | None = None) -> tuple[str, ...]:
     """A checkpoint calibrated for an fp8 KV cache (``kv_cache_quant_algo: FP8``, NVIDIA's
     NVFP4 exports) planned with a 16-bit one: sized as asked, said (the words report and
     roofline say too: :func:`mlacalc.cost.quant.checkpoint_kv_note`); a cache narrower than
     8 bits or in integers, timed by the fp8-cache decode kernel as a stand-in."""
-    note = checkpoint_kv_note(m, kv.name, kv.bits)
+    note = checkpoint_kv_note(m, kv.name, kv.bits, engine)
     out = (note,) if note else ()
     if kv.bits < 16 and not kv.name.startswith("fp8"):
         out += (
