@@ -139,7 +139,12 @@ from mlacalc.serving.plan_checks import (
     check_request,
     prefix_cached_tokens,
 )
-from mlacalc.serving.provenance import calibration_of, stand_in_kernels
+from mlacalc.serving.provenance import (
+    calibration_of,
+    prediction_route,
+    route_warning,
+    stand_in_kernels,
+)
 from mlacalc.serving.ranks import synced_groups
 from mlacalc.serving.scheduler import overlap_idle_note, with_engine_defaults
 from mlacalc.serving.step_report import kernel_rows, kernels_scope, links_seconds, step_bound
@@ -314,6 +319,15 @@ class Plan:
     #: it ("calibrated on H100-SXM", "H200 by datasheet ratios from H100-SXM (...)")
     profile: str = ""
     calibration: str = ""
+    #: how the device and the engine were predicted, as fields
+    #: (:func:`~mlacalc.serving.provenance.prediction_route`): ``device_route`` ("fitted",
+    #: "same_generation", "nearest_architecture", "pooled", ...), ``device_fit`` (the fitted
+    #: device whose fit timed it), ``engine_route`` ("own" or "stand_in") and
+    #: ``engine_profile``, ``expected_error`` (the benchmark's median, and p90 where measured,
+    #: |error| for that route, None where the project measured none) with
+    #: ``expected_error_source`` (the README row, or why none), ``assumed`` (the device figures
+    #: the time model assumes) and ``clock_note`` (what an assumed clock does to its fixed costs)
+    prediction: dict[str, Any] = field(default_factory=dict)
     #: the serving engine whose kernels were timed (trtllm, sglang, vllm)
     engine: str = "trtllm"
     #: what caps ``max_batch``: "kv capacity" (memory) or "engine max_running" (the batch the
@@ -922,6 +936,7 @@ def plan_fields(req: PlanRequest, cap: Capacity) -> dict[str, Any]:
         request_rate=req.request_rate,
         warnings=req.warnings + cap.warnings,
         admission=cap.admission,
+        prediction=prediction_route(req.profile, req.hw, req.engine, req.engine_note),
     )
 
 
@@ -993,7 +1008,12 @@ def capacity_plan(req: PlanRequest, cap: Capacity, common: dict[str, Any], sm: S
         else {"memory": "memory bandwidth"}.get(bound, bound)
     )
     name, how = calibration_of(req.profile, req.hw, dec.kernels)
-    common = {**common, "warnings": common["warnings"] + stand_in_warnings(req, dec.kernels)}
+    common = {
+        **common,
+        "warnings": common["warnings"]
+        + route_warnings(common["prediction"])
+        + stand_in_warnings(req, dec.kernels),
+    }
     return Plan(
         **common,
         decode_batch=run_batch,
@@ -1071,6 +1091,13 @@ def unfitted_prefill_pool(
 #: the share of a decode step's kernel time another engine's stand-in class may time unsaid
 #: beyond the calibration line (a warning of its own from this share on)
 STAND_IN_WARN_SHARE = 0.05
+
+
+def route_warnings(route: dict[str, Any]) -> tuple[str, ...]:
+    """The line saying how a timed plan's device and engine were predicted where either was
+    not fitted (:func:`~mlacalc.serving.provenance.route_warning`), or none."""
+    said = route_warning(route) if route else ""
+    return (said,) if said else ()
 
 
 def stand_in_warnings(req: PlanRequest, kernels: list[dict[str, Any]]) -> tuple[str, ...]:
@@ -1198,7 +1225,10 @@ def serving_record(
     prompt = mix.p_sm.step(pf_N=1, **prompt_args(req)).kernels
     name, how = calibration_of(req.profile, req.hw, [*dec.kernels, *prompt])
     warnings = (
-        common["warnings"] + serving_warnings(req, mix, load) + stand_in_warnings(req, dec.kernels)
+        common["warnings"]
+        + route_warnings(common["prediction"])
+        + serving_warnings(req, mix, load)
+        + stand_in_warnings(req, dec.kernels)
     )
     chunks = f.get("chunks")
     return Plan(

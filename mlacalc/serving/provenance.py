@@ -13,16 +13,25 @@ from typing import Any
 import numpy as np
 
 from mlacalc.data import PROFILES
-from mlacalc.hardware.catalogue import HardwareSpec
+from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
+from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.engine_profiles import STAND_IN_NOTE, chosen_profile
 from mlacalc.timemodel.kernel_time import run_class
 from mlacalc.timemodel.moe_time import DEEPEP_STEP
 from mlacalc.timemodel.profile import assumed_figures, load_profile
 from mlacalc.timemodel.terms import class_key
-from mlacalc.words.engines import check_engine
+from mlacalc.words.engines import ENGINE_LABELS, check_engine
 from mlacalc.words.kernels import MIN_LATENCY_MOE, KernelBatch
 
-__all__ = ["calibration_of", "engine_profile_of", "stand_in_kernels"]
+__all__ = [
+    "DEVICE_ROUTES",
+    "ROUTE_ERRORS",
+    "calibration_of",
+    "engine_profile_of",
+    "prediction_route",
+    "route_warning",
+    "stand_in_kernels",
+]
 
 
 def engine_profile_of(profile: Any, engine: Any, hw: HardwareSpec) -> tuple[Any, str, str]:
@@ -208,3 +217,179 @@ def _takes_time(x: Any) -> bool:
         return bool(float(max(x)) > 0) if hasattr(x, "__len__") else float(x) > 0
     except ValueError:  # an empty array
         return False
+
+
+#: Per engine and measured device: the benchmark's pooled median / p90 |error| of the engine's
+#: profile fitted on the device's own tables, and the median of that profile on the other
+#: device's tables (leave one device out: the nearest measured route to a device predicted
+#: from this fit by datasheet ratios), as README.md's "How accurate the times are" gives them:
+#: the per-engine table, whose H100-SXM row's leave-one-device-out figure is the B200 profile
+#: on H100's tables and the B200 row's the H100 (TensorRT-LLM: the H100 + A100 default)
+#: profile on B200's; A100-SXM-80GB's from the first table's pooled row ("A100-SXM-80GB,
+#: fitted" and "H100 from A100 only"). ``tests/test_plan_prediction_route.py`` reads the README
+#: and fails where these drift.
+ROUTE_ERRORS: dict[tuple[str, str], tuple[float, float, float]] = {
+    ("trtllm", "H100-SXM"): (4.9, 16.1, 11.4),
+    ("trtllm", "B200"): (5.8, 19.7, 10.5),
+    ("sglang", "H100-SXM"): (5.6, 22.0, 11.4),
+    ("sglang", "B200"): (6.9, 24.3, 10.6),
+    ("vllm", "H100-SXM"): (5.6, 17.5, 11.7),
+    ("vllm", "B200"): (6.1, 22.0, 11.7),
+    ("trtllm", "A100-SXM-80GB"): (6.0, 20.0, 10.3),
+}
+
+#: The measured device whose tables leave-one-device-out predicts from a fit of the key's
+_OTHER_DEVICE = {"H100-SXM": "B200", "B200": "H100-SXM", "A100-SXM-80GB": "H100-SXM"}
+
+#: How a plan's device was predicted (``Plan.prediction["device_route"]``): its own fit, the
+#: fit of a measured device of its tensor-core generation by datasheet ratios, the pooled fit
+#: naming the nearest fitted generation whose kernels it runs, the pooled fit alone, the
+#: ratios of its own measured ceilings (``mlacalc bench``), or no fit at all.
+DEVICE_ROUTES = (
+    "fitted",
+    "same_generation",
+    "nearest_architecture",
+    "pooled",
+    "measured_ceilings",
+    "not_fitted",
+)
+
+
+#: The least difference of an assumed clock from its fitted device's that the route notes
+#: (:func:`prediction_route`): 1%, below B200's 1.4% over H100 that the fits take in stride
+CLOCK_NOTE_FROM = 0.01
+
+
+def prediction_route(profile: Any, hw: HardwareSpec, engine: str, engine_note: str = "") -> dict:
+    """How a plan's kernel times on ``hw`` under ``engine`` were predicted, as fields
+    (``Plan.prediction``): the device's route (:data:`DEVICE_ROUTES`) and the fitted device
+    whose fit timed it, the engine's (``own``, or ``stand_in``: another engine's profile, said
+    in ``engine_note``), the benchmark's error for that route where the project measured one
+    (:data:`ROUTE_ERRORS`, with the README row it is read from), the device figures the time
+    model assumes and, where its clock is one of them and slower than the fitted device's, what
+    that does to its fixed costs."""
+    prof = load_profile(profile)
+    fig = _device_figures(hw)
+    route, fit = _device_route(prof, hw)
+    theirs = engine if not engine_note else prof.engine
+    out: dict[str, Any] = {
+        "device": hw.name,
+        "device_route": route,
+        "device_fit": fit,
+        "engine": engine,
+        "engine_route": "stand_in" if engine_note else "own",
+        "engine_profile": prof.engine,
+        "expected_error": None,
+        "expected_error_source": "",
+        "assumed": sorted(f.split(" = ")[0] for f in fig.fallbacks) if fig else [],
+        "clock_note": "",
+    }
+    label = ENGINE_LABELS.get(theirs, theirs)
+    measured = ROUTE_ERRORS.get((theirs, fit or ""))
+    if engine_note:
+        out["expected_error_source"] = (
+            "not measured (no benchmark times one engine's kernels by another's profile)"
+        )
+    elif route == "fitted" and measured:
+        out["expected_error"] = {
+            "median": round(measured[0] / 100, 4),
+            "p90": round(measured[1] / 100, 4),
+        }
+        out["expected_error_source"] = (
+            f"README.md 'How accurate the times are': {label} on {fit}, fitted (pooled median "
+            "/ p90 |error| of every measured row)"
+        )
+    elif route == "same_generation" and measured:
+        out["expected_error"] = {"median": round(measured[2] / 100, 4), "p90": None}
+        out["expected_error_source"] = (
+            f"README.md 'How accurate the times are': {label}'s {fit} profile on "
+            f"{_OTHER_DEVICE[fit or '']}'s tables (leave one device out, pooled median |error|), "
+            f"the nearest measured route: no table of {hw.name} ships, so its own is not measured"
+        )
+    if not out["expected_error_source"]:
+        out["expected_error_source"] = (
+            "not measured: no table of this device's tensor-core generation ships"
+            if route in ("nearest_architecture", "pooled")
+            else "not measured"
+        )
+    if (
+        fig
+        and fit
+        and route == "same_generation"
+        and any(f.startswith("clock_hz = ") for f in fig.fallbacks)
+    ):
+        # every fixed cost is a time of SM work stated in clocks (terms.CLOCKED): a device
+        # predicted from another's fit at an assumed clock takes the ratio of the two clocks
+        theirs_fig = _device_figures(load_hardware(fit))
+        ratio = theirs_fig.clock_hz / fig.clock_hz if theirs_fig else 1.0
+        if abs(ratio - 1.0) >= CLOCK_NOTE_FROM:
+            said = next(f for f in fig.fallbacks if f.startswith("clock_hz = "))
+            why = re.split(r": |; ", said.partition(" (")[2].removeprefix("assumed: "), maxsplit=1)
+            out["clock_note"] = (
+                f"its SM clock ({fig.clock_hz / 1e6:,.0f} MHz) is an assumption ({why[0]}) and "
+                f"{'below' if ratio > 1 else 'above'} {fit}'s "
+                f"({theirs_fig.clock_hz / 1e6:,.0f} MHz): each kernel's fixed cost is stated "
+                f"in clocks, so it takes {ratio:.2f}x {fit}'s, and a step of small kernels "
+                f"comes out {'slower' if ratio > 1 else 'faster'} than on {fit} by up to that"
+            )
+    return out
+
+
+def route_warning(route: dict) -> str:
+    """One line for ``plan``'s warnings where the device or the engine was not fitted (``""``
+    where both were): how, the benchmark's error for that route, and the clock's note."""
+    if route["device_route"] == "fitted" and route["engine_route"] == "own":
+        return ""
+    how = {
+        "same_generation": f"by datasheet ratios from the {route['device_fit']} fit (same "
+        "tensor-core generation)",
+        "nearest_architecture": "by datasheet ratios from the pooled fit, nearest fitted "
+        f"architecture {route['device_fit']} (unvalidated)",
+        "pooled": "by datasheet ratios from the pooled fit (unvalidated)",
+        "measured_ceilings": "by the ratios of its measured ceilings (mlacalc bench)",
+        "not_fitted": "by uncalibrated datasheet defaults",
+        "fitted": "by its own fit",
+    }[route["device_route"]]
+    parts = [f"{route['device']} is not a fitted device: timed {how}"]
+    if route["device_route"] == "fitted":
+        parts = [f"{route['engine']} is not fitted on {route['device']}"]
+    if route["engine_route"] == "stand_in":
+        parts.append(f"{route['engine_profile']}'s kernels stand in for {route['engine']}'s")
+    err = route["expected_error"]
+    if err and route["device_route"] == "same_generation":
+        parts.append(
+            f"expect about {err['median']:.0%} median |error|, the {route['device_fit']} "
+            "profile's on another device's tables (README.md; no table of "
+            f"{route['device']} checks it)"
+        )
+    elif err:
+        parts.append(f"expect about {err['median']:.0%} median |error| (README.md)")
+    else:
+        parts.append(f"its error is {route['expected_error_source']}")
+    if route["clock_note"]:
+        parts.append(route["clock_note"])
+    return "; ".join(parts)
+
+
+def _device_route(prof: Any, hw: HardwareSpec) -> tuple[str, str | None]:
+    """(route, fitted device) of ``hw`` with ``prof``, as :meth:`Profile.describe` words it."""
+    if getattr(hw, "measured", False):
+        return "measured_ceilings", None
+    if not prof.fitted_devices:
+        return "not_fitted", None
+    if hw.name in prof.devices:
+        return "fitted", hw.name
+    near, kin = prof._ranked(hw)
+    if near is not None:
+        return "same_generation", near
+    if kin is not None:
+        return "nearest_architecture", kin
+    return "pooled", None
+
+
+def _device_figures(hw: Any) -> Any:
+    """The time model's figures of ``hw``, or None for a spec it cannot read."""
+    try:
+        return device_figures(hw)
+    except (AttributeError, TypeError, ValueError):
+        return None

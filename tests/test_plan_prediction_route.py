@@ -1,0 +1,89 @@
+"""A plan says how its device and engine were predicted as fields (``Plan.prediction``) and,
+where either was not fitted, in one line of its warnings, with the benchmark's error for that
+route where README.md gives one (a trial found B300's "by datasheet ratios from B200" and the
+RTX PRO 6000's engine stand-in only inside a ~900-character calibration string, and B300 slower
+than B200 by its assumed clock with nothing saying so)."""
+
+import re
+
+import pytest
+from reference_data import ROOT
+
+import mlacalc
+from mlacalc.serving.provenance import ROUTE_ERRORS
+
+README = (ROOT / "README.md").read_text()
+LABELS = {"trtllm": "TensorRT-LLM 1.3.0rc20", "sglang": "SGLang 0.5.14", "vllm": "vLLM 0.24.0"}
+OTHER = {"H100-SXM": "B200", "B200": "H100-SXM"}
+ARGS = dict(dp_attention=True, ep=8, isl=8000, osl=1000, concurrency=128)
+
+
+def _engine_row(engine: str, device: str) -> tuple[float, float, float]:
+    """(fitted median, fitted p90, leave-one-device-out median) of README's per-engine row."""
+    row = re.search(
+        rf"^\| {re.escape(LABELS[engine])} \| {re.escape(device)} \| ([\d.]+)% / ([\d.]+)%"
+        r"[^\n]*?\| \*\*([\d.]+)%\*\*",
+        README,
+        re.M,
+    )
+    assert row, (engine, device)
+    return float(row[1]), float(row[2]), float(row[3])
+
+
+@pytest.mark.parametrize(("engine", "device"), [k for k in ROUTE_ERRORS if k[1] in OTHER])
+def test_route_errors_are_the_readme_figures(engine, device):
+    """The fitted figures are the device's row; the fit on another device is that device's
+    leave-one-device-out figure (its tables predicted by the other device's profile)."""
+    fitted = _engine_row(engine, device)
+    other = _engine_row(engine, OTHER[device])
+    assert ROUTE_ERRORS[(engine, device)] == (fitted[0], fitted[1], other[2])
+
+
+def test_a100_route_errors_are_the_readme_pooled_row():
+    cells = r"\|([^|]*)" * 4
+    row = re.search(r"^\| pooled \(every H100 table[^|]*" + cells + r"\|", README, re.M)
+    assert row
+    fitted = [float(x) for x in re.findall(r"[\d.]+", row[2])]
+    from_a100 = float(re.findall(r"[\d.]+", row[4])[0])
+    assert ROUTE_ERRORS[("trtllm", "A100-SXM-80GB")] == (*fitted, from_a100)
+
+
+def _route_lines(p) -> list[str]:
+    return [w for w in p.warnings if "is not a fitted device" in w or "is not fitted on" in w]
+
+
+def test_b300_says_its_route_its_expected_error_and_its_clock():
+    p = mlacalc.plan("deepseek-v3.2", "B300", 8, engine="sglang", **ARGS)
+    r = p.prediction
+    assert (r["device_route"], r["device_fit"], r["engine_route"]) == (
+        "same_generation",
+        "B200",
+        "own",
+    )
+    # the B200 profile's leave-one-device-out median (on H100's tables)
+    assert r["expected_error"] == {"median": ROUTE_ERRORS[("sglang", "B200")][2] / 100, "p90": None}
+    assert "README.md" in r["expected_error_source"] and "clock_hz" in r["assumed"]
+    # its fixed costs are clocks at an assumed 1,717 MHz against B200's 1,856
+    assert "1,717 MHz" in r["clock_note"] and "1.08x B200's" in r["clock_note"]
+    (line,) = _route_lines(p)
+    assert line.startswith("B300 is not a fitted device: timed by datasheet ratios from the B200")
+    assert "expect about 11% median |error|" in line and r["clock_note"] in line
+    assert p.to_dict()["prediction"] == r
+
+
+def test_a_fitted_device_and_engine_is_not_warned():
+    p = mlacalc.plan("deepseek-v3.2", "B200", 8, engine="sglang", **ARGS)
+    r = p.prediction
+    assert (r["device_route"], r["engine_route"], r["clock_note"]) == ("fitted", "own", "")
+    assert r["expected_error"] == {"median": 0.069, "p90": 0.243}
+    assert _route_lines(p) == []
+
+
+def test_an_engine_stand_in_on_an_unfitted_architecture_has_no_error_figure():
+    p = mlacalc.plan("llama-3-8b", "RTX-PRO-6000-Server", 1, engine="vllm", isl=1000, osl=100)
+    r = p.prediction
+    assert (r["device_route"], r["device_fit"]) == ("nearest_architecture", "A100-SXM-80GB")
+    assert (r["engine_route"], r["engine_profile"]) == ("stand_in", "trtllm")
+    assert r["expected_error"] is None and r["expected_error_source"].startswith("not measured")
+    (line,) = _route_lines(p)
+    assert "trtllm's kernels stand in for vllm's" in line and "unvalidated" in line
