@@ -10,6 +10,7 @@ from mlacalc.models.loading import ModelConfig
 from mlacalc.render import human_seconds
 from mlacalc.training.cost import absorption_table, fp8_without_fp8_units, training_cost
 from mlacalc.training.flops import RECOMPUTE_POLICIES, TRAINING_STAGES
+from mlacalc.training.lora import TARGETS
 from mlacalc.training.memory import OPTIMIZERS, PRECISIONS, SWIGLU
 from mlacalc.words.errors import MlacalcError
 from mlacalc.words.units import human_bytes, human_si
@@ -145,6 +146,17 @@ def _inputs(m: ModelConfig) -> dict:
         help="SMs per GPU kept for communication kernels (DeepSeek-V3: 20 of 132)",
     )
     kw["overlap"] = c[4].checkbox("overlap communication", key="tr_overlap")
+    c = st.columns(5)
+    rank = c[0].number_input(
+        "LoRA rank (0: every weight trains)",
+        0,
+        1 << 16,
+        0,
+        key="tr_lora",
+        help="adapters of this rank on frozen weights (docs/training.md, LoRA fine-tuning)",
+    )
+    kw["lora_rank"] = int(rank) or None
+    kw["lora_targets"] = c[1].selectbox("LoRA targets", list(TARGETS), key="tr_lora_targets")
     return {k: (int(v) if isinstance(v, float) else v) for k, v in kw.items()}
 
 
@@ -221,7 +233,14 @@ def render(sc: Scenario) -> None:
     show_table(
         [{"part": p, "bytes": round(v)} for p, v in d["states_per_gpu"].items()]
         + [{"part": "activations in flight", "bytes": round(d["activation_bytes_per_gpu"])}],
-        scope=f"Memory per GPU: {human_si(d['params_per_gpu'])} parameters per GPU.",
+        scope=f"Memory per GPU: {human_si(d['params_per_gpu'])} parameters per GPU"
+        + (
+            f"; LoRA rank {d['lora_rank']} on {d['lora_targets']}: "
+            f"{human_si(d['trainable_params_per_gpu'])} trainable a GPU, the rest frozen in "
+            "the compute dtype (no gradients, master copy or optimizer states)."
+            if d["lora_rank"]
+            else "."
+        ),
     )
     if d["time"] is not None:
         t = d["time"]

@@ -203,3 +203,24 @@ def test_training_tab_s_step_table_says_which_parts_add_to_the_step():
     (table,) = [d.value for d in at.dataframe if "in the step" in d.value.columns]
     said = table.set_index("part")["in the step"]
     assert said["tensor-parallel comm"] == "overlaps the compute: adds where longer"
+
+
+def test_training_tab_takes_cp_and_lora():
+    """The cp box splits the sequence (the step table shows the ring and its exposed part, the
+    GPUs tp x cp) and the LoRA rank freezes the weights (the memory table's caption says what
+    trains), as the library counts them."""
+    at = run("Training", model="llama-3-8b", hw="H100")
+    at.number_input(key="tr_seq").set_value(32768).run()
+    at.number_input(key="tr_tp").set_value(8).run()
+    at.number_input(key="tr_cp").set_value(4).run()
+    assert not at.exception
+    (table,) = [d.value for d in at.dataframe if "in the step" in d.value.columns]
+    rows = table.set_index("part")["seconds"]
+    c = mlacalc.training_cost("llama-3-8b", 32768, hardware="H100", tp=8, cp=4)
+    assert rows["context-parallel ring"] == pytest.approx(c.time.cp_comm_s)
+    assert "context-parallel, exposed" in rows
+    assert metrics(at)["memory per GPU"] == mlacalc.render.human_bytes(c.memory_per_gpu)
+    at.number_input(key="tr_lora").set_value(16).run()
+    assert not at.exception
+    said = " ".join(str(x.value) for x in at.caption) + " ".join(str(x.value) for x in at.markdown)
+    assert "LoRA rank 16 on attention-mlp" in said
