@@ -1107,12 +1107,21 @@ def stand_in_warnings(req: PlanRequest, kernels: list[dict[str, Any]]) -> tuple[
     :data:`STAND_IN_WARN_SHARE`: a comparison of engines there compares one table."""
     total = sum(float(np.atleast_1d(k["seconds"])[0]) for k in kernels if "seconds" in k)
     out = []
-    for key, how, names, seconds in stand_in_kernels(req.profile, req.hw, kernels):
+    for key, how, names, seconds, timed in stand_in_kernels(req.profile, req.hw, kernels):
         share = seconds / total if total > 0 else 0.0
+        # a fit of another dtype's class (dispatch:fp8) timing the step's (dispatch:bf16): the
+        # step's bytes as they were sized, at that fit's rates, so the sizing said beside it
+        # and the timing agree
+        applied = (
+            f", applied to the step's {', '.join(timed)} (its bytes as sized, at the {key} "
+            "fit's rates)"
+            if timed
+            else ""
+        )
         if share >= STAND_IN_WARN_SHARE:
             out.append(
                 f"{', '.join(names)} ({share:.0%} of the decode step's kernel time) is timed by "
-                f"the {key} fit {how}: that part of the step is not timed by "
+                f"the {key} fit {how}{applied}: that part of the step is not timed by "
                 f"{_engine_label(req)}'s own kernel tables, so engines compared on it are "
                 "compared on one table"
             )

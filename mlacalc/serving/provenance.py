@@ -145,22 +145,28 @@ def calibration_of(
 
 def stand_in_kernels(
     profile: Any, hw: HardwareSpec, kernels: Iterable[dict[str, Any]], i: int = 0
-) -> list[tuple[str, str, list[str], float]]:
+) -> list[tuple[str, str, list[str], float, list[str]]]:
     """The kernels of a timed step (row ``i`` of :meth:`~mlacalc.serving.gpu_step.StepModel.
     step`'s breakdown) that another profile's class times, where the profile's notes mark
     that class a stand-in: each stand-in's key, its note ("from trtllm profile default (no
-    sglang table)"), the names of the kernels it times and their seconds (all calls)."""
+    sglang table)"), the names of the kernels it times, their seconds (all calls) and the
+    step's classes it times other than its own (``dispatch:bf16`` timed by the
+    ``dispatch:fp8`` fit: the step's bytes as sized, at that fit's rates)."""
     prof = load_profile(profile)
-    out: dict[str, tuple[str, list[str], float]] = {}
+    out: dict[str, tuple[str, list[str], float, set[str]]] = {}
     for k in kernels:
         seconds = float(np.atleast_1d(k.get("seconds", 0.0))[i]) if "seconds" in k else 0.0
         ran = _ran_class(k, hw, prof) if seconds > 0 else ()
         key = prof.class_found(hw.name, *ran[:2], hw, ran[2]) if ran else None
         how = _stand_in_how(prof, key) if key else None
         if how:
-            how, names, total = out.get(key, (how, [], 0.0))
-            out[key] = (how, [*names, k["name"]], total + seconds)
-    return [(key, how, names, total) for key, (how, names, total) in sorted(out.items())]
+            how, names, total, timed = out.get(key, (how, [], 0.0, set()))
+            timed = timed | ({class_key(*ran)} - {key})
+            out[key] = (how, [*names, k["name"]], total + seconds, timed)
+    return [
+        (key, how, names, total, sorted(timed))
+        for key, (how, names, total, timed) in sorted(out.items())
+    ]
 
 
 def _stand_in_how(prof: Any, key: str) -> str | None:
