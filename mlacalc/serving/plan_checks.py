@@ -358,6 +358,7 @@ def check_request(
         + _format_warnings(components, hw)
         + _stored_format_warnings(hw, stored, components, m)
         + _engine_kernel_warnings(m, hw, engine, weight_dtype, components, moe_backend)
+        + _block_sparse_warnings(m, engine)
         + _dispatch_warnings(m, lay, weight_dtype, components)
         + _kv_head_copies(m, lay, p_lay)
         + _implied_dp_attention(lay, p_lay, args)
@@ -951,6 +952,31 @@ def _engine_kernel_warnings(
             "--moe-backend trtllm-gen (moe_backend='trtllm-gen') times it",
         )
     return ()
+
+
+def _block_sparse_warnings(m: ModelConfig, engine: str) -> tuple[str, ...]:
+    """What times a block-sparse (msa) layer's attention core (MiniMax-M3): the engine's plain
+    attention fit over the keys each query chooses (``cost.block_sparse.block_sparse_core``:
+    a paged decode over ``T x B`` keys, a band of that width in a prompt), a stand-in under
+    every engine. Only vLLM's msa module tables time the block-sparse kernels (its
+    ``attention_decode:*:msa`` classes, fitted on those rows' residuals), and a plan's step
+    does not run them; SGLang and TensorRT-LLM have no such table."""
+    if not m.sparse_attention_layers or not m.sparse_block_size or not m.sparse_topk_blocks:
+        return ()
+    keys = m.sparse_topk_blocks * m.sparse_block_size
+    label = ENGINE_LABELS.get(engine, engine)
+    why = (
+        "vLLM's msa module tables time its block-sparse kernels (the attention_decode:*:msa "
+        "classes, fitted on those rows), which a plan's step does not run"
+        if engine == "vllm"
+        else f"no {label} table times a block-sparse kernel (only vLLM's msa module tables do)"
+    )
+    return (
+        f"{m.label}'s block-sparse (msa) attention is timed as {label}'s plain attention over "
+        f"the {m.sparse_topk_blocks} x {m.sparse_block_size} = {keys:,} keys each query "
+        f"chooses (a paged decode; a band of that width in a prompt), by its attention "
+        f"fit, standing in for the block-sparse kernel: {why}",
+    )
 
 
 def _kept_words(kept: list[KeptPart]) -> str:
