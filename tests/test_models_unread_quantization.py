@@ -105,3 +105,33 @@ def test_the_library_warns_on_load(tmp_path):
     path = _qwen(tmp_path / "Qwen3-8B-AWQ", "config.json")
     with pytest.warns(MlacalcWarning, match="says AWQ"):
         load_model(str(path))
+
+
+def test_a_file_not_named_config_json_is_told_how_to_name_it(tmp_path):
+    """``nemo-fp8.json``: the loader reads nothing beside a file not named ``*config.json``;
+    the warning said ``ne.hf_quant_config.json`` (the name cut by len("config.json"))."""
+    path = _qwen(tmp_path / "plain", "nemo-fp8.json")
+    said = unread_quantization_warning(_load(path))
+    assert "says FP8 " in said and "ne.hf_quant_config.json" not in said
+    assert f"rename it {tmp_path / 'plain' / 'nemo-fp8.config.json'}" in said
+    assert str(tmp_path / "plain" / "nemo-fp8.hf_quant_config.json") in said
+    # the loader reads the file the warning names, under the name it gives
+    renamed = _qwen(tmp_path / "plain", "nemo-fp8.config.json")
+    shutil.copy(
+        REF / "hf-configs-2" / f"{SUPER}.hf_quant_config.json",
+        tmp_path / "plain" / "nemo-fp8.hf_quant_config.json",
+    )
+    assert _load(renamed).quantization is not None
+
+
+def test_a_given_weight_dtype_silences_the_warning(tmp_path):
+    """``--weight-dtype fp8`` sizes the table fp8: the warning said 'weights sized bf16 ...
+    or give --weight-dtype' all the same."""
+    path = _qwen(tmp_path / "Qwen3-8B-FP8", "config.json")
+    assert unread_quantization_warning(_load(path), "fp8") == ""
+    for dtype in ("fp8", "bf16"):
+        out = CliRunner().invoke(cli, ["report", str(path), "--weight-dtype", dtype])
+        assert out.exit_code == 0, out.output
+        assert "its name says FP8" not in out.output
+    out = CliRunner().invoke(cli, ["report", str(path)])
+    assert out.output.count("its name says FP8") == 1

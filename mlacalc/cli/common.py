@@ -395,12 +395,19 @@ def with_stored_dtype(point: dict[str, Any], stored: str | None) -> dict[str, An
     return point
 
 
-def load(name: str, flag: str | None = None, changes: dict[str, Any] | None = None):
+def load(
+    name: str,
+    flag: str | None = None,
+    changes: dict[str, Any] | None = None,
+    weight_dtype: str | None = None,
+):
     """A model by shipped name, YAML file or Hugging Face config.json.
 
     With ``flag``, an error names that option (``--subs``), not only the model. ``changes``
     (``--set``: :func:`set_option`) are applied by :meth:`ModelConfig.with_changes`, checked
     as a file's fields are; a value it refuses is an error naming ``--set`` and the field.
+    ``weight_dtype`` (the command's ``--weight-dtype``, given) sizes the weights: no warning
+    that a quantized checkpoint's name was sized 16-bit.
     """
     try:
         with warnings.catch_warnings():  # said below, once, as the command line says warnings
@@ -423,8 +430,9 @@ def load(name: str, flag: str | None = None, changes: dict[str, Any] | None = No
     # than its dense ones is one)
     for sentence in count_warnings(m):
         warn(sentence)
-    if unread_quantization_warning(m):  # a quantized checkpoint's name, sized 16-bit
-        warn(unread_quantization_warning(m))
+    unread = unread_quantization_warning(m, weight_dtype)  # a quantized name, sized 16-bit
+    if unread:
+        warn(unread)
     return m
 
 

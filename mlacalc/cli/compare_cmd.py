@@ -70,7 +70,7 @@ def command(models, seq_len, batch, kv_dtype, weight_dtype, as_variants, kv_head
       mlacalc compare deepseek-v3 --as-variants --kv-heads 8 --seq-len 128k --batch 8
       mlacalc compare llama-3-70b --as-variants --set num_key_value_heads=4   # --set: each model
     """
-    loaded = [load(name, changes=sets) for name in models]
+    loaded = [load(name, changes=sets, weight_dtype=weight_dtype) for name in models]
     note = ""
     if as_variants:
         if len(loaded) != 1:

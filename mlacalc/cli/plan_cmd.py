@@ -293,7 +293,7 @@ def command(
     engine = engine_option_values(engine_opts, serving_engine)
     defaults, note = defaults_note(engine, chunks)
     p = make_plan(
-        loaded := load(model, changes=sets),
+        loaded := load(model, changes=sets, weight_dtype=weight_dtype),
         hardware,
         gpus,
         tp=tp,

@@ -84,7 +84,7 @@ def command(model, seq_len, batch, kv_dtype, weight_dtype, impl, phase, q_len, c
     """
     check_q_len(phases(phase), q_len)
     check_causal(phases(phase), causal)
-    m = load(model, changes=sets)
+    m = load(model, changes=sets, weight_dtype=weight_dtype)
     impl = check_impl(m, impl)
     doc = model_report(
         m,

@@ -179,7 +179,7 @@ def command(
       mlacalc roofline deepseek-v3 --hardware B200 --engine sglang --batch 64
       mlacalc roofline deepseek-v4-pro --hardware GB200 --batch 64 --layer-kind csa
     """
-    whole = load(model)
+    whole = load(model, weight_dtype=weight_dtype)
     m, kind_said = _of_kind(whole, layer_kind, scope)
     wanted = phases(phase)
     _check_flags(wanted, q_len, causal, mode, profile, calibrate)

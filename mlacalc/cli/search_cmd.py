@@ -617,7 +617,7 @@ def command(
 
     # search checks every list (an empty one refused, naming it), mlacalc.cli.main its flag
     result = search(
-        loaded := load(model),
+        loaded := load(model, weight_dtype=weight_dtypes),
         hardware,
         budget if budget is not None else counts,
         isl=isl,

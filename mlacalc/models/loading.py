@@ -16,6 +16,7 @@ from typing import Any
 
 from mlacalc.data import MODELS
 from mlacalc.models.hf import family_of, import_hf_config, model_types
+from mlacalc.models.quantization import quant_config_name
 from mlacalc.models.schema import FIELDS, ModelConfig, model_from_dict
 from mlacalc.words import safeio
 from mlacalc.words.arguments import show_value
@@ -262,14 +263,10 @@ _CACHE_LIMIT = 256
 
 
 def quant_config_beside(path: Path) -> Path | None:
-    """The ModelOpt ``hf_quant_config.json`` published beside a ``config.json``
-    (``X.config.json`` -> ``X.hf_quant_config.json``), or None."""
-    name = path.name
-    if name == "config.json":
-        candidate = path.with_name("hf_quant_config.json")
-    elif name.endswith(".config.json"):
-        candidate = path.with_name(name[: -len(".config.json")] + ".hf_quant_config.json")
-    else:
+    """The ModelOpt ``hf_quant_config.json`` published beside a config file, where
+    :func:`~mlacalc.models.quantization.quant_config_name` says it goes, if it is there."""
+    candidate = quant_config_name(path)
+    if candidate is None:
         return None
     try:
         return candidate if candidate.is_file() else None

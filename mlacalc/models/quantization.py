@@ -195,31 +195,58 @@ def external_quantization(model: Any) -> str:
 _QUANT_NAME = re.compile(r"(?<![a-z0-9])(nvfp4|mxfp4|fp8|fp4|awq|gptq|int4)(?![a-z0-9])", re.I)
 
 
-def unread_quantization_warning(model: Any) -> str:
+def quant_config_name(path: Path) -> Path | None:
+    """Where the loader looks for the ModelOpt ``hf_quant_config.json`` published beside a
+    config file: ``config.json`` -> ``hf_quant_config.json``, ``X.config.json`` ->
+    ``X.hf_quant_config.json``; None for a file named otherwise (nothing is read beside it)."""
+    name = path.name
+    if name == "config.json":
+        return path.with_name("hf_quant_config.json")
+    if name.endswith(".config.json"):
+        return path.with_name(name[: -len(".config.json")] + ".hf_quant_config.json")
+    return None
+
+
+def unread_quantization_warning(model: Any, weight_dtype: str | None = None) -> str:
     """One line where a config file's name (or its parent folder's, for a ``config.json``)
     or ``_name_or_path`` says its weights are quantized (FP8, FP4, NVFP4, MXFP4, AWQ, GPTQ,
     INT4) but no quantization config was read, so they are sized in a 16-bit dtype; it names
-    the file to put beside it. ``""`` elsewhere (a shipped model, a quantized dtype given)."""
+    the file the loader would read beside it (:func:`quant_config_name`), or how to name the
+    config so one is read. ``""`` elsewhere (a shipped model, a quantized dtype, or
+    ``weight_dtype``: the user gave the weights' dtype, which sizes them)."""
     scheme = getattr(model, "quantization", None)
     origin = getattr(model, "origin", None)
-    if (scheme is not None and scheme.method != "external") or not origin:
+    if (scheme is not None and scheme.method != "external") or not origin or weight_dtype:
         return ""
     if model.weights_dtype not in ("bf16", "fp16", "fp32"):
         return ""
     path = Path(str(origin))
     if path.suffix != ".json":  # a shipped or YAML model says its own dtype
         return ""
-    stem = path.name[: -len("config.json")].rstrip(".")
-    names = [model.name, stem or path.parent.name]
+    cut = path.name.endswith("config.json")
+    own = path.name[: -len("config.json")].rstrip(".") if cut else path.stem
+    names = [model.name, own or path.parent.name]  # a bare config.json: its folder's name
     mark = next((m.group(1) for n in names if (m := _QUANT_NAME.search(n or ""))), None)
     if mark is None:
         return ""
-    beside = path.with_name(f"{stem}.hf_quant_config.json" if stem else "hf_quant_config.json")
+    beside = quant_config_name(path)
+    if beside is None:  # nothing is read beside a file named otherwise
+        renamed = path.with_name(f"{path.stem}.config.json")
+        where = (
+            f"(none in the file; a quantization config is read beside a file named "
+            f"config.json or X.config.json only): weights sized {model.weights_dtype}; rename "
+            f"it {renamed} and put the checkpoint's hf_quant_config.json beside it as "
+            f"{quant_config_name(renamed)} (a ModelOpt export)"
+        )
+    else:
+        where = (
+            f"(none in the file, no {beside.name} beside it): weights sized "
+            f"{model.weights_dtype}; put the checkpoint's hf_quant_config.json beside it as "
+            f"{beside} (a ModelOpt export)"
+        )
     return (
         f"{path.name}: its name says {mark.upper()} but no quantization config was found "
-        f"(none in the file, no {beside.name} beside it): weights sized {model.weights_dtype}; "
-        f"put the checkpoint's hf_quant_config.json beside it as {beside} (a ModelOpt export), "
-        "or copy the repository's config.json with its quantization_config, or give "
+        f"{where}, or copy the repository's config.json with its quantization_config, or give "
         "--weight-dtype"
     )
 
