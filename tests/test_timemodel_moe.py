@@ -1525,3 +1525,44 @@ def test_trtllms_own_moe_works_on_every_tokens_hidden_row():
     # 15.7-18.2 at 6,144-7,168): the same kernels' work per token, fitted within a third of fp8's
     b200 = load_profile("fit-b200-sxm").classes
     assert b200["moe:nvfp4"]["token_s"] == pytest.approx(b200["moe:fp8"]["token_s"], rel=0.34)
+
+
+def test_trtllms_own_moe_works_on_every_row_of_the_rank():
+    """``row_s``: TensorRT-LLM's own MoE (``pair_tile``) spends one SM's ``row_s`` on each
+    (token, expert) row of the rank whatever its width, beside the bf16 passes over the row
+    (``act_passes``). Default 0; a row of another kernel takes none."""
+    p = default_params("moe")
+    assert p["row_s"] == 0.0 and "row_s" in CLOCKED
+    args = {"tokens": [4096.0], "active": [64.0], "top": [512.0], "rows": [32768.0]}
+    flagged = {**args, "pair_tile": [1.0]}
+    base = kernel_terms(_moe_batch(**flagged), FIG, p)["extra_s"][0]
+    p["row_s"] = 5e-7
+    extra = kernel_terms(_moe_batch(**flagged), FIG, p)["extra_s"][0] - base
+    scale = REFERENCE_CLOCK_HZ / FIG.clock_hz
+    assert extra == pytest.approx(5e-7 * scale * 32768 / FIG.sm_count)
+    assert kernel_terms(_moe_batch(**args), FIG, p)["extra_s"][0] == pytest.approx(base)
+
+
+@pytest.mark.parametrize("dtype, before", [("fp8", -0.165), ("nvfp4", -0.198)])
+def test_trtllm_b200_narrow_moe_rows_at_many_rows_a_rank(dtype, before):
+    """B200's CUTLASS MoE rows of many rows a rank (EP <= 4, 4,096 tokens and more) of a narrow
+    expert (hidden + intermediate <= 3,000) were fast by what a pass per row over the width
+    could not give, while the wide ones (8,000-12,000) were slow: signed median before the
+    cost per row (``row_s``) fp8 -16.5% / +8.0%, nvfp4 -19.8% / +12.4%; after -1.7% / +0.4%
+    and +1.1% / +2.1%."""
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+
+    path = MEASURED / "b200_sxm" / "moe" / "trtllm" / "1.3.0rc20" / "moe_perf.parquet"
+    (t,) = load_measured(path).tables
+    mapped = map_table(t)
+    err = predict_mapped(mapped, None, "fit-b200-sxm") / t.seconds - 1.0
+    width = t.column("hidden_size") + t.column("inter_size")
+    ok = mapped.modelled & np.isfinite(err) & rows_running(mapped, dtype)
+    ok &= (t.column("kernel_source") == "moe_torch_flow_cutlass") & (t.column("moe_ep_size") <= 4)
+    ok &= t.column("num_tokens") >= 4096
+    narrow, wide = ok & (width <= 3000), ok & (width > 8000) & (width <= 12000)
+    assert narrow.sum() > 300 and wide.sum() > 450
+    assert abs(np.median(err[narrow])) < 0.06 and abs(np.median(err[wide])) < 0.06

@@ -128,7 +128,11 @@ PAIR_STREAM_MOE = "pair_stream"
 #: times on its own kernels (:data:`TRTLLM_OWN_MOE`) takes it too. The H100 and B200 fits, in
 #: HBM passes, differed by the devices' bandwidth (1.7 and 3.6 bf16 passes) and agreed in time
 #: (1.06 and 1.00 ps per token and hidden element): work on the SMs, not a stream
-#: (docs/time-model.md, "Every token's hidden row in TensorRT-LLM's own MoE").
+#: (docs/time-model.md, "Every token's hidden row in TensorRT-LLM's own MoE"). It carries
+#: ``row_s`` too: one SM's work on each (token, expert) row of the rank whatever the row's width
+#: (its permutation, activation and finalize kernels' CTA a row, as recalled), fitted in the
+#: per-tensor fp8 and B200 nvfp4 classes (docs/time-model.md, "A cost per row of the rank in
+#: TensorRT-LLM's own MoE").
 PAIR_TILE_MOE = "pair_tile"
 
 #: Output tiles of the grouped GEMMs: the GEMM tiles and two short ones for experts with few
@@ -1038,6 +1042,9 @@ def moe_terms(
     # local experts or not, in TensorRT-LLM's own MoE (:data:`PAIR_TILE_MOE`; default 0)
     trt_own = col(batch, PAIR_TILE_MOE, 0) > 0
     extra = extra + np.where(trt_own, prm["token_s"], 0.0) * tokens * hidden / sms
+    # ``row_s`` of one SM's work on each (token, expert) row of the rank, whatever its width,
+    # in the same kernels (:data:`PAIR_TILE_MOE`; default 0)
+    extra = extra + np.where(trt_own, prm["row_s"], 0.0) * assignments / sms
     # routing every token entering the rank: top-k selection and the gather/scatter indices
     # of all its (token, expert) pairs, local or not, ``route_s`` of one SM's work per pair;
     # behind DeepEP the rank's own tokens, routed before the dispatch (:data:`DEEPEP_ROUTED`)

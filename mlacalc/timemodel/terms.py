@@ -70,6 +70,7 @@ CLOCKED = (
     "select_s",
     "expert_s",
     "token_s",
+    "row_s",
     "launch_s",
     "merge_s",
     "wave_s",
@@ -130,6 +131,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "expert_s": (0.0, 2e-6, "seconds per expert of the rank of a MoE call (ref. clock)"),
     "pair_passes": (0.0, 16.0, "bf16 passes of a MoE over every routed pair, local or not"),
     "token_s": (0.0, 1e-9, "seconds one SM spends on each hidden element of a MoE's tokens"),
+    "row_s": (0.0, 1e-5, "seconds one SM spends on each (token, expert) row of a MoE's rank"),
     "token_row_s": (
         0.0,
         2e-6,
@@ -189,6 +191,7 @@ DEFAULTS: dict[str, float] = {
     "expert_s": 0.0,
     "pair_passes": 0.0,
     "token_s": 0.0,
+    "row_s": 0.0,
     "token_row_s": 0.0,
     # a class whose rows run no tuned config (moe_time.TUNED_MOE) keeps the one rate
     "tuned_rate": 1.0,
@@ -371,6 +374,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "expert_s",
         "pair_passes",
         "token_s",
+        "row_s",
         "tuned_rate",
     ),
     "elementwise": (
