@@ -77,6 +77,7 @@ __all__ = [
     "triton_moe_row_tile",
     "triton_moe_tuned",
     "trtllm_gen_row_tile",
+    "wave_drawn",
     "whole_row_tiles",
 ]
 
@@ -703,6 +704,13 @@ ALL_PAIRS_MOE = "all_pairs"
 WARP_LOADED_MOE = frozenset({"fp8_block"})
 
 
+def wave_drawn(batch: KernelBatch, col_tile: np.ndarray) -> np.ndarray:
+    """Per row whether the Triton fused MoE runs its default config (:data:`ALL_PAIRS_MOE` with
+    the config's fixed columns, ``col_tile``): its weights stream at ``wave_draw`` of the HBM
+    per wave of CTAs (:func:`moe_terms`)."""
+    return (col(batch, ALL_PAIRS_MOE, 0) > 0) & (np.asarray(col_tile, dtype=np.float64) > 0)
+
+
 def triton_fused_moe(source: Any) -> np.ndarray:
     """Per ``kernel_source`` whether it names SGLang's or vLLM's Triton fused MoE
     (``fused_moe_kernel``: ``sglang_fused_moe_triton``, vLLM's ``..._triton_tritonexperts``),
@@ -1013,6 +1021,13 @@ def moe_terms(
     units = tiles[_MOE_GEMMS, best, np.arange(len(batch))]
     bw = prm["eff_memory"] * fig.hbm_bytes_per_s
     share = memory_share(units, fig, prm)
+    # the Triton fused MoE at its default config: a wave of its CTAs draws ``wave_draw`` of the
+    # HBM whatever their count, each further wave's worth of CTAs as much again
+    # (:func:`wave_drawn`)
+    drawn_waves = np.minimum(
+        1.0, prm["wave_draw"] * np.maximum(units, sms) / sms / _warp_loads(fig)
+    )
+    share = np.where(wave_drawn(batch, col_tile), drawn_waves, share)
     memory = batch.bytes / bw * ((mats - 1.0) / share[0] + 1.0 / share[1]) / mats
     memory = memory * _drawn_per_sm(batch, fig, sync)  # the warps' loads (Marlin's, Triton's)
     # the kernels around the grouped GEMMs (permute, activation, quantize, finalize) stream

@@ -138,6 +138,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
         "seconds one SM spends on each token of a prompt's per-token kernels",
     ),
     "tuned_rate": (1.0, 4.0, "tensor rate of a MoE call with a tuned config, x the default's"),
+    "wave_draw": (0.05, 1.0, "share of HBM a wave of the Triton MoE default config's CTAs draws"),
     "promote_cycles": (0.0, 0.25, "SM cycles per output element and K block rescaling fp8 blocks"),
     "convert_row_cycles": (0.0, 4000.0, "SM cycles per weight row converting fp32 block scales"),
     "quant_row_cycles": (0.0, 2000.0, "SM cycles per input row of a quantize with a CTA a row"),
@@ -195,6 +196,8 @@ DEFAULTS: dict[str, float] = {
     "token_row_s": 0.0,
     # a class whose rows run no tuned config (moe_time.TUNED_MOE) keeps the one rate
     "tuned_rate": 1.0,
+    # a class whose rows run no Triton default config (moe_time.WAVE_DRAWN_MOE) keeps the HBM
+    "wave_draw": 1.0,
     # one fused multiply-add per output element and block, on the 128 FP32 lanes of an SM
     "promote_cycles": 1.0 / 128.0,
     # a class fitted where no call converts its scales (gemm_time._scale_conversion) has none
@@ -376,6 +379,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "token_s",
         "row_s",
         "tuned_rate",
+        "wave_draw",
     ),
     "elementwise": (
         "eff_memory",
