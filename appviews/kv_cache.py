@@ -84,6 +84,8 @@ def render(sc: Scenario) -> None:
         f"of one {device.name}'s memory",
         f"{100 * smallest['total_bytes'] / device.memory_bytes:,.1f}%",
     )
+    for note in sc.doc["notes"]:  # report's notes: what these figures are not
+        st.info(note)
     label = "latent, as served" if model.is_mla else model.variant.upper()
     st.markdown(
         f"KV cache total ({label}): **{human_bytes(smallest['total_bytes'])}** "

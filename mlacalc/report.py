@@ -488,7 +488,10 @@ def compare_rows(
     weight_dtype: str | None = None,
 ) -> list[dict[str, Any]]:
     """One row per model (a ModelConfig, a shipped name or a path; one of them alone is a list
-    of one): size, cache and per-step attention cost side by side."""
+    of one): size, cache and per-step attention cost side by side; ``kv_note``, report's note
+    on what the cache figures are not (a DSA model's fp8 cache, stored otherwise by vLLM and
+    SGLang), "" where there is none."""
+    layout = resolve_kv_layout(kv_dtype)
     rows = []
     for m in one_or_many("models", models, what="models"):
         m = as_model(m)
@@ -529,6 +532,8 @@ def compare_rows(
                 "decode_arithmetic_intensity_flops_per_byte": decode.arithmetic_intensity,
                 "prefill_impl": prefill.impl,
                 "prefill_flops": prefill.flops,
+                # report's note on a DSA model's fp8 cache as vLLM and SGLang store it
+                "kv_note": engine_fp8_cache_note(m, layout, seq_len, batch),
             }
         )
     return rows

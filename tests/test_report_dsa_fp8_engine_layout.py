@@ -57,3 +57,29 @@ def test_report_and_compare_print_it():
     assert "48,068 B a token and 5.87 GiB" in flat and "Llama-3-70B (DSA)" not in flat
     out = runner.invoke(cli, ["report", "deepseek-v3.2", "--kv-dtype", "fp8", "--format", "json"])
     assert any("fp8_ds_mla" in n for n in json.loads(out.output)["notes"])
+
+
+def test_compare_json_and_csv_carry_the_note():
+    """``compare --format json|csv`` gave kv_bytes_per_token 43188 with no note: each row
+    carries report's sentence (one function) as ``kv_note``."""
+    runner = CliRunner()
+    args = ["compare", "deepseek-v3.2", "llama-3-8b", "-s", "128k", "--kv-dtype", "fp8"]
+    rows = json.loads(runner.invoke(cli, [*args, "--format", "json"]).stdout)
+    said = [n for n in model_report("deepseek-v3.2", seq_len=SEQ, kv_dtype="fp8")["notes"]]
+    assert rows[0]["kv_bytes_per_token"] == 43_188 and [rows[0]["kv_note"]] == said[-1:]
+    assert "48,068 B a token" in rows[0]["kv_note"] and rows[1]["kv_note"] == ""
+    csv = runner.invoke(cli, [*args, "--format", "csv"]).stdout
+    assert "kv_note" in csv.splitlines()[0] and "48,068 B a token" in csv
+
+
+def test_the_app_kv_view_shows_it():
+    """The app's KV cache view for DeepSeek-V3.2 at fp8 showed 42.18 KiB a token, no note."""
+    pytest.importorskip("streamlit")
+    from _helpers import run_app
+
+    at = run_app(model="deepseek-v3.2", kv="fp8", seq_len="131072", batch="1")
+    assert not at.exception
+    [note] = [n for n in model_report("deepseek-v3.2", seq_len=SEQ, kv_dtype="fp8")["notes"]]
+    assert note in [i.value for i in at.info]
+    at = run_app(model="deepseek-v3.2", kv="bf16")
+    assert not any("fp8_ds_mla" in i.value for i in at.info)

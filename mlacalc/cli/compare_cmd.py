@@ -19,9 +19,7 @@ from mlacalc.cli.common import (
 from mlacalc.models.variants import kept_sparse_note, one_head_shape_note
 from mlacalc.render import human_bytes, human_si
 from mlacalc.report import compare_rows, variant_equivalents
-from mlacalc.serving.precision import engine_fp8_cache_note
 from mlacalc.words import defaults as D
-from mlacalc.words.dtypes import resolve_kv_layout
 from mlacalc.words.errors import InvalidArgumentError
 
 
@@ -103,12 +101,8 @@ def command(models, seq_len, batch, kv_dtype, weight_dtype, as_variants, kv_head
         loaded, seq_len=seq_len, batch=batch, kv_dtype=kv_dtype, weight_dtype=weight_dtype
     )
 
-    # a DSA model's fp8 cache as vLLM and SGLang store it, as plan sizes it
-    layout = resolve_kv_layout(kv_dtype)
-    for m in loaded:
-        said = engine_fp8_cache_note(m, layout, seq_len, batch)
-        note += f" {said}." if said else ""
-    note = note.strip()
+    # a DSA model's fp8 cache as vLLM and SGLang store it, as plan sizes it (each row's too)
+    note = (note + "".join(f" {r['kv_note']}." for r in rows if r["kv_note"])).strip()
 
     if any(r["kv_window_full"] for r in rows):
         full = (
