@@ -91,3 +91,22 @@ def test_a_refused_set_is_said_in_the_users_words(run, sets, words):
     assert err.count("\n") == 1 and "with_changes" not in err, err
     assert f"Invalid value for {words}" in err or words in err, err
     assert err.startswith("mlacalc: error: Invalid value for --set "), err
+
+
+@pytest.mark.parametrize(
+    "value, option, fix",
+    [
+        ("hidden_size=1e3", "--set hidden_size=1e3:", "such as --set hidden_size=128"),
+        (
+            "num_key_value_heads=2.5",
+            "--set num_key_value_heads=2.5:",
+            "--set num_key_value_heads=128",
+        ),
+    ],
+)
+def test_a_set_error_echoes_the_value_typed_and_advises_set(run, value, option, fix):
+    """'--set hidden_size=1e3' was echoed '--set hidden_size=1000.0' and the fix read as YAML,
+    'such as num_key_value_heads: 128'."""
+    _, err = run("report", "llama-3-8b", "--set", value, code=2)
+    assert f"Invalid value for {option}" in err and fix in err, err
+    assert ": 128" not in err and "1000.0:" not in err, err

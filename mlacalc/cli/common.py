@@ -441,7 +441,12 @@ def set_error(exc: MlacalcError, changes: dict[str, Any]) -> tuple[str, str]:
     (``--set num_key_value_heads=0``) and what is wrong with its fix, each further problem
     after it the same way (a field no ``--set`` named: the one the change made wrong), not
     the library's ``with_changes(...)`` call."""
-    given = " ".join(f"--set {k}={_set_text(v)}" for k, v in changes.items())
+    typed = getattr(changes, "typed", {})  # the values as the user wrote them (1e3)
+
+    def option(field: str) -> str:
+        return f"--set {field}={typed.get(field) or _set_text(changes[field])}"
+
+    given = " ".join(option(k) for k in changes)
     problems = getattr(exc, "problems", None) or (
         [(exc.field, exc.message, exc.fix)] if getattr(exc, "field", None) else []
     )
@@ -449,9 +454,12 @@ def set_error(exc: MlacalcError, changes: dict[str, Any]) -> tuple[str, str]:
         return given, getattr(exc, "message", str(exc))
 
     def said(field: str, text: str, fix: str | None) -> tuple[str, str]:
+        if field in changes and fix:  # a file's example (``field: 128``) as --set writes it
+            text = text.replace(f" ({fix})", "")
+            fix = fix.replace(f"{field}: ", f"--set {field}=")
         text += f" ({fix})" if fix and f"({fix})" not in text else ""
         if field in changes:
-            return f"--set {field}={_set_text(changes[field])}", text
+            return option(field), text
         return given, f"field '{field}' as the change leaves it: {text}"  # one not given
 
     first, *others = (said(*p) for p in problems)
@@ -483,10 +491,18 @@ def set_option(f: Callable) -> Callable:
     )(f)
 
 
+class SetChanges(dict):
+    """``--set``'s fields and values, with ``typed``: each value as the user wrote it (an
+    error echoes ``--set hidden_size=1e3``, not the parsed ``1000.0``)."""
+
+    typed: dict[str, str]
+
+
 def _parse_sets(ctx, param, values) -> dict[str, Any]:
     """``("kv_lora_rank=256", ...)`` -> ``{"kv_lora_rank": 256}``; null, true and false as
     YAML writes them, a whole number as an integer, else a number or the text."""
-    out: dict[str, Any] = {}
+    out = SetChanges()
+    out.typed = {}
     for text in values:
         field, eq, value = (part.strip() for part in text.partition("="))
         if not eq or not field or not value:
@@ -497,6 +513,7 @@ def _parse_sets(ctx, param, values) -> dict[str, Any]:
         if field in out:
             raise click.BadParameter(f"{field} is set twice; give it once", param_hint="--set")
         out[field] = _set_value(value)
+        out.typed[field] = value
     return out
 
 
