@@ -1559,7 +1559,34 @@ def decode_terms(
     out["compute_s"] = out["compute_s"] + np.where(
         grouped, prm["wave_s"] * tensor * qrows * hd / 1024.0 * np.maximum(waves - 1.0, 0.0), 0.0
     )
+    # (TensorRT-LLM's MMHA and mma.sync XQA overlap their stream more, the more units an SM
+    # runs in turn: turn_overlap)
+    out["overlap_p"] = turn_overlap(batch, prm, _trtllm_own_decode(batch, fig, pack) & ~sm90, share)
     return out
+
+
+#: Most p of the p-norm an MMHA / mma.sync XQA decode's overlap grows to
+#: (:func:`turn_overlap`): the bound of the fitted ``overlap``.
+TURN_OVERLAP_MAX = 16.0
+
+
+def turn_overlap(
+    batch: KernelBatch, prm: dict[str, float], mma_sync: np.ndarray, share
+) -> np.ndarray:
+    """p of the p-norm of a decode call's compute and memory: the class's ``overlap``, but for
+    TensorRT-LLM's MMHA and mma.sync XQA units (``mma_sync``: its own decode kernels but
+    Hopper's fp8 XQA, whose producer warps load the cache beside the MMAs, and Blackwell's
+    TensorRT-LLM-gen kernel) ``turn_overlap x turns ** overlap_turns``, ``turns`` the units an
+    SM runs in turn (``share``, at least 1), at most :data:`TURN_OVERLAP_MAX`: a unit of these
+    kernels issues its loads and its math from the same warps, so alone on an SM it waits on
+    its blocks; with more units an SM works through, another's loads are in flight while one
+    computes. A class without ``turn_overlap`` (below 1) keeps ``overlap`` everywhere."""
+    base = np.full(len(batch), prm["overlap"])
+    if prm.get("turn_overlap", 0.0) < 1.0:
+        return base
+    turns = np.maximum(np.asarray(share, dtype=np.float64), 1.0)
+    grown = prm["turn_overlap"] * turns ** prm.get("overlap_turns", 0.0)
+    return np.where(mma_sync, np.minimum(grown, TURN_OVERLAP_MAX), base)
 
 
 def _decode_kernel_paths_s(

@@ -160,6 +160,16 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "merge_s": (0.0, 2e-7, "seconds merging one key split per 128 of head dim (ref. clock)"),
     "wave_s": (0.0, 1e-4, "seconds per further wave of a decode kernel's resident units"),
     "mmha_s": (0.0, 2e-5, "seconds TensorRT-LLM's MMHA decode call takes beyond its XQA call"),
+    "turn_overlap": (
+        1.0,
+        16.0,
+        "p of TensorRT-LLM's MMHA / mma.sync XQA decode at one unit an SM (below 1: overlap's)",
+    ),
+    "overlap_turns": (
+        0.0,
+        2.0,
+        "growth of that p with the units an SM runs in turn (an exponent)",
+    ),
     "scalar_load": (1.0, 4.0, "a conv CTA's wait on its unvectorised path, in vectorised waits"),
 }
 
@@ -237,6 +247,9 @@ DEFAULTS: dict[str, float] = {
     "merge_s": 0.0,
     # TensorRT-LLM's MMHA decode call as long as its XQA call where no fit saw both
     "mmha_s": 0.0,
+    # a class fitted without them: the class's overlap whatever the units an SM runs in turn
+    "turn_overlap": 0.0,
+    "overlap_turns": 0.0,
     # a further wave of resident decode units costs 1 us per 8 query rows and 1024 of head
     # dim (between the fitted XQA figures)
     "wave_s": 1e-6,
@@ -353,6 +366,8 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "l2_speedup",
         "local_unit_s",
         "mmha_s",
+        "turn_overlap",
+        "overlap_turns",
     ),
     "mla_decode": (
         "eff_compute",
@@ -514,7 +529,10 @@ def kernel_terms(
     if kind in COMM_KINDS:
         body = terms["memory_s"]
     else:
-        body = combine(terms["compute_s"], terms["memory_s"], prm["overlap"])
+        # (a kernel rule may give each row its own p: decode_terms' ``overlap_p``)
+        body = combine(
+            terms["compute_s"], terms["memory_s"], terms.pop("overlap_p", prm["overlap"])
+        )
     calls = np.asarray(batch.calls, dtype=np.float64)
     fixed = np.full(
         len(batch), call_fixed_s(batch, fig, prm) if kind == "attention_decode" else prm["fixed_s"]
