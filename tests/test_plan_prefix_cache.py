@@ -24,16 +24,18 @@ from mlacalc.words.errors import InvalidArgumentError
 #: refreshed when cuBLAS's persistent GEMMs balanced their last wave (gemm_time.BALANCED_WAVES,
 #: gemm:bf16 refitted: llama-3-8b TTFT 60.54 -> 59.93 ms in flight, qwen3 chunked 141.5 -> 137.8),
 #: and when TensorRT-LLM's bf16 grouped decode ran MMHA below XQA's block threshold (60f690f,
-#: attention_decode refitted: in flight 59.93 -> 59.99 ms, chunked 137.8 -> 138.3 ms)
+#: attention_decode refitted: in flight 59.93 -> 59.99 ms, chunked 137.8 -> 138.3 ms), and when
+#: TensorRT-LLM's MMHA and mma.sync XQA overlapped more with the units an SM runs in turn
+#: (attention_time.turn_overlap: in flight TPOT 12.53 -> 12.57 ms, chunked 20.38 -> 20.45 ms)
 TODAY = {
     "inflight": (
         dict(model="llama-3-8b", hardware="H200", gpus=1, isl=2048, osl=256, concurrency=32),
-        dict(ttft_s=0.06000034658328418, tpot_s=0.012527705664814346),
-        dict(output_tokens_per_s=2517.079630380889, prefill_s=0.04195520477066293),
+        dict(ttft_s=0.060044120060011544, tpot_s=0.012572563405490626),
+        dict(output_tokens_per_s=2508.2302925709396, prefill_s=0.04195520477066293),
     ),
     "arrivals": (
         dict(model="llama-3-8b", hardware="H200", gpus=1, isl=2048, osl=256, request_rate=4),
-        dict(ttft_s=0.05422533429227764, tpot_s=0.007077402754592087),
+        dict(ttft_s=0.05423978578087148, tpot_s=0.007087047653373571),
         dict(output_tokens_per_s=1024.0, prefill_s=0.04195520477066293),
     ),
     "chunked": (
@@ -46,8 +48,8 @@ TODAY = {
             concurrency=64,
             chunked_prefill=1024,
         ),
-        dict(ttft_s=0.13835946527940757, tpot_s=0.020384914006832774),
-        dict(output_tokens_per_s=3104.4853768637017, prefill_chunks_s=0.10340327154982211),
+        dict(ttft_s=0.1386997400712335, tpot_s=0.020451024683525616),
+        dict(output_tokens_per_s=3094.481401574633, prefill_chunks_s=0.10366771425659346),
     ),
     "disaggregated": (
         dict(
@@ -63,11 +65,11 @@ TODAY = {
         # 2 + 2 GPUs of one H200 node: the KV transfer goes over NVLink, a rank's share (was
         # the whole cache over the network, 10.07 ms)
         dict(
-            ttft_s=0.06112109056184246,
-            tpot_s=0.015115999940470772,
+            ttft_s=0.061079571191834964,
+            tpot_s=0.015177624884316121,
             kv_transfer_s=0.000645462038095238,
         ),
-        dict(output_tokens_per_s=4200.749328615553, prefill_pool_requests_per_s=24.486915361397067),
+        dict(output_tokens_per_s=4183.848522665197, prefill_pool_requests_per_s=24.486915361397067),
     ),
 }
 
