@@ -19,7 +19,7 @@ from mlacalc.report import attention_kind_labels
 from mlacalc.serving.capacity import ENGINE_MEMORY
 from mlacalc.serving.plan import duration_text
 from mlacalc.serving.scheduler import defaults_words, model_page_size
-from mlacalc.serving.search import search
+from mlacalc.serving.search import search, throughput_gpus
 from mlacalc.timemodel.device import device_figures
 from mlacalc.words import defaults as D
 from mlacalc.words.engines import ENGINE_LABELS
@@ -964,8 +964,6 @@ def _show_throughput_target(points: list[dict], best: dict, isl: int, osl: int) 
     """A throughput target (0: none) and the GPUs it needs, in whole replicas of the point
     meeting the targets that needs the fewest, as `mlacalc search --throughput
     --throughput-of` and ``SearchResult.gpus_for`` give them."""
-    from mlacalc.serving.search import throughput_gpus
-
     c1, c2 = st.columns(2)
     target = c1.number_input(
         "throughput target (tokens/s, 0 = none)", 0.0, 1e12, 0.0, 1000.0, key="plan_throughput"

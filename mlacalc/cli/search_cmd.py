@@ -591,20 +591,7 @@ def command(
 
     launch, model_path = launch_values(engine_opts)
     choices = parse_component_choices(engine_opts.pop("component_choices"))
-    if throughput_of != "output" and throughput is None:
-        raise click.BadParameter(
-            "says what --throughput counts: give --throughput TOKENS/S with it",
-            param_hint="--throughput-of",
-        )
-    if throughput is not None and fmt == "csv":
-        raise click.BadParameter(
-            "answers in a table, markdown or json (csv lists points): give --format json",
-            param_hint="--throughput",
-        )
-    if all_points and fmt not in ("csv", "json"):  # a table prints the frontier only
-        raise click.BadParameter(
-            "lists every point in --format csv or json: give one of them", param_hint="--all"
-        )
+    _check_output_flags(throughput, throughput_of, all_points, fmt)
     serving_engine = engine  # --engine: whose kernels are timed (the scheduler's options follow)
     # the engine's defaults are search's to fill (engine_defaults): one rule for the API and CLI
     engine = engine_option_values(engine_opts, serving_engine)
@@ -665,10 +652,7 @@ def command(
         emit(fmt, rows, list, rows_csv=True)
         return
     doc = result.to_dict()
-    target = None
-    if throughput is not None:
-        target = result.gpus_for(throughput, of=throughput_of) if result.best is not None else None
-        doc["throughput_target"] = target and {k: v for k, v in target.items() if k != "point"}
+    target = _throughput_target(result, doc, throughput, throughput_of)
     if stored:  # a checkpoint's points name the dtype it stores, as plan's JSON
         doc["best"] = doc["best"] and with_stored_dtype(doc["best"], stored)
         doc["frontier"] = [with_stored_dtype(p, stored) for p in doc["frontier"]]
@@ -699,6 +683,35 @@ def command(
         if limited:
             note = f"# searched under: {limited}\n" + note
         click.echo(note + text, nl=False)
+
+
+def _check_output_flags(throughput, throughput_of: str, all_points: bool, fmt: str) -> None:
+    """--throughput, --throughput-of and --all against each other and --format, each refusal
+    naming the flag and its fix."""
+    if throughput_of != "output" and throughput is None:
+        raise click.BadParameter(
+            "says what --throughput counts: give --throughput TOKENS/S with it",
+            param_hint="--throughput-of",
+        )
+    if throughput is not None and fmt == "csv":
+        raise click.BadParameter(
+            "answers in a table, markdown or json (csv lists points): give --format json",
+            param_hint="--throughput",
+        )
+    if all_points and fmt not in ("csv", "json"):  # a table prints the frontier only
+        raise click.BadParameter(
+            "lists every point in --format csv or json: give one of them", param_hint="--all"
+        )
+
+
+def _throughput_target(result, doc: dict, throughput, throughput_of: str) -> dict | None:
+    """--throughput's answer (``SearchResult.gpus_for``; None without a deployment meeting
+    the targets), put in ``doc`` as ``throughput_target`` without its point; None unasked."""
+    if throughput is None:
+        return None
+    target = result.gpus_for(throughput, of=throughput_of) if result.best is not None else None
+    doc["throughput_target"] = target and {k: v for k, v in target.items() if k != "point"}
+    return target
 
 
 def sections(
