@@ -919,6 +919,71 @@ def _drawn_per_sm(batch: KernelBatch, fig: DeviceFigures, sync: np.ndarray) -> n
     return np.where(drawn, _warp_loads(fig), 1.0)
 
 
+def _around_gemms_s(
+    batch: KernelBatch,
+    fig: DeviceFigures,
+    prm: dict[str, float],
+    pairs: np.ndarray,
+    mats: np.ndarray,
+    bw: float,
+) -> np.ndarray:
+    """:func:`moe_terms`' time beside its two grouped GEMMs: the kernels around them (permute,
+    activation, quantize, finalize), the routing, the generic top-k's rounds and the cost per
+    expert of the rank, each as the comments below say."""
+    hidden = col(batch, "hidden", 1)
+    inter = col(batch, "inter", 1)
+    sms = fig.sm_count
+    # the kernels around the grouped GEMMs (permute, activation, quantize, finalize) stream
+    # every (token, expert) row: ``act_passes`` bf16 passes over hidden + intermediate; the
+    # rank's rows, or every routed pair's where the kernel keeps a row for each
+    # (:data:`ALL_PAIRS_MOE`, the Triton fused MoE)
+    assignments = col(batch, "assignments", 0)
+    assignments = np.where(assignments > 0, assignments, pairs)
+    tokens = col(batch, "tokens", 0)
+    routed = np.where(tokens > 0, tokens * col(batch, "topk", 1), assignments)
+    every = col(batch, ALL_PAIRS_MOE, 0) > 0
+    # (warp-issued loads and stores there: at most Hopper's bytes a clock per SM, _warp_loads)
+    warp = np.where(every, _warp_loads(fig), 1.0)
+    extra = prm["act_passes"] * assignments * warp * (hidden + inter) * 2.0 / bw
+    # the pairs of other ranks' experts, where the kernel keeps a row for each (ALL_PAIRS_MOE):
+    # the bytes of its passes over such a row, not fitted (:func:`_remote_pair_bytes`)
+    remote = np.where(every, np.maximum(routed - assignments, 0.0), 0.0)
+    extra = extra + remote * warp * _remote_pair_bytes(hidden, inter, mats) / bw
+    # ``pair_passes`` bf16 passes over every routed pair at the HBM rate, beside those: a
+    # kernel's work on the rows of every token entering the rank, local or not, where the
+    # kernel has it (:data:`PAIR_STREAM_MOE`: FlashInfer's TensorRT-LLM block-scaled fp8 MoE;
+    # default 0): docs/time-model.md, "Every routed pair of TensorRT-LLM-gen's block-scaled fp8
+    # MoE"
+    stream = np.where(col(batch, PAIR_STREAM_MOE, 0) > 0, prm["pair_passes"], 0.0)
+    extra = extra + stream * np.maximum(routed, assignments) * (hidden + inter) * 2.0 / bw
+    # ``token_s`` of one SM's work on each hidden element of every token entering the rank,
+    # local experts or not, in TensorRT-LLM's own MoE (:data:`PAIR_TILE_MOE`; default 0)
+    trt_own = col(batch, PAIR_TILE_MOE, 0) > 0
+    extra = extra + np.where(trt_own, prm["token_s"], 0.0) * tokens * hidden / sms
+    # ``row_s`` of one SM's work on each (token, expert) row of the rank, whatever its width,
+    # in the same kernels (:data:`PAIR_TILE_MOE`; default 0)
+    extra = extra + np.where(trt_own, prm["row_s"], 0.0) * assignments / sms
+    # routing every token entering the rank: top-k selection and the gather/scatter indices
+    # of all its (token, expert) pairs, local or not, ``route_s`` of one SM's work per pair;
+    # behind DeepEP the rank's own tokens, routed before the dispatch (:data:`DEEPEP_ROUTED`)
+    own = col(batch, DEEPEP_ROUTED, -1.0)
+    routed = np.where(own >= 0, own * col(batch, "topk", 1), routed)
+    extra = extra + prm["route_s"] * routed / sms
+    # routing each token to more than ``FUSED_TOPK_MAX`` experts leaves the fused top-k
+    # kernel for a generic top-k whose ``topk`` selection rounds each end in a reduction over
+    # the token's logits: ``select_s`` a round, once a call (its tokens run side by side, so
+    # not per token). A fit on a table without a top-k above 8 keeps the default 0
+    topk = col(batch, "topk", 1)
+    extra = extra + prm["select_s"] * np.where(topk > FUSED_TOPK_MAX, topk, 0.0)
+    # a cost per expert of the rank, touched or not (``expert_s``): TensorRT-LLM's block-scaled
+    # fp8 MoE takes about 250 ns an expert at one token on H100 and B200 alike (fitted 223 and
+    # 260 ns), its bf16 and fp8 19-32 ns, FlashInfer's TensorRT-LLM MoE none (its classes' stand-
+    # ins take none: engine_profiles.with_generation_kernels); docs/time-model.md, "A cost per
+    # expert of the rank"
+    extra = extra + prm["expert_s"] * col(batch, "experts", 0)
+    return extra
+
+
 def moe_terms(
     batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]
 ) -> dict[str, np.ndarray]:
@@ -1030,52 +1095,5 @@ def moe_terms(
     share = np.where(wave_drawn(batch, col_tile), drawn_waves, share)
     memory = batch.bytes / bw * ((mats - 1.0) / share[0] + 1.0 / share[1]) / mats
     memory = memory * _drawn_per_sm(batch, fig, sync)  # the warps' loads (Marlin's, Triton's)
-    # the kernels around the grouped GEMMs (permute, activation, quantize, finalize) stream
-    # every (token, expert) row: ``act_passes`` bf16 passes over hidden + intermediate; the
-    # rank's rows, or every routed pair's where the kernel keeps a row for each
-    # (:data:`ALL_PAIRS_MOE`, the Triton fused MoE)
-    assignments = col(batch, "assignments", 0)
-    assignments = np.where(assignments > 0, assignments, pairs)
-    tokens = col(batch, "tokens", 0)
-    routed = np.where(tokens > 0, tokens * col(batch, "topk", 1), assignments)
-    every = col(batch, ALL_PAIRS_MOE, 0) > 0
-    # (warp-issued loads and stores there: at most Hopper's bytes a clock per SM, _warp_loads)
-    warp = np.where(every, _warp_loads(fig), 1.0)
-    extra = prm["act_passes"] * assignments * warp * (hidden + inter) * 2.0 / bw
-    # the pairs of other ranks' experts, where the kernel keeps a row for each (ALL_PAIRS_MOE):
-    # the bytes of its passes over such a row, not fitted (:func:`_remote_pair_bytes`)
-    remote = np.where(every, np.maximum(routed - assignments, 0.0), 0.0)
-    extra = extra + remote * warp * _remote_pair_bytes(hidden, inter, mats) / bw
-    # ``pair_passes`` bf16 passes over every routed pair at the HBM rate, beside those: a
-    # kernel's work on the rows of every token entering the rank, local or not, where the
-    # kernel has it (:data:`PAIR_STREAM_MOE`: FlashInfer's TensorRT-LLM block-scaled fp8 MoE;
-    # default 0): docs/time-model.md, "Every routed pair of TensorRT-LLM-gen's block-scaled fp8
-    # MoE"
-    stream = np.where(col(batch, PAIR_STREAM_MOE, 0) > 0, prm["pair_passes"], 0.0)
-    extra = extra + stream * np.maximum(routed, assignments) * (hidden + inter) * 2.0 / bw
-    # ``token_s`` of one SM's work on each hidden element of every token entering the rank,
-    # local experts or not, in TensorRT-LLM's own MoE (:data:`PAIR_TILE_MOE`; default 0)
-    trt_own = col(batch, PAIR_TILE_MOE, 0) > 0
-    extra = extra + np.where(trt_own, prm["token_s"], 0.0) * tokens * hidden / sms
-    # ``row_s`` of one SM's work on each (token, expert) row of the rank, whatever its width,
-    # in the same kernels (:data:`PAIR_TILE_MOE`; default 0)
-    extra = extra + np.where(trt_own, prm["row_s"], 0.0) * assignments / sms
-    # routing every token entering the rank: top-k selection and the gather/scatter indices
-    # of all its (token, expert) pairs, local or not, ``route_s`` of one SM's work per pair;
-    # behind DeepEP the rank's own tokens, routed before the dispatch (:data:`DEEPEP_ROUTED`)
-    own = col(batch, DEEPEP_ROUTED, -1.0)
-    routed = np.where(own >= 0, own * col(batch, "topk", 1), routed)
-    extra = extra + prm["route_s"] * routed / sms
-    # routing each token to more than ``FUSED_TOPK_MAX`` experts leaves the fused top-k
-    # kernel for a generic top-k whose ``topk`` selection rounds each end in a reduction over
-    # the token's logits: ``select_s`` a round, once a call (its tokens run side by side, so
-    # not per token). A fit on a table without a top-k above 8 keeps the default 0
-    topk = col(batch, "topk", 1)
-    extra = extra + prm["select_s"] * np.where(topk > FUSED_TOPK_MAX, topk, 0.0)
-    # a cost per expert of the rank, touched or not (``expert_s``): TensorRT-LLM's block-scaled
-    # fp8 MoE takes about 250 ns an expert at one token on H100 and B200 alike (fitted 223 and
-    # 260 ns), its bf16 and fp8 19-32 ns, FlashInfer's TensorRT-LLM MoE none (its classes' stand-
-    # ins take none: engine_profiles.with_generation_kernels); docs/time-model.md, "A cost per
-    # expert of the rank"
-    extra = extra + prm["expert_s"] * col(batch, "experts", 0)
+    extra = _around_gemms_s(batch, fig, prm, pairs, mats, bw)
     return {"compute_s": compute, "memory_s": memory, "extra_s": extra}
