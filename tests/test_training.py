@@ -943,10 +943,10 @@ def test_expert_parallelism_across_tensor_parallel_ranks():
     sent = [dispatch_bytes(1024, 8, 2048, False), combine_bytes(1024, 8, 2048)]
     hop = sum(float(comm_seconds(k, b, 8, hw)) for k, b in zip(("dispatch", "combine"), sent))
     assert c.time.ep_comm_s == pytest.approx(2 * 48 * hop)
-    # ep dividing dp keeps the group over the data-parallel ranks, tp apart (DeepSeek-V3's)
+    # ep dividing dp: the same ep consecutive GPUs (it had spanned ep x tp, tp apart)
     v3 = training_cost("deepseek-v3", 4096, pp=16, dp=128, ep=64, global_batch=15360)
     assert ep_group(v3.layout, 8) == (64, 8)
-    assert ep_group(training_cost("deepseek-v3", 4096, tp=2, dp=64, ep=64).layout, 8) == (128, 4)
+    assert ep_group(training_cost("deepseek-v3", 4096, tp=2, dp=64, ep=64).layout, 8) == (64, 8)
     # DeepSeek-V3 at TP2 PP16 EP64 DP32: accepted, each rank's experts reduced over none
     folded = training_cost("deepseek-v3", 4096, tp=2, pp=16, dp=32, ep=64, global_batch=4096)
     assert expert_dp(folded.layout) == 1 and ep_group(folded.layout, 8) == (64, 8)
@@ -988,3 +988,33 @@ def test_zero_without_data_parallel_ranks_is_said_to_shard_nothing(run):
     )
     for argv in (("--zero", "0"), ("--zero", "1", "--dp", "2")):
         assert "--zero" not in run("train", "llama-3-8b", *argv)[1]
+
+
+def test_the_expert_group_stays_put_as_dp_grows():
+    """Qwen3-30B-A3B at TP4 EP8 on H100: DP4 timed 18.54 ms of expert comm a micro-batch and
+    DP8 54.89 ms, the group moved onto ranks tp apart (32 GPUs, 4 nodes) only because ep
+    divides dp. Megatron-Core keeps ep consecutive GPUs (one node here) whatever dp is, and a
+    rank's tokens are the same: the same all-to-all."""
+    from mlacalc.training.step import ep_group
+
+    kw = dict(hardware="H100", tp=4, ep=8, global_batch=64)
+    four, eight = (training_cost("qwen3-30b-a3b", 4096, dp=dp, **kw) for dp in (4, 8))
+    assert ep_group(eight.layout, 8) == ep_group(four.layout, 8) == (8, 8)
+    assert eight.time.ep_comm_s == pytest.approx(four.time.ep_comm_s)
+    assert eight.time.micro_batch_s == pytest.approx(four.time.micro_batch_s)
+
+
+def test_expert_parallelism_folds_context_parallel_ranks_in():
+    """DeepSeek-V3 at PP16 CP2 DP32 EP64 was refused as 'the 32 data-parallel x
+    tensor-parallel ranks (32 x 1)': Megatron-Core lays EP over tp x cp x dp (from recall).
+    Accepted; the experts' copies are reduced over none (64 / 64); a layout still refused
+    names --cp."""
+    from mlacalc.training.step import expert_dp
+
+    c = training_cost("deepseek-v3", 8192, pp=16, cp=2, dp=32, ep=64, global_batch=256)
+    assert c.layout.gpus == 1024 and expert_dp(c.layout) == 1
+    with pytest.raises(MlacalcError) as e:
+        training_cost("deepseek-v3", 8192, pp=16, cp=2, dp=16, ep=64, global_batch=256)
+    assert "32 data-parallel x context-parallel (--cp) x tensor-parallel ranks (16 x 2 x 1)" in str(
+        e.value
+    )

@@ -4,7 +4,8 @@ Layout (Megatron-LM's ranks): ``tp`` tensor-parallel ranks, ``pp`` pipeline stag
 data-parallel ranks, ``cp`` context-parallel ranks (``tp x cp x pp x dp`` GPUs; the
 sequence split over ``cp``, its K and V passed around a ring: docs/training.md, "Context
 parallelism"); ``ep`` expert-parallel ranks laid over the ``tp x dp`` ranks of a stage
-(``ep`` divides ``tp x dp``; each holds ``E / ep`` routed experts whole, :func:`ep_group`).
+(``ep`` divides ``tp x cp x dp``; each holds ``E / ep`` routed experts whole,
+:func:`ep_group`).
 A step runs ``global_batch / (micro_batch x dp)`` micro-batches through the pipeline with the
 1F1B schedule, then reduces the gradients over the data-parallel ranks and steps the optimizer.
 
@@ -160,11 +161,18 @@ def make_layout(
         )
     if ep > 1 and not m.is_moe:
         raise InvalidArgumentError("ep", f"{m.label} has no experts to spread over {ep} ranks")
-    if (dp * tp) % ep or (m.is_moe and m.n_routed_experts % ep):
+    # Megatron-Core folds the expert layout over a stage's tp x cp x dp ranks (from recall)
+    if (dp * cp * tp) % ep or (m.is_moe and m.n_routed_experts % ep):
+        kinds, sizes = "data-parallel x tensor-parallel", f"{dp} x {tp}"
+        if cp > 1:
+            kinds, sizes = (
+                "data-parallel x context-parallel (--cp) x tensor-parallel",
+                f"{dp} x {cp} x {tp}",
+            )
         raise InvalidArgumentError(
             "ep",
             f"{ep} expert-parallel ranks must divide the {m.n_routed_experts} experts and the "
-            f"{dp * tp:,} data-parallel x tensor-parallel ranks ({dp} x {tp}) they are laid over",
+            f"{dp * cp * tp:,} {kinds} ranks ({sizes}) they are laid over",
         )
     return Layout(tp, pp, dp, ep, micro_batch, global_batch, cp)
 
@@ -407,7 +415,7 @@ def _ep_seconds(
     activation element (4 under fp32 training) where the dispatch is not FP8, and in the
     combine."""
     k, d = m.num_experts_per_tok, m.hidden_size
-    node = hw.gpus_per_node or lay.ep * lay.tp
+    node = hw.gpus_per_node or lay.ep
     span, per_node = ep_group(lay, node)
     copies = k if span <= node else remote_nodes_per_token(lay.ep, per_node, k)
     wide = elem / 2  # dispatch_bytes and combine_bytes count bf16
@@ -497,15 +505,12 @@ def ring_bytes(m: ModelConfig, lay: Layout, seq_len: int, impl: str, elem: int =
 
 def ep_group(lay: Layout, node: int) -> tuple[int, int]:
     """The GPUs an expert-parallel group spans and how many of its ranks share a node of
-    ``node`` GPUs. Where ``ep`` divides ``dp``, the group is one rank of each of ``ep``
-    tensor-parallel groups (Megatron-LM's expert parallelism over the data-parallel ranks, the
-    ranks ``tp`` apart): it spans ``ep x tp`` GPUs, ``node / tp`` of its ranks a node. Otherwise
-    it crosses the tensor-parallel ranks (Megatron-Core's expert layout folded over
-    ``tp x dp``, expert tensor parallelism 1: from recall) and is ``ep`` consecutive GPUs, as
-    many a node as the node holds."""
-    if lay.dp % lay.ep == 0:
-        return lay.ep * lay.tp, max(1, node // lay.tp)
-    return lay.ep, node
+    ``node`` GPUs: ``ep`` consecutive GPUs, as many a node as the node holds, whatever ``dp``
+    is (Megatron-Core's expert layout folded over the ``tp x cp x dp`` ranks of a stage,
+    expert tensor parallelism 1: from recall). Before, ``ep`` dividing ``dp`` placed the group
+    one rank of each of ``ep`` tensor-parallel groups, ``tp`` apart (``ep x tp`` GPUs), so the
+    same model's expert traffic jumped when ``dp`` grew to a multiple of ``ep``."""
+    return lay.ep, min(node, lay.ep)
 
 
 def step_time(
