@@ -1018,3 +1018,16 @@ def test_expert_parallelism_folds_context_parallel_ranks_in():
     assert "32 data-parallel x context-parallel (--cp) x tensor-parallel ranks (16 x 2 x 1)" in str(
         e.value
     )
+
+
+def test_the_cp_lever_is_not_offered_where_cp_is_refused():
+    """MiniCPM3-4B at 16K on the absorbed path (materialized probabilities) was offered 'cp
+    512 ... enough to fit', and --cp 512 is refused there. Left out; offered on the expanded
+    path."""
+    c = training_cost("minicpm3-4b", 16384, impl="absorbed", hardware="H100")
+    assert c.attention == "materialized" and c.fits is False
+    assert not any("context-parallel" in x for x in c.levers)
+    with pytest.raises(MlacalcError, match="materialized probabilities are not split"):
+        training_cost("minicpm3-4b", 16384, impl="absorbed", hardware="H100", cp=2)
+    expanded = training_cost("minicpm3-4b", 16384, hardware="H100", micro_batch=8)
+    assert any("context-parallel" in x for x in expanded.levers), expanded.levers

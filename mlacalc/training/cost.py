@@ -344,13 +344,14 @@ class TrainingCost:
 
 
 def _levers(
-    m: ModelConfig, lay: Layout, recompute: str, zero: int, seq_len: int
+    m: ModelConfig, lay: Layout, recompute: str, zero: int, seq_len: int, attention: str
 ) -> tuple[str, ...]:
     """The modelled settings that would lower a GPU's share from this layout, leaving out
     those already in use or at their limit: full recompute; more pipeline ranks (up to one a
     layer), tensor-parallel ranks (up to one a head), expert-parallel ranks (a model with
     routed experts, up to one an expert); more context-parallel ranks (while ``4 cp`` divides
-    the sequence: twice the ranks, ``2 cp`` chunks each; :func:`_cp_lever` gives figures);
+    the sequence: twice the ranks, ``2 cp`` chunks each; :func:`_cp_lever` gives figures; not
+    under materialized attention, whose probabilities context parallelism does not split);
     ZeRO-3 (it shards nothing over one data-parallel
     rank: there, or at ZeRO-3, more data-parallel ranks; it gathers the weights twice a
     micro-batch, so it costs step time where the link binds); a smaller micro-batch."""
@@ -366,7 +367,7 @@ def _levers(
     ]
     if more:
         out.append(f"more {'/'.join(more)}-parallel ranks")
-    if seq_len % (4 * lay.cp) == 0:
+    if seq_len % (4 * lay.cp) == 0 and attention != "materialized":
         out.append("more context-parallel ranks")
     if lay.dp > 1 and zero < 3:
         out.append("ZeRO-3")
@@ -658,7 +659,7 @@ def training_cost(
         peak_flops_per_s=peak,
         device_memory_bytes=memory,
         memory_reserve=reserve,
-        levers=_levers(m, lay, recompute, zero, seq_len),
+        levers=_levers(m, lay, recompute, zero, seq_len, attention),
         model_flops_per_micro_batch=model_flops,
         global_batch_defaulted=global_batch is None,
         swiglu=swiglu,
