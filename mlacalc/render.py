@@ -24,7 +24,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from mlacalc.models.registry import family_of
-from mlacalc.words.units import human_bytes, human_si
+from mlacalc.words.units import human_bytes, human_seconds, human_si
 
 __all__ = [
     "EXACT_FLOAT_LIMIT",
@@ -123,22 +123,6 @@ def grid_rows(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[st
                 new[key] = f"{value:,.6g}"
         out.append(new)
     return out, kinds
-
-
-def human_seconds(t: float) -> str:
-    """``0.0123`` -> ``'12.30 ms'``: seconds in s, ms, us or ns, three significant figures.
-
-    >>> human_seconds(0.1146), human_seconds(9321.6552), human_seconds(3.2e-6)
-    ('114.60 ms', '9,321.66 s', '3.20 us')
-    >>> human_seconds(0.0)
-    '0 s'
-    """
-    if t == 0:  # nothing (no recompute, no communication): no unit to scale to
-        return "0 s"
-    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")):
-        if abs(t) >= scale:
-            return f"{t / scale:,.2f} {unit}"
-    return f"{t / 1e-9:,.2f} ns"
 
 
 def ratio(x: float) -> str:

@@ -56,7 +56,7 @@ from mlacalc.training.step import Layout, StepTime, expert_dp, make_layout, step
 from mlacalc.words import arguments as args
 from mlacalc.words import defaults as D
 from mlacalc.words.errors import InvalidArgumentError
-from mlacalc.words.units import human_bytes
+from mlacalc.words.units import human_bytes, human_seconds
 
 __all__ = ["TrainingCost", "absorption_table", "fp8_without_fp8_units", "training_cost"]
 
@@ -572,7 +572,7 @@ def training_cost(
         )
     # the serving planner's check of the same argument
     reserve = check_number("memory_reserve", memory_reserve, 0.0, 1.0, allow_none=False)
-    _, g, _, _ = optimizer_bytes_per_param(optimizer, precision)
+    optimizer_bytes_per_param(optimizer, precision)  # both names checked before any work
     lay = make_layout(m, tp, pp, dp, ep, micro_batch, global_batch, cp, seq_len)
     if lay.cp > 1 and attention == "materialized":
         raise InvalidArgumentError(
@@ -607,35 +607,8 @@ def training_cost(
     peak = None
     memory = None
     if hardware is not None:
-        gemm_dtype = "fp8" if precision == "fp8-mixed" else "bf16"
-        trained, trained_states, trained_experts = params_gpu, sum(states.values()), experts_gpu
-        if lora is not None:  # only the adapters' gradients and states move and update
-            trained, trained_experts = busiest.lora, 0
-            trained_states = (
-                trained_states
-                - states["weights"]
-                + busiest.lora * _weight_bytes(optimizer, precision)
-            )
-        time = step_time(
-            m,
-            lay,
-            hardware,
-            seq_len,
-            impl,
-            recompute,
-            attention,
-            act_dtype,
-            gemm_dtype,
-            trained,
-            trained_states * 2,
-            g,
-            profile,
-            args.flag("overlap", overlap),
-            _comm_sms(comm_sms),
-            expert_params_per_gpu=trained_experts,
-            zero=zero,
-            lora=lora,
-        )
+        time = _timed(m, lay, hardware, busiest, seq_len, impl, recompute, attention, act_dtype,
+                      precision, optimizer, zero, profile, overlap, comm_sms, lora)  # fmt: skip
         peak, memory = _device(hardware)
     cost = TrainingCost(
         model=m.name,
@@ -670,9 +643,11 @@ def training_cost(
     )
     if cost.fits is False and "ZeRO-3" in cost.levers:
         zero3 = training_cost(
-            m, seq_len, micro_batch, impl, recompute, hardware, tp, pp, dp, ep, global_batch,
-            optimizer, precision, 3, attention, profile, overlap, comm_sms, memory_reserve,
-            swiglu, cp, lora_rank, lora_targets,
+            m, seq_len=seq_len, micro_batch=micro_batch, impl=impl, recompute=recompute,
+            hardware=hardware, tp=tp, pp=pp, dp=dp, ep=ep, global_batch=global_batch,
+            optimizer=optimizer, precision=precision, zero=3, attention=attention,
+            profile=profile, overlap=overlap, comm_sms=comm_sms, memory_reserve=memory_reserve,
+            swiglu=swiglu, cp=cp, lora_rank=lora_rank, lora_targets=lora_targets,
         )  # fmt: skip
         said = _zero3_lever(cost, zero3)
         cost = replace(cost, levers=tuple(said if x == "ZeRO-3" else x for x in cost.levers))
@@ -681,6 +656,62 @@ def training_cost(
         levers = (said if x.startswith("more context") else x for x in cost.levers)
         cost = replace(cost, levers=tuple(x for x in levers if x))
     return cost
+
+
+def _timed(
+    m: ModelConfig,
+    lay: Layout,
+    hardware: Any,
+    busiest: _Stage,
+    seq_len: int,
+    impl: str,
+    recompute: str,
+    attention: str,
+    act_dtype: str,
+    precision: str,
+    optimizer: str,
+    zero: int,
+    profile: Any,
+    overlap: Any,
+    comm_sms: Any,
+    lora: tuple[int, str] | None,
+) -> StepTime:
+    """The step time of the busiest stage's GPU: the parameters it trains (LoRA: the
+    adapters; the frozen base weights gathered under ZeRO-3 all the same), and the bytes its
+    optimizer step reads and writes: each rank's shard under ZeRO 1-3 (it had counted ZeRO-1's
+    unsharded weights and gradients, so ZeRO-3 read as a faster step), read and written once."""
+    gemm_dtype = "fp8" if precision == "fp8-mixed" else "bf16"
+    g = optimizer_bytes_per_param(optimizer, precision)[1]
+    shard = 3 if zero >= 1 else 0  # the states the optimizer updates: its shard of each
+    ranks = lay.dp * lay.cp
+    if lora is None:
+        trained, experts, frozen = busiest.dense + busiest.experts, busiest.experts, (0.0, 0.0)
+        updated = state_bytes(busiest.dense, optimizer, precision, ranks, shard,
+                              busiest.experts, expert_dp(lay))  # fmt: skip
+    else:  # only the adapters' gradients and states move and update
+        trained, experts, frozen = busiest.lora, 0, (busiest.dense, busiest.experts)
+        updated = state_bytes(busiest.lora, optimizer, precision, ranks, shard)
+    return step_time(
+        m,
+        lay,
+        hardware,
+        seq_len,
+        impl,
+        recompute,
+        attention,
+        act_dtype,
+        gemm_dtype,
+        trained,
+        sum(updated.values()) * 2,
+        g,
+        profile,
+        args.flag("overlap", overlap),
+        _comm_sms(comm_sms),
+        expert_params_per_gpu=experts,
+        zero=zero,
+        lora=lora,
+        frozen=frozen,
+    )
 
 
 def _cp_lever(c: TrainingCost) -> str | None:
@@ -711,12 +742,26 @@ def _zero3_lever(now: TrainingCost, zero3: TrainingCost) -> str:
     """The ZeRO-3 lever with what it saves and what it costs: the bytes a GPU's share loses,
     the weight all-gathers a step (two a micro-batch, before its forward and its backward,
     where ZeRO 0-2 gather once a step) and the gradient reduce-scatters (one a micro-batch,
-    where ZeRO 0-1 reduce once), and the step time the model predicts with them."""
-    from mlacalc.render import human_seconds  # deferred: the renderer loads rich
-
+    where ZeRO 0-1 reduce once), and the step time the model predicts with them. What it
+    saves is counted against the gathered layers' working set, which its figures for memory
+    leave out: a layer's weights gathered whole over the data-parallel ranks (the stage's
+    average layer on this GPU), the next one's prefetched, and the layer's unsharded gradient
+    before its reduce-scatter (none under LoRA: the base weights have none); whether the rest
+    makes up what is over is said, as the context-parallel lever says it."""
     n = now.layout.micro_batches
     saved = now.memory_per_gpu - zero3.memory_per_gpu
-    text = f"ZeRO-3 ({human_bytes(saved)} less a GPU, for {2 * n:,} weight all-gathers a step"
+    w, g = optimizer_bytes_per_param(now.optimizer, now.precision)[:2]
+    layer = now.params_per_gpu / max(1, now.stage_layers)
+    working = math.ceil(layer * (2 * w + (0 if now.lora_rank else g)))
+    over = now.memory_per_gpu - (now.usable_memory_bytes or 0)
+    enough = "enough to fit" if saved - working >= over else "not enough alone"
+    text = (
+        f"ZeRO-3 ({human_bytes(saved)} less a GPU, {human_bytes(working)} of it taken back by "
+        "the gathered layers (a layer's weights, the next one's prefetched"
+        + ("" if now.lora_rank else ", its unsharded gradient")
+        + f"): {human_bytes(saved - working)} against {human_bytes(over)} over, {enough}; "
+        f"for {2 * n:,} weight all-gathers a step"
+    )
     text += f" where ZeRO-{now.zero} runs 1"
     if now.zero < 2 and n > 1:
         text += f" and {n:,} gradient reduce-scatters where it runs 1"

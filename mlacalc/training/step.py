@@ -513,6 +513,79 @@ def ep_group(lay: Layout, node: int) -> tuple[int, int]:
     return lay.ep, min(node, lay.ep)
 
 
+def _dp_terms(
+    lay: Layout,
+    hw: HardwareSpec,
+    params_per_gpu: float,
+    expert_params_per_gpu: float,
+    grad_bytes: int,
+    zero: int,
+    t_f: float,
+    t_b: float,
+    frozen: tuple[float, float] = (0.0, 0.0),
+) -> tuple[float, float]:
+    """The data-parallel traffic of a step and its exposed part. A gradient reduce-scatter
+    and a weight all-gather, each once a step (ZeRO 0-1), the reduce-scatter every
+    micro-batch (ZeRO-2 and 3: a sharded gradient buffer cannot accumulate), the all-gather
+    twice every micro-batch, before its forward and before its backward (ZeRO-3: no gathered
+    weights kept between micro-batches); over ``dp x cp`` ranks (the context-parallel ranks
+    hold the same weights, and Megatron-LM reduces over its data-parallel group with context
+    parallelism folded in: from recall), the routed experts' over :func:`expert_dp`.
+    ``frozen`` (non-expert, expert) parameters a GPU train not (LoRA's base weights): no
+    gradient, but ZeRO-3 shards them too, so they are gathered as the trained ones are."""
+    rs = ag = 0.0
+    dense = params_per_gpu - expert_params_per_gpu
+    span = lay.dp * lay.cp * lay.tp
+    groups = (
+        (dense, frozen[0], lay.dp * lay.cp),
+        (expert_params_per_gpu, frozen[1], expert_dp(lay)),
+    )
+    for params, still, ranks in groups:
+        if ranks <= 1:
+            continue
+        if params > 0:
+            rs += _comm("reduce_scatter", params / ranks * grad_bytes, ranks, hw, span)
+        gathered = params + (still if zero >= 3 else 0.0)
+        if gathered > 0:
+            ag += _comm("all_gather", gathered / ranks * 2, ranks, hw, span)
+    n_micro = lay.micro_batches
+    rs_micro = rs if zero >= 2 else 0.0  # every micro-batch, hidden behind its backward
+    ag_micro = ag if zero >= 3 else 0.0  # twice a micro-batch: behind its forward, backward
+    once = (0.0 if zero >= 2 else rs) + (0.0 if zero >= 3 else ag)  # behind the last backward
+    dp_comm = n_micro * (rs_micro + 2 * ag_micro) + once
+    per_micro = max(0.0, ag_micro - t_f) + max(0.0, rs_micro + ag_micro - t_b)
+    last = max(0.0, ag_micro - t_f) + max(0.0, rs_micro + ag_micro + once - t_b)
+    return dp_comm, (n_micro - 1) * per_micro + last
+
+
+def _optimizer_seconds(
+    lay: Layout,
+    hw: HardwareSpec,
+    profile: Any,
+    state_bytes_per_gpu: float,
+    params_per_gpu: float,
+    expert_params_per_gpu: float,
+    zero: int,
+) -> float:
+    """The optimizer step: one element-wise pass over ``state_bytes_per_gpu`` (the bytes it
+    reads and writes: under ZeRO each rank updates its shard only) for the parameters it
+    updates (its shard under ZeRO 1-3: ``1 / (dp x cp)``, the experts' ``1 / expert_dp``)."""
+    updated = params_per_gpu
+    if zero >= 1:
+        dense = params_per_gpu - expert_params_per_gpu
+        updated = dense / (lay.dp * lay.cp) + expert_params_per_gpu / expert_dp(lay)
+    kernel = Kernel(
+        "optimizer",
+        "elementwise",
+        "fp32",
+        0,
+        int(state_bytes_per_gpu),
+        1,
+        {"elements": max(1, int(updated))},
+    )
+    return _seconds([kernel], hw, profile)
+
+
 def step_time(
     m: ModelConfig,
     lay: Layout,
@@ -532,11 +605,14 @@ def step_time(
     expert_params_per_gpu: float = 0.0,
     zero: int = 1,
     lora: tuple[int, str] | None = None,
+    frozen: tuple[float, float] = (0.0, 0.0),
 ) -> StepTime:
     """The predicted time of one training step (see the module's description);
     ``expert_params_per_gpu`` of ``params_per_gpu`` are routed experts', whose gradients are
     reduced over the ranks that hold the same experts (:func:`expert_dp`), not every
-    data-parallel rank."""
+    data-parallel rank; ``state_bytes_per_gpu`` the bytes the optimizer step reads and
+    writes; ``frozen`` the (non-expert, expert) parameters a GPU holds but does not train
+    (LoRA), which ZeRO-3 gathers all the same (:func:`_dp_terms`)."""
     hw = hardware if isinstance(hardware, HardwareSpec) else load_hardware(hardware)
     profile, calibration = _profile(hw, profile)
     fwd_all = forward_kernels(m, seq_len, lay.micro_batch, impl, True, "bf16")
@@ -618,43 +694,12 @@ def step_time(
     comm = tp_comm + ep_comm + pp_comm + cp_exposed
     micro = max(compute, comm) if overlap else compute + comm
     bubble = (lay.pp - 1) * micro
-    # data parallelism: a gradient reduce-scatter and a weight all-gather, each once a step
-    # (ZeRO 0-1), the reduce-scatter every micro-batch (ZeRO-2 and 3: a sharded gradient
-    # buffer cannot accumulate), the all-gather twice every micro-batch, before its forward
-    # and before its backward (ZeRO-3: no gathered weights kept between micro-batches)
-    rs = ag = 0.0
-    dense = params_per_gpu - expert_params_per_gpu
-    # (over dp x cp ranks: the context-parallel ranks hold the same weights, and Megatron-LM
-    # reduces over its data-parallel group with context parallelism folded in: from recall)
-    span = lay.dp * lay.cp * lay.tp
-    for params, ranks in ((dense, lay.dp * lay.cp), (expert_params_per_gpu, expert_dp(lay))):
-        if ranks > 1 and params > 0:
-            share = params / ranks
-            rs += _comm("reduce_scatter", share * grad_bytes, ranks, hw, span)
-            ag += _comm("all_gather", share * 2, ranks, hw, span)
     n_micro = lay.micro_batches
-    rs_micro = rs if zero >= 2 else 0.0  # every micro-batch, hidden behind its backward
-    ag_micro = ag if zero >= 3 else 0.0  # twice a micro-batch: behind its forward, backward
-    once = (0.0 if zero >= 2 else rs) + (0.0 if zero >= 3 else ag)  # behind the last backward
-    dp_comm = n_micro * (rs_micro + 2 * ag_micro) + once
-    per_micro = max(0.0, ag_micro - t_f) + max(0.0, rs_micro + ag_micro - t_b)
-    last = max(0.0, ag_micro - t_f) + max(0.0, rs_micro + ag_micro + once - t_b)
-    exposed = (n_micro - 1) * per_micro + last
-    elements = max(1, int(params_per_gpu))
-    opt = _seconds(
-        [
-            Kernel(
-                "optimizer",
-                "elementwise",
-                "fp32",
-                0,
-                int(state_bytes_per_gpu),
-                1,
-                {"elements": elements},
-            )
-        ],
-        hw,
-        profile,
+    dp_comm, exposed = _dp_terms(
+        lay, hw, params_per_gpu, expert_params_per_gpu, grad_bytes, zero, t_f, t_b, frozen
+    )
+    opt = _optimizer_seconds(
+        lay, hw, profile, state_bytes_per_gpu, params_per_gpu, expert_params_per_gpu, zero
     )
     return StepTime(
         layout=lay,

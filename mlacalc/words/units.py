@@ -1,8 +1,9 @@
-"""Human-readable units for reports: bytes in binary units, counts and FLOPs in SI units."""
+"""Human-readable units for reports: bytes in binary units, counts and FLOPs in SI units,
+seconds scaled to s, ms, us or ns."""
 
 from __future__ import annotations
 
-__all__ = ["human_bytes", "human_si"]
+__all__ = ["human_bytes", "human_seconds", "human_si"]
 
 
 def human_bytes(n: float) -> str:
@@ -13,6 +14,22 @@ def human_bytes(n: float) -> str:
         value /= 1024
         i += 1
     return f"{int(value)} B" if i == 0 else f"{value:,.2f} {units[i]}"
+
+
+def human_seconds(t: float) -> str:
+    """``0.0123`` -> ``'12.30 ms'``: seconds in s, ms, us or ns, three significant figures.
+
+    >>> human_seconds(0.1146), human_seconds(9321.6552), human_seconds(3.2e-6)
+    ('114.60 ms', '9,321.66 s', '3.20 us')
+    >>> human_seconds(0.0)
+    '0 s'
+    """
+    if t == 0:  # nothing (no recompute, no communication): no unit to scale to
+        return "0 s"
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")):
+        if abs(t) >= scale:
+            return f"{t / scale:,.2f} {unit}"
+    return f"{t / 1e-9:,.2f} ns"
 
 
 def human_si(n: float, unit: str = "") -> str:
