@@ -1805,6 +1805,61 @@ def test_vllms_hopper_decode_runs_its_combine_kernel_at_every_call():
     assert more[0] == pytest.approx(ALWAYS_COMBINE_S, rel=0.02)
 
 
+def test_sglangs_blackwell_decode_takes_a_units_own_work_at_one_unit():
+    # SGLang's TensorRT-LLM-gen decode on B200 takes a unit's per-unit work at least once
+    # whatever the units (attention_time.UNIT_LATENCY_DECODE): its ``trtllm_mha`` rows carry
+    # ``unit_latency`` (vLLM's B200 rows and SGLang's H100 rows do not), a model step's decode
+    # batch is given it, and its rows of one KV head and 64-128 query heads over up to 63
+    # cached keys (batch 1-64, 504 rows, 0.08-0.15 us a query head) read within 21% fitted:
+    # 17.6% / 19.8% (bf16 / fp8 median |error|) where units sharing that work over the SMs read
+    # 29.1% / 23.5% fast
+    pytest.importorskip("pyarrow")
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.tables import load_measured
+    from mlacalc.timemodel.attention_time import engine_attention_kernel
+    from mlacalc.timemodel.device import device_figures
+    from mlacalc.words.kernels import KernelBatch
+
+    def flags(system, engine):
+        t = next(x for x in load_measured(MEASURED / system / "attention", engine=engine).tables
+                 if x.table == "generation_attention_perf")  # fmt: skip
+        out = set()
+        for p in map_table(t).parts:
+            if p.batch.kind == "attention_decode" and not p.batch.variant:
+                out.update(np.unique(p.batch.shape["unit_latency"]).tolist())
+        return out
+
+    assert flags("b200_sxm", "sglang") == {1.0}
+    assert flags("b200_sxm", "vllm") == {0.0} and flags("h100_sxm", "sglang") == {0.0}
+
+    shape = {"batch": np.ones(1), "q_len": np.ones(1), "kv_len": np.full(1, 16.0),
+             "n_heads": np.full(1, 128.0), "n_kv": np.ones(1),
+             "head_dim_qk": np.full(1, 256.0), "head_dim_v": np.full(1, 256.0)}  # fmt: skip
+    b = KernelBatch("attention_decode", "bf16", np.ones(1), np.ones(1), np.ones(1), shape)
+    h100, b200 = (device_figures(load_hardware(n)) for n in ("H100-SXM", "B200"))
+    assert engine_attention_kernel(b, "sglang", b200).shape["unit_latency"].tolist() == [1.0]
+    assert "unit_latency" not in engine_attention_kernel(b, "vllm", b200).shape
+    assert "unit_latency" not in engine_attention_kernel(b, "sglang", h100).shape
+
+    mapped, err = _fitted(
+        "b200_sxm", "attention", "generation_attention_perf", "fit-b200-sxm-sglang", "sglang"
+    )
+    cols = mapped.table.columns
+    for dtype in ("bfloat16", "fp8"):
+        sel = (
+            (cols["step"] <= 63)
+            & (cols["batch_size"] <= 64)
+            & (cols["window_size"] == 0)
+            & (cols["num_key_value_heads"] == 1)
+            & (cols["num_heads"] >= 64)
+            & (cols["kernel_source"].astype(str) == "trtllm_mha")
+            & (cols["kv_cache_dtype"].astype(str) == dtype)
+        )
+        assert sel.sum() > 200
+        assert np.median(np.abs(err[sel])) < 0.21, dtype
+
+
 def test_vllms_hopper_decode_runs_its_local_kernel_past_the_window():
     # vLLM's FlashAttention-3 decode on H100 runs its local (sliding-window) kernel only past
     # its window (attention_time.LOCAL_WINDOW_DECODE): its rows whose cache is longer than the

@@ -104,6 +104,7 @@ from mlacalc.timemodel.attention_time import (
     FA3_QUERY_CAST_KERNELS,
     HD192_SIDE_CALL_ENGINES,
     QUERY_CONVERT_KERNELS,
+    UNIT_LATENCY_DECODE,
     XQA_HEAD_PACK,
     encoder_kernel_shape,
 )
@@ -941,6 +942,17 @@ def _hd192_side_call(t: MeasuredTable, hd: np.ndarray) -> np.ndarray:
 _HD192_SIDE_CALL_SOURCES = {"h100_sxm": "fa3", "b200_sxm": "triton"}
 
 
+def _unit_latency(t: MeasuredTable) -> np.ndarray:
+    """1 where a decode row's kernel takes a unit's own per-unit work whatever the units
+    (``unit_latency``, :data:`~mlacalc.timemodel.attention_time.UNIT_LATENCY_DECODE`): SGLang's
+    B200 rows of its TensorRT-LLM-gen backend (kernel source ``trtllm_mha``); 0 elsewhere."""
+    source = t.columns.get("kernel_source")
+    gen = "tcgen05" if t.system == "b200_sxm" else "sm90"
+    if source is None or (t.engine, gen) not in UNIT_LATENCY_DECODE:
+        return np.zeros(len(t))
+    return (source.astype(str) == "trtllm_mha").astype(np.float64)
+
+
 def _combine_kernel(t: MeasuredTable, context: bool) -> np.ndarray:
     """1 where a decode row's FlashAttention-3 call runs its split-combine kernel whatever the
     splits (``combine_kernel``,
@@ -1105,6 +1117,7 @@ def _attention_rows(
         head_pack=head_pack,
         q_convert=_query_convert(t, fmha_dt, context),
         combine_kernel=_combine_kernel(t, context),
+        unit_latency=_unit_latency(t),
         local_window=_local_window(t, context, win, kv),
         hd192_side_call=_hd192_side_call(t, hd),
         cache_bytes=warm_cache,

@@ -84,6 +84,7 @@ __all__ = [
     "TRTLLM_GEN_DISPATCH_KERNELS",
     "UNFUSED_PREFILL_VARIANTS",
     "UNFUSED_SCORE_BYTES",
+    "UNIT_LATENCY_DECODE",
     "WINDOW_WALK_VARIANTS",
     "XQA_HEAD_PACK",
     "attention_shape",
@@ -335,6 +336,25 @@ HD192_SIDE_CALL_S = 8.0e-6
 #: :func:`engine_attention_kernel`)
 HD192_SIDE_CALL_ENGINES = frozenset({("sglang", "sm90"), ("sglang", "tcgen05")})
 
+#: (engine, kernel generation) whose packing decode kernel takes a unit's per-unit work (its
+#: query rows' load, softmax normalisation and output write: ``seq_s`` x (``grouped_unit`` +
+#: ``qhead_unit`` x query rows x head dim / 128)) at least once whatever the units, the time
+#: of one unit on its SM (``unit_latency`` 1: ``max(units / SMs, 1)`` of it), where the other
+#: packing kernels' fits share it over the SMs as throughput (``units / SMs``): SGLang on
+#: data-centre Blackwell (its ``trtllm_mha`` backend, the TensorRT-LLM-gen kernel). Read from
+#: SGLang's B200 rows at up to 63 cached keys, no window: one KV head takes 10.4 / 12.4 / 14.6 /
+#: 18.6 / 20.7 us at 1-16 / 32 / 64 / 96 / 128 query heads (head dim 128) and 10.5 / 12.5 /
+#: 14.6 / 20.7 / 24.8 / 28.9 us at 1-8 / 16 / 32 / 64 / 96 / 128 (head dim 256), the same at
+#: every batch from 1 to 64 (a unit's own time, not a share of the SMs): 0.08 / 0.145 us a
+#: query head, in proportion to the head dim. vLLM's B200 rows (the same kernel through
+#: FlashInfer) do not show it (8.7-11.1 us at 64 query heads a KV head and one sequence), nor
+#: Hopper's FlashAttention-3 rows (9.3 -> 10.9 us at 1 -> 128, head dim 128): refitted under the
+#: rule their fits read worse (vLLM B200 bf16 4.8% -> 5.8% median, SGLang H100 bf16 6.5% ->
+#: 7.1%). Why SGLang's call differs is not settled (its launch parameters, from recall, are not
+#: known here); at 128 units and more (batch x KV heads) the same shapes drop back to 10.5-12.5
+#: us, another kernel choice, which the rule does not model
+UNIT_LATENCY_DECODE = frozenset({("sglang", "tcgen05")})
+
 
 #: Head sizes FlashAttention-3 and -4 are built for (the encoders SGLang and vLLM run on H100
 #: and B200): a head dim between them runs padded to the next (as recalled of FlashAttention-3's
@@ -408,6 +428,9 @@ def engine_attention_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures)
         a = attention_shape(batch)
         local = (a["window"] > 0) & (a["kv"] > a["window"])
         cols["local_window"] = local.astype(np.float64)
+    if batch.kind == "attention_decode" and (engine, fig.kernel_generation) in UNIT_LATENCY_DECODE:
+        # SGLang's TensorRT-LLM-gen decode takes a unit's own work at least once
+        cols["unit_latency"] = np.ones(len(batch))
     if (engine, fig.kernel_generation) in HD192_SIDE_CALL_ENGINES:
         # SGLang's FlashAttention-3 calls at head dim 192 take a fixed wait more
         cols["hd192_side_call"] = (col(batch, "head_dim_qk", 128) == 192.0).astype(np.float64)
@@ -1524,6 +1547,9 @@ def decode_terms(
     # beyond ``head_pack`` query heads a KV head, a unit a query head re-reads the cache from
     # the L2 (its bytes once) in clocks (_mmha_fallback_s) in place of the fitted work
     fallback = (group > 1) & ~within
+    # SGLang's TensorRT-LLM-gen decode: a unit alone on an SM still takes its own per-unit
+    # work (UNIT_LATENCY_DECODE, ``unit_latency``); elsewhere units share it as throughput
+    alone = col(batch, "unit_latency", 0) > 0
     unit_blocks = np.where(fallback, 0.0, unit_blocks)
     unit_cost = np.where(fallback, 0.0, unit_cost)
     # (every part pays its per-unit work, empty or not; only the parts holding keys stream
@@ -1534,7 +1560,7 @@ def decode_terms(
         prm,
         units=busy,
         unit_blocks=unit_blocks * np.maximum(share, 1.0) * walk_scale,
-        unit_cost=unit_cost * share * tensor,
+        unit_cost=unit_cost * np.where(alone, np.maximum(share, 1.0), share) * tensor,
         local=_local_window_s(batch, prm, share),
         serial=np.ones(len(batch)),
         flops=_padded_flops(batch, fig, grouped, rows),
