@@ -274,6 +274,56 @@ def test_h100_mha_rows_of_many_units_in_turn(generation_tables):
     assert np.median(np.abs(err)) < 0.05
 
 
+def test_trtllm_bf16_decode_is_shorter_at_head_dims_64_and_192():
+    # TensorRT-LLM's own bf16 decode (MMHA, mma.sync XQA) takes narrow_head_s less a call at
+    # head dims 64 and 192 (NARROW_HEAD_DIMS) on H100 and A100; its fp8 cache, the packing
+    # kernels and B200's TensorRT-LLM-gen kernel take no step
+    b200 = device_figures(load_hardware("B200"))
+    a100 = device_figures(load_hardware("A100-SXM-80GB"))
+    cut = 7e-7
+    hds = [64.0, 128.0, 192.0, 256.0]
+    for fig, dtype, cols, step in (
+        (H100, "bf16", {}, True),
+        (H100, "bf16", dict(n_heads=8.0, n_kv=8.0), True),  # MHA (MMHA)
+        (a100, "bf16", {}, True),
+        (H100, "fp8", {}, False),
+        (H100, "bf16", dict(head_pack=0.0), False),
+        (b200, "bf16", {}, False),
+    ):
+        rows = _decode(dtype, batch=2.0, kv_len=16.0, head_dim_qk=hds, head_dim_v=hds, **cols)
+        off = M.kernel_terms(rows, fig, _params())["extra_s"]
+        on = M.kernel_terms(rows, fig, _params(narrow_head_s=cut))["extra_s"]
+        want = np.array([cut, 0.0, cut, 0.0]) * M.REFERENCE_CLOCK_HZ / fig.clock_hz * step
+        assert off - on == pytest.approx(want, rel=1e-9, abs=1e-15), (fig.sm_count, dtype, cols)
+
+
+def test_h100_bf16_decode_floor_by_head_dim(generation_tables):
+    # H100's bf16 rows at 1-4 sequences and up to 16 cached keys (no window) take 7.8 / 8.8 /
+    # 8.1 / 9.0 us at head dims 64 / 128 / 192 / 256; with one call cost for all of them they
+    # read +7.8% / -3.6% / +3.6% / -4.5% (signed medians, 12 points apart; hd 64 8.6% |error|),
+    # with head dims 64 and 192 narrow_head_s shorter +3.4% / +0.5% / -0.5% / -0.4%
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.timemodel.profile import load_profile
+
+    t, mapped = generation_tables["h100_sxm"]
+    c = t.columns
+    pred = predict_mapped(mapped, "H100-SXM", load_profile("default"))
+    floor = (
+        (c["kv_cache_dtype"] != "fp8")
+        & (c["window_size"] == 0)
+        & (c["batch_size"] <= 4)
+        & (c["isl"] + c["step"] <= 16)
+    )
+    signed = []
+    for hd in (64, 128, 192, 256):
+        sel = floor & (c["head_dim"] == hd)
+        assert sel.sum() >= 80
+        err = pred[sel] / t.seconds[sel] - 1.0
+        assert np.median(np.abs(err)) < 0.06, hd
+        signed.append(np.median(err))
+    assert max(signed) - min(signed) < 0.05
+
+
 def test_trtllm_further_kernels_take_a_read_time():
     # B200's rows all run the same three kernels, so its fits split the floor between fixed_s
     # and launch_s at will (fp8 10.8 + 2 x 0 us); a further kernel of TensorRT-LLM's own decode

@@ -241,6 +241,18 @@ XQA_HEAD_PACK = 32
 XQA_MIN_BLOCK_FACTOR = 4.0
 XQA_HISTORY_TOKENS = 128.0
 
+#: Head dims at which TensorRT-LLM's own bf16-cache decode kernels (MMHA, mma.sync XQA) take a
+#: fitted ``narrow_head_s`` less a call (:func:`_narrow_head_call`) than at 128 and 256. Read
+#: from H100's bf16 rows, MHA and grouped alike: at 1-4 sequences and up to 16 cached keys the
+#: call takes 7.8 / 8.8 / 8.1 / 9.0 us at head dims 64 / 128 / 192 / 256 (medians), where its
+#: fp8-cache MHA rows (MMHA) take 9.2 / 9.0 / 9.1 / 9.2 and B200's (TensorRT-LLM-gen)
+#: 10.9-11.1 at every head dim; at one sequence and one head hd 64 runs 0.8-2.4 us under
+#: hd 128 out to 256 cached keys and hd 192 0.7-3 us under hd 256 out to 16,384. Which kernel
+#: or launch configuration makes the step is not in the shared READMEs (a head dim of 192 is
+#: padded to 256 in the kernels' walk, yet it starts at 64's floor: not a per-element cost);
+#: it is the tables' step, not a recalled rule. A100's rows (head dim 128 only) cannot show it.
+NARROW_HEAD_DIMS = (64.0, 192.0)
+
 #: Elementwise kernels SGLang runs over the query before its TensorRT-LLM-gen attention kernel
 #: (``trtllm_mha``, Blackwell) with an fp8 cache, which takes an fp8 query: read from SGLang's
 #: B200 rows, not from its source. Its fp8 rows take 6.4 us more than its bf16 rows of the same
@@ -1406,6 +1418,15 @@ def _trtllm_own_decode(batch: KernelBatch, fig: DeviceFigures, pack: np.ndarray)
     return (pack > 0) & (not batch.variant) & (not _trtllm_gen_decode(batch, fig))
 
 
+def _narrow_head_call(batch: KernelBatch, fig: DeviceFigures, pack: np.ndarray) -> np.ndarray:
+    """Rows of TensorRT-LLM's own bf16-cache decode kernels (MMHA or mma.sync XQA; not
+    data-centre Blackwell's TensorRT-LLM-gen kernel) at a head dim of :data:`NARROW_HEAD_DIMS`."""
+    if batch.dtype.startswith("fp8"):
+        return np.zeros(len(batch), dtype=bool)
+    narrow = np.isin(col(batch, "head_dim_qk", 128), NARROW_HEAD_DIMS)
+    return narrow & _trtllm_own_decode(batch, fig, pack)
+
+
 def xqa_dispatched(batch: KernelBatch, fig: DeviceFigures) -> np.ndarray:
     """Per row of a decode batch: whether TensorRT-LLM would run its grouped XQA kernel by
     its block count (:data:`XQA_MIN_BLOCK_FACTOR`); True for every other kernel."""
@@ -1438,6 +1459,9 @@ def _decode_calls_s(
     # ``mmha_s`` more than its XQA call
     mmha = ~grouped & _trtllm_own_decode(batch, fig, pack)
     extra = extra + np.where(mmha, prm["mmha_s"], 0.0)
+    # its own bf16 decode at head dims 64 and 192 takes ``narrow_head_s`` less a call
+    narrow = _narrow_head_call(batch, fig, pack)
+    extra = extra - np.where(narrow, prm.get("narrow_head_s", 0.0), 0.0)
     # Hopper's fp8 XQA kernel and Blackwell's (an fp8 cache) merge a unit's key splits
     # themselves, no reduction kernel: the last part of a unit to finish reads every part's
     # partial result in turn, on one SM after the walk (``merge_s`` per part and 128 of head

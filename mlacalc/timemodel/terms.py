@@ -76,6 +76,7 @@ CLOCKED = (
     "wave_s",
     "token_row_s",
     "mmha_s",
+    "narrow_head_s",
 )
 #: The clocked terms of a collective: its fixed cost (its kernel's launch, the flag handshakes
 #: of its protocol), its bulk copies' synchronisation per step and its per-step wait
@@ -160,6 +161,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "merge_s": (0.0, 2e-7, "seconds merging one key split per 128 of head dim (ref. clock)"),
     "wave_s": (0.0, 1e-4, "seconds per further wave of a decode kernel's resident units"),
     "mmha_s": (0.0, 2e-5, "seconds TensorRT-LLM's MMHA decode call takes beyond its XQA call"),
+    "narrow_head_s": (0.0, 4e-6, "seconds TensorRT-LLM's bf16 decode call saves at hd 64 / 192"),
     "turn_overlap": (
         1.0,
         16.0,
@@ -247,6 +249,8 @@ DEFAULTS: dict[str, float] = {
     "merge_s": 0.0,
     # TensorRT-LLM's MMHA decode call as long as its XQA call where no fit saw both
     "mmha_s": 0.0,
+    # no step by head dim where no fit saw it (attention_time.NARROW_HEAD_DIMS)
+    "narrow_head_s": 0.0,
     # a class fitted without them: the class's overlap whatever the units an SM runs in turn
     "turn_overlap": 0.0,
     "overlap_turns": 0.0,
@@ -368,6 +372,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "mmha_s",
         "turn_overlap",
         "overlap_turns",
+        "narrow_head_s",
     ),
     "mla_decode": (
         "eff_compute",
