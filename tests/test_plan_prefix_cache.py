@@ -26,16 +26,19 @@ from mlacalc.words.errors import InvalidArgumentError
 #: and when TensorRT-LLM's bf16 grouped decode ran MMHA below XQA's block threshold (60f690f,
 #: attention_decode refitted: in flight 59.93 -> 59.99 ms, chunked 137.8 -> 138.3 ms), and when
 #: TensorRT-LLM's MMHA and mma.sync XQA overlapped more with the units an SM runs in turn
-#: (attention_time.turn_overlap: in flight TPOT 12.53 -> 12.57 ms, chunked 20.38 -> 20.45 ms)
+#: (attention_time.turn_overlap: in flight TPOT 12.53 -> 12.57 ms, chunked 20.38 -> 20.45 ms),
+#: and when its bf16 decode took narrow_head_s less a call at head dims 64 and 192
+#: (attention_time.NARROW_HEAD_DIMS; attention_decode:bf16 refitted, its other terms moved:
+#: arrivals TPOT 7.087 -> 7.105 ms, in flight 12.573 -> 12.577 ms)
 TODAY = {
     "inflight": (
         dict(model="llama-3-8b", hardware="H200", gpus=1, isl=2048, osl=256, concurrency=32),
-        dict(ttft_s=0.060044120060011544, tpot_s=0.012572563405490626),
-        dict(output_tokens_per_s=2508.2302925709396, prefill_s=0.04195520477066293),
+        dict(ttft_s=0.060048688542862494, tpot_s=0.012577235166812781),
+        dict(output_tokens_per_s=2507.3122369539956, prefill_s=0.04195520477066293),
     ),
     "arrivals": (
         dict(model="llama-3-8b", hardware="H200", gpus=1, isl=2048, osl=256, request_rate=4),
-        dict(ttft_s=0.05423978578087148, tpot_s=0.007087047653373571),
+        dict(ttft_s=0.054266845309338826, tpot_s=0.007105108724338205),
         dict(output_tokens_per_s=1024.0, prefill_s=0.04195520477066293),
     ),
     "chunked": (
@@ -48,8 +51,8 @@ TODAY = {
             concurrency=64,
             chunked_prefill=1024,
         ),
-        dict(ttft_s=0.1386997400712335, tpot_s=0.020451024683525616),
-        dict(output_tokens_per_s=3094.481401574633, prefill_chunks_s=0.10366771425659346),
+        dict(ttft_s=0.13872471061247926, tpot_s=0.020455875829425003),
+        dict(output_tokens_per_s=3093.749856357096, prefill_chunks_s=0.10368711884019102),
     ),
     "disaggregated": (
         dict(
@@ -65,11 +68,11 @@ TODAY = {
         # 2 + 2 GPUs of one H200 node: the KV transfer goes over NVLink, a rank's share (was
         # the whole cache over the network, 10.07 ms)
         dict(
-            ttft_s=0.061079571191834964,
-            tpot_s=0.015177624884316121,
+            ttft_s=0.06107635493136298,
+            tpot_s=0.015182419361416483,
             kv_transfer_s=0.000645462038095238,
         ),
-        dict(output_tokens_per_s=4183.848522665197, prefill_pool_requests_per_s=24.486915361397067),
+        dict(output_tokens_per_s=4182.5393170168, prefill_pool_requests_per_s=24.486915361397067),
     ),
 }
 
