@@ -161,3 +161,63 @@ def test_v4_indexer_topk_bytes_after_a_prefix():
         (want,) = (k for k in ref if k.name == "indexer_topk")
         (got,) = (k for k in sm.kernels(pf_N=1, pf_q=q, pf_pre=pre) if k.name == "indexer_topk")
         assert got.bytes * got.calls == pytest.approx(want.bytes * want.calls, rel=1e-6), (q, pre)
+
+
+def _msa_pairs(q: int, prefix: int, block: int, topk: int) -> int:
+    """(query, key) pairs of ``q`` new tokens after ``prefix`` in a block-sparse layer, by hand:
+    the query at 1-based position ``j`` attends ``j`` keys up to ``T B``, past it ``T - 1``
+    whole blocks and its own block up to itself."""
+    cap = block * topk
+    return sum(j if j <= cap else (topk - 1) * block + (j - 1) % block + 1
+               for j in range(prefix + 1, prefix + q + 1))  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        dict(pf_N=1, pf_q=1, pf_pre=1999),  # a plan's concurrency-1 chunk: one token past 1,999
+        dict(pf_N=1, pf_q=2, pf_pre=2100),
+        dict(pf_N=1, pf_q=300, pf_pre=2000),
+        dict(pf_N=2, pf_q=2000, pf_pre=0),
+        dict(dec_B=1, dec_S=2001),
+        dict(dec_B=2, dec_S=2100),
+        dict(dec_B=4, dec_S=2500),
+    ],
+)
+def test_minimax_m3_attention_flops_are_the_hand_count(step):
+    """MiniMax-M3's attention cores (3 full layers, 57 block-sparse ones of the top 16 blocks
+    of 128 keys) at steps off the reference ones: 4 x heads x head width FLOPs per (query,
+    key) pair, the pairs counted by hand. Before, the msa prompt core's template read the
+    2,048 chosen keys as a sliding window (a chunk past 2,048 keys counts its queries' last
+    blocks whole), its fit was not affine, and a one-token chunk after 1,999 keys came out at
+    -17,856,125 FLOPs: ``mlacalc plan minimax-m3 -H B200 --gpus 8 --engine vllm --isl 2000
+    --osl 500 --concurrency 1`` failed with that internal error; decode past 2,048 keys
+    counted 2,048 keys where the query's last block holds fewer."""
+    m = load_model("minimax-m3")
+    sm = StepModel(m, make_layout(m, 1), None, resolve_kv_layout("bf16"),
+                   load_hardware("B200"), None, engine="vllm")  # fmt: skip
+    B, T = m.sparse_block_size, m.sparse_topk_blocks
+    full = [i for i in range(m.num_hidden_layers) if not m.is_sparse_layer(i)]
+    per_pair = 4 * m.num_attention_heads * m.head_dim
+    if "dec_B" in step:
+        n, q, prefix = step["dec_B"], 1, step["dec_S"] - 1
+    else:
+        n, q, prefix = step["pf_N"], step["pf_q"], step["pf_pre"]
+    dense = q * prefix + q * (q + 1) // 2
+    sparse = _msa_pairs(q, prefix, B, T)
+    want = n * per_pair * (len(full) * dense + (m.num_hidden_layers - len(full)) * sparse)
+    got = sum(k.flops * k.calls for k in sm.kernels(**step) if k.name == "attention")
+    assert got == pytest.approx(want, rel=1e-9)
+
+
+@pytest.mark.parametrize("hw", ["B200", "H100-SXM", "H200-SXM"])
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_minimax_m3_plans_at_low_concurrency(hw, engine):
+    """The plans that raised the negative-FLOPs internal error (vllm and sglang at
+    concurrency 1 and 2) run, at every device (H100 on 16 GPUs: 8 do not hold the weights)."""
+    from mlacalc import plan
+
+    gpus = 16 if hw.startswith("H100") else 8
+    for c in (1, 2, 4):
+        p = plan("minimax-m3", hw, gpus=gpus, engine=engine, isl=2000, osl=500, concurrency=c)
+        assert p.fits and p.tpot_s > 0

@@ -346,6 +346,16 @@ def _state_share(m: ModelConfig, name: str, tp: int) -> float | None:
     return heads / s.heads
 
 
+def _block_of(m: ModelConfig, window: int) -> tuple[int, int] | None:
+    """A block-sparse model's ``(B, T)`` for its msa prompt core, the one kernel the model
+    step marks with a window of ``T B`` keys (:func:`mlacalc.cost.block_sparse.block_sparse_core`;
+    the model has no sliding window); None for every other kernel and model."""
+    if m.sparse_block_size is None or not window:
+        return None
+    block, topk = m.sparse_block_size, m.sparse_topk_blocks
+    return (block, topk) if window == block * topk else None
+
+
 def _cap(m: ModelConfig) -> int | None:
     """The keys past which a sparse layer's selected keys stop growing: DSA's ``index_topk``;
     DeepSeek-V4's CSA ``index_topk`` pooled keys, ``index_topk x compress_rate_csa`` keys."""
@@ -385,6 +395,26 @@ def _causal_pairs(q: Any, prefix: Any, window: int) -> Any:
         return q * prefix + q * (q + 1) / 2
     c = np.clip(window - prefix, 0, q)  # queries whose keys all fit the window
     return c * prefix + c * (c + 1) / 2 + (q - c) * window
+
+
+def _block_pairs_below(n: Any, block: int, topk: int) -> Any:
+    """(query, key) pairs of positions ``1 .. n`` of a block-sparse core (MiniMax-M3's msa):
+    position ``j`` attends every key up to itself while ``j <= T B``, else ``T - 1`` whole
+    blocks and its own block up to itself
+    (:func:`mlacalc.cost.block_sparse.block_keys_attended`)."""
+    cap = topk * block
+    head = np.minimum(n, cap)
+    past = np.maximum(n - cap, 0)  # positions past T B (cap a whole number of blocks)
+    return head * (head + 1) / 2 + past * (topk - 1) * block + _chunk_pairs_below(past, block)
+
+
+def _block_pairs(q: Any, prefix: Any, block: int, topk: int) -> Any:
+    """(query, key) pairs a causal chunk of ``q`` tokens after ``prefix`` attends in a
+    block-sparse core (as :func:`mlacalc.cost.block_sparse.block_sparse_keys_and_pairs`
+    counts them). Read as a window of ``T B`` keys, a chunk past ``T B`` had counted its
+    queries' last, partial blocks whole, the prompt template fitted on it had come out
+    non-affine, and a one-token chunk of MiniMax-M3 had negative attention FLOPs."""
+    return _block_pairs_below(prefix + q, block, topk) - _block_pairs_below(prefix, block, topk)
 
 
 def _solve_exact(a: list[list[Fraction]], y: list[Fraction]) -> list[Fraction]:
@@ -520,6 +550,7 @@ def _solve_prefill(
     csa: tuple[int, int] | None = None,
     scan: bool = False,
     flat_sel: bool = False,
+    block: tuple[int, int] | None = None,
 ) -> list[Coef]:
     """(fixed, per token, per causal pair, per (token, key), per (token, selected key), per
     key) FLOPs and (fixed, per token, per key, per (token, key), per (token, selected key),
@@ -529,14 +560,16 @@ def _solve_prefill(
     a chunked scan's kernel (``scan``, :func:`_scan_kernel`) per sequence with a prefix in
     place of per key; ``flat_sel`` (DeepSeek-V4's ``indexer_topk``: each token writes
     ``min(pooled keys, index_topk)`` indices of the whole sequence's, :func:`_flat_selected`)
-    bytes per such selected key in place of each query's own."""
+    bytes per such selected key in place of each query's own; ``block`` (a block-sparse
+    core's ``(B, T)``, :func:`_block_of`) its causal pairs by :func:`_block_pairs`."""
     f_rows, b_rows = [], []
     for q, keys in points:
         kw = min(keys, window) if window else keys
         sel = q * min(keys, cap) if cap else 0
         if csa:  # DeepSeek-V4's CSA: each query's own pooled keys, at most index_topk
             sel = _pooled(keys, *csa) - _pooled(keys - q, *csa)
-        f_rows.append([1, q, _causal_pairs(q, keys - q, window), q * kw, sel, kw])
+        pairs = _block_pairs(q, keys - q, *block) if block else _causal_pairs(q, keys - q, window)
+        f_rows.append([1, q, pairs, q * kw, sel, kw])
         sel_b = q * _flat_selected(keys, cap) if flat_sel else sel
         b_rows.append([1, q, int(keys > q) if scan else kw, q * kw, sel_b, 0])
     flops = _fit(f_rows, [[x.flops for x in k]])
@@ -605,7 +638,7 @@ def _templates(
     def solve_prompt(key: tuple[str, int], ref: Kernel) -> list[Coef]:
         flat = bool(csa) and key[0] == "indexer_topk"
         return _solve_prefill(pre_by_key[key], window(ref), cap, points, csa,
-                              _scan_kernel(key[0]), flat)  # fmt: skip
+                              _scan_kernel(key[0]), flat, _block_of(m, window(ref)))  # fmt: skip
 
     no_dec: list[Coef] = [(0.0, 0.0, 0.0, 0.0)] * 5
     no_pre: list[Coef] = [(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)] * 5
@@ -1039,10 +1072,16 @@ class StepModel:
                 if csa:  # DeepSeek-V4's CSA: each query's own pooled keys, at most top-k
                     sel_pf = pf_N * (_pooled(ctx, *csa) - _pooled(pf_pre, *csa))
                 pairs_pf = pf_N * _causal_pairs(pf_q, pf_pre, window)
+                block = _block_of(self.m, window)
+                if block:
+                    pairs_pf = pf_N * _block_pairs(pf_q, pf_pre, *block)
                 if chunk:
                     pairs_pf = pf_N * _chunked_pairs(pf_q, pf_pre, chunk)
                 keys_pf = pf_N * keys_w
                 per_dec = (rows_dec * dec_q, capped * dec_q)
+                if self.m.sparse_block_size is not None:  # msa decode: each query's own keys
+                    B, T = self.m.sparse_block_size, self.m.sparse_topk_blocks
+                    per_dec = (per_dec[0], dec_B * _block_pairs(dec_q, dec_S - dec_q, B, T))
                 drivers[(window, chunk)] = (
                     (one, T_dec, T_pf, *per_dec, pairs_pf, full_pf, sel_pf, keys_pf),
                     (one, T_dec, T_pf, rows_dec, capped, keys_pf, full_pf, sel_pf, zero),
