@@ -353,6 +353,7 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
         reserve, engine_memory = _memory_inputs(sc)
         moe_backend = _moe_backend_input(sc)
     show_notices(sc.url, seen)
+    tp_used = _dp_attention_tp(int(gpus), int(tp), int(pp), bool(dp_attention) and moe)
     st.query_params.update({"gpus": str(gpus), "tp": str(tp)})
     # the expert layout goes into the URL where it is not the default (a dense model: none)
     layout = {
@@ -367,7 +368,7 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
             del st.query_params[key]
     return conc_slot, PlanInputs(
         gpus=int(gpus),
-        tp=int(tp),
+        tp=tp_used,
         ep=int(ep) if sc.model.is_moe else 1,  # a disabled box keeps its old value
         page=int(page),
         pp=int(pp),
@@ -387,6 +388,22 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
         moe_backend=moe_backend,
         **pool,
     )
+
+
+def _dp_attention_tp(gpus: int, tp: int, pp: int, dp_attention: bool) -> int:
+    """The tensor-parallel degree the plan runs: ``tp``, or 1 where DP-attention is ticked
+    and ``tp`` takes every GPU of a stage (one attention group, which plan refuses). SGLang
+    users type exactly this (``--tp 8 --dp 8 --enable-dp-attention``: the attention's own
+    tensor parallelism is tp / dp, from recall), so it is planned as TP1 DP-attention over
+    the stage's GPUs, said in one line under the inputs."""
+    if not dp_attention or tp == 1 or tp * pp != gpus:
+        return tp
+    st.caption(
+        f"DP-attention with tensor parallel {tp} on {gpus} GPUs is one attention group: "
+        f"planned as TP1 DP-attention{tp} (SGLang's --tp {tp} --dp {tp} "
+        "--enable-dp-attention); set tensor parallel below it for wider attention groups."
+    )
+    return 1
 
 
 def _page_input(column: Any, sc: Scenario) -> int:

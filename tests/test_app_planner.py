@@ -692,3 +692,22 @@ def test_the_app_search_takes_the_forms_moe_backend_where_its_experts_do():
         "deepseek-v3", "B200", (8,), 1000, 1000, 2.0, 0.1, moe_backend="trtllm-gen", **kw
     )
     assert "the MoE backend trtllm-gen not taken (" in how
+
+
+def test_dp_attention_with_tp_over_every_gpu_is_planned_as_tp1_and_said():
+    """DeepSeek-V3 on 8 x B200 under vllm, KV fp8, EP8, TP8 with DP-attention ticked (what
+    SGLang users type): the headline had said "TP8 EP8" with the unticked figures while the
+    library returned dp_attention=True and the CLI refused. plan() now refuses it as the CLI
+    does; the app plans TP1 DP-attention8 and says so in one line."""
+    from mlacalc.words.errors import InvalidArgumentError
+
+    args = dict(tp=8, ep=8, dp_attention=True, kv_dtype="fp8", engine="vllm")
+    with pytest.raises(InvalidArgumentError, match="more than one attention group") as exc:
+        mlacalc.plan("deepseek-v3", "B200", 8, **args)
+    assert exc.value.argument == "dp_attention"
+    at = _run(model="deepseek-v3", hw="B200", engine="vllm", kv="fp8", gpus="8", tp="8",
+              ep="8", dpa="1")  # fmt: skip
+    assert not at.error, [e.value for e in at.error]
+    head = (at.success or at.warning)[0].value
+    assert "TP1 DP-attention8 EP8" in head, head
+    assert any("planned as TP1 DP-attention8" in c.value for c in at.caption)

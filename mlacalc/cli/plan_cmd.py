@@ -390,23 +390,15 @@ def p_hardware_node(hardware: str) -> int | None:
 
 
 def _check_layout_flags(gpus, tp, dp, pp, dp_attention) -> None:
-    """The GPUs' split in the flags' own words, and DP-attention over one group, which plan
-    takes but the command line refuses. (plan checks every argument, its error naming the
-    argument, which mlacalc.cli.main reports as its flag.)"""
+    """The GPUs' split in the flags' own words. (plan checks every argument, DP-attention
+    over one attention group included, its error naming the argument, which
+    mlacalc.cli.main reports as its flag.)"""
     for flag, degree in (("--tp", tp), ("--dp", dp)):
         if degree is not None and gpus % degree:
             raise click.BadParameter(
                 f"{flag.lstrip('-')} {degree} does not divide the {gpus} GPUs (--gpus)",
                 param_hint=flag,
             )
-    if dp_attention and tp is not None and tp > 1 and tp * (pp or 1) == gpus:
-        # one attention group: DP-attention would be plain TP under a DP-attention label
-        raise click.BadParameter(
-            f"needs more than one attention group, but --tp {tp} takes all "
-            + (f"{tp} GPUs of each of the {pp} stages" if pp and pp > 1 else f"{gpus} GPUs")
-            + ": give a smaller --tp, or leave --dp-attention off",
-            param_hint="--dp-attention",
-        )
 
 
 def _check_request_mix_flags(isl, osl, batch, chunked_prefill) -> None:

@@ -1162,7 +1162,7 @@ def decode_layout(m: ModelConfig, gpus: int, args: dict[str, Any]) -> Layout:
     follows from the GPUs (and dp, pp), so its error names what was given."""
     tp, dp, pp = args["tp"], args["dp"], args["pp"]
     try:
-        return make_layout(
+        lay = make_layout(
             m, gpus, tp, dp, pp, args["ep"], args["dp_attention"], args["redundant_experts"]
         )
     except InvalidArgumentError as exc:
@@ -1184,6 +1184,23 @@ def decode_layout(m: ModelConfig, gpus: int, args: dict[str, Any]) -> Layout:
                 else " or another dp"
             ),
         ) from None
+    if args["dp_attention"] and lay.tp > 1 and lay.dp == 1:
+        raise _one_decode_group_error(lay, gpus)
+    return lay
+
+
+def _one_decode_group_error(lay: Layout, gpus: int) -> InvalidArgumentError:
+    """DP-attention asked of a decode pool whose tensor-parallel group takes every GPU of a
+    stage: one attention group, plain TP under a DP-attention label (plan had returned
+    ``dp_attention=True`` with the TP figures; the command line refused it alone)."""
+    where = f"{lay.tp} GPUs of each of the {lay.pp} stages" if lay.pp > 1 else f"{gpus} GPUs"
+    return InvalidArgumentError(
+        "dp_attention",
+        f"needs more than one attention group, but tp {lay.tp} takes all {where}: give a "
+        "smaller tp (--tp; tp 1 for one attention group a GPU, as SGLang's --tp "
+        f"{lay.tp} --dp {lay.tp} --enable-dp-attention), or leave dp_attention off "
+        "(drop --dp-attention)",
+    )
 
 
 def _redundant_hint(
