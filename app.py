@@ -43,6 +43,8 @@ VIEWS = [kv_cache, parameters, flops, roofline, planner, measured, convert, trai
 
 #: The dtypes mlacalc knows (weights), and the KV layouts on top (KV cache).
 W_DTYPES = list(DTYPE_BITS)
+#: Weight formats with scales (``mlacalc plan --expert-dtype``), not a weight dtype of their own
+STORAGE_FORMATS = ("nvfp4", "mxfp4", "mxfp4_mxfp8")
 KV_DTYPES = W_DTYPES + list(KV_LAYOUTS)
 #: The weight-dtype entry of a quantized checkpoint sized as stored (until a dtype is picked).
 CHECKPOINT = "checkpoint"
@@ -73,7 +75,7 @@ WHATIF_MHA = [
 ]
 #: URL parameters the sidebar writes (the planner adds its own).
 #: URL parameters the planner view reads.
-PLANNER_URL_KEYS = {"gpus", "tp", "ep", "dpa", "redundant_experts"}
+PLANNER_URL_KEYS = {"gpus", "tp", "ep", "dpa", "redundant_experts", "experts"}
 #: URL parameter of the open tab (its title; the first tab when absent).
 VIEW_KEY = "view"
 URL_KEYS = {"model", "seq_len", "batch", "kv", "w", "hw", "engine", "whatif"} | {
@@ -109,7 +111,16 @@ if first_run:  # the URL seeds the widgets once; afterwards the widgets are the 
         "hw", known_hardware, D.HARDWARE, "device", aliases=ALIASES | MEASURED_SYSTEMS
     )
     state["engine"] = url.choice("engine", list(ENGINES), DEFAULT_ENGINE, "serving engine")
-    url_weight = url.choice("w", W_DTYPES, None, "weight dtype")
+    raw_w = str(st.query_params.get("w", "")).strip().lower()
+    if raw_w in STORAGE_FORMATS:  # a format with scales: the planner's experts take it
+        url.notices.append(
+            f"URL parameter 'w={raw_w[:16]}' is a storage format (scales counted), which the "
+            f"Capacity planner takes for the routed experts: experts={raw_w}; weights sized "
+            "as the model ships them."
+        )
+        url_weight = None
+    else:
+        url_weight = url.choice("w", W_DTYPES, None, "weight dtype")
     if url_weight is not None:
         state["weight_dtype"], state["w_user"] = url_weight, True
     whatif_symbols = {FIELD_SYMBOLS[field] for _k, field, *_ in WHATIF_MLA + WHATIF_MHA}

@@ -169,6 +169,9 @@ class PlanInputs:
     engine_memory: float | None = None
     #: TensorRT-LLM's MoE backend (``mlacalc plan --moe-backend``); None: its default
     moe_backend: str | None = None
+    #: the routed experts' weight format (``mlacalc plan --expert-dtype``, scales counted);
+    #: None: as the other weights
+    expert_dtype: str | None = None
 
 
 @dataclass(frozen=True)
@@ -352,6 +355,7 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
         pool = _read_prefill_pool(sc, mode) | {"prefix_cache_hit": _prefix_hit_input(c2)}
         reserve, engine_memory = _memory_inputs(sc)
         moe_backend = _moe_backend_input(sc)
+        expert_dtype = _expert_dtype_input(sc) if moe else None
     show_notices(sc.url, seen)
     tp_used = _dp_attention_tp(int(gpus), int(tp), int(pp), bool(dp_attention) and moe)
     st.query_params.update({"gpus": str(gpus), "tp": str(tp)})
@@ -360,6 +364,7 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
         "ep": (int(ep), D.EP),
         "dpa": (int(dp_attention), 0),
         "redundant_experts": (int(redundant), 0),
+        "experts": (expert_dtype or "", ""),
     }
     for key, (value, default) in layout.items():
         if moe and value != default:
@@ -386,6 +391,7 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
         tpot=float(tpot),
         redundant_experts=int(redundant) if moe else 0,
         moe_backend=moe_backend,
+        expert_dtype=expert_dtype,
         **pool,
     )
 
@@ -501,7 +507,38 @@ def _layout_args(sc: Scenario, inputs: PlanInputs) -> dict:
         page_size=inputs.page,
         **memory_args(inputs),
         **({"moe_backend": inputs.moe_backend} if inputs.moe_backend else {}),
+        **({"component_dtypes": {"experts": inputs.expert_dtype}} if inputs.expert_dtype else {}),
     )
+
+
+#: The routed experts' formats the planner offers (``mlacalc plan --expert-dtype``): the
+#: storage formats with their scales, and the plain dtypes; "" keeps the other weights'.
+EXPERT_DTYPES = ("", "nvfp4", "mxfp4", "mxfp4_mxfp8", "fp8", "bf16", "int4", "fp4")
+#: What each 4-bit choice stores, said beside the box (the sidebar's "fp4" is the last).
+FP4_WORDS = (
+    "nvfp4: 4-bit values, an fp8 scale per 16 (4.5 bits a weight); mxfp4: an 8-bit scale "
+    "per 32 (4.25 bits); fp4 (as the sidebar's weight dtype): 4 bits every weight, no scales."
+)
+
+
+def _expert_dtype_input(sc: Scenario) -> str | None:
+    """The routed experts' weight format (``mlacalc plan --expert-dtype``; URL ``experts``),
+    None to keep the other weights' (the sidebar's weight dtype, or the checkpoint's)."""
+    url = sc.url.choice("experts", list(EXPERT_DTYPES[1:]), "as the weights", "expert dtype")
+    url = "" if url == "as the weights" else url
+    if "plan_expert_dtype" not in st.session_state:
+        st.session_state["plan_expert_dtype"] = url
+    picked = st.selectbox(
+        "routed experts' weights",
+        EXPERT_DTYPES,
+        key="plan_expert_dtype",
+        format_func=lambda o: o or "as the weights",
+        help="--expert-dtype: the routed experts' format, scales counted; the other weights "
+        "keep the sidebar's weight dtype. " + FP4_WORDS,
+    )
+    if picked:
+        st.caption(FP4_WORDS)
+    return picked or None
 
 
 def memory_words(sc: Scenario, inputs: PlanInputs) -> str:

@@ -711,3 +711,24 @@ def test_dp_attention_with_tp_over_every_gpu_is_planned_as_tp1_and_said():
     head = (at.success or at.warning)[0].value
     assert "TP1 DP-attention8 EP8" in head, head
     assert any("planned as TP1 DP-attention8" in c.value for c in at.caption)
+
+
+def test_nvfp4_experts_from_the_box_and_the_url():
+    """nvfp4 could not be reached for a shipped model: the weight dtype list has only "fp4"
+    (4 bits every weight, no scales) and a URL's w=nvfp4 was refused. The planner's routed
+    experts' box (URL ``experts``) is ``plan --expert-dtype``: DeepSeek-V3 on 8 x B200 with
+    nvfp4 experts, scales counted, 45.97 GiB of weights a GPU as the CLI says."""
+    at = _run(model="deepseek-v3", hw="B200", gpus="8", tp="8", experts="nvfp4")
+    assert not at.error, [e.value for e in at.error]
+    assert at.selectbox(key="plan_expert_dtype").value == "nvfp4"
+    assert at.query_params["experts"] == "nvfp4"
+    p = mlacalc.plan("deepseek-v3", "B200", 8, tp=8, component_dtypes={"experts": "nvfp4"},
+                     isl=D.ISL, osl=D.OSL)  # fmt: skip
+    assert round(p.weights_per_gpu_bytes / 2**30, 2) == 45.97
+    text = "\n".join(m.value for m in at.markdown)
+    assert f"weights per GPU: **{p.weights_per_gpu_bytes / 2**30:,.2f} GiB**" in text
+    assert any("no scales" in c.value for c in at.caption)
+    at.selectbox(key="plan_expert_dtype").set_value("").run()
+    assert "experts" not in at.query_params
+    said = _run(model="deepseek-v3", w="nvfp4")
+    assert any("experts=nvfp4" in n.value for n in [*said.info, *said.warning, *said.caption])
