@@ -136,7 +136,8 @@ def _inputs(m: ModelConfig) -> dict:
     c = st.columns(5)
     kw["optimizer"] = c[0].selectbox("optimizer", list(OPTIMIZERS), key="tr_opt")
     kw["precision"] = c[1].selectbox("precision", list(PRECISIONS), key="tr_prec")
-    kw["zero"] = c[2].selectbox("ZeRO stage", (0, 1, 2, 3), index=1, key="tr_zero")
+    zero = c[2].selectbox("ZeRO stage", (0, 1, 2, 3), index=1, key="tr_zero")
+    kw["zero"] = None if zero == 1 else zero  # the default, not said to shard nothing at dp 1
     kw["comm_sms"] = c[3].number_input(
         "SMs for communication",
         0,
@@ -156,7 +157,8 @@ def _inputs(m: ModelConfig) -> dict:
         help="adapters of this rank on frozen weights (docs/training.md, LoRA fine-tuning)",
     )
     kw["lora_rank"] = int(rank) or None
-    kw["lora_targets"] = c[1].selectbox("LoRA targets", list(TARGETS), key="tr_lora_targets")
+    targets = c[1].selectbox("LoRA targets", list(TARGETS), key="tr_lora_targets")
+    kw["lora_targets"] = targets if rank or targets != "attention-mlp" else None  # as left
     return {k: (int(v) if isinstance(v, float) else v) for k, v in kw.items()}
 
 
@@ -169,6 +171,8 @@ def render(sc: Scenario) -> None:
         st.error(str(exc))
         return
     f = d["flops_per_micro_batch"]
+    for said in d["warnings"]:  # inputs that mean less than they say, as the CLI warns
+        st.warning(said, icon=":material/warning:")
     beyond = context_text(m, kw["seq_len"])
     if beyond:
         st.warning(beyond, icon=":material/warning:")

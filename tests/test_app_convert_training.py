@@ -224,3 +224,13 @@ def test_training_tab_takes_cp_and_lora():
     assert not at.exception
     said = " ".join(str(x.value) for x in at.caption) + " ".join(str(x.value) for x in at.markdown)
     assert "LoRA rank 16 on attention-mlp" in said
+
+
+def test_the_training_tab_shows_the_librarys_warnings():
+    """--swiglu on a model without a gated FFN and --zero at dp 1 were CLI-only warnings."""
+    at = run("Training", model="gpt2", hw="H100")
+    assert not any("changes nothing" in w.value for w in at.warning)
+    at.selectbox(key="tr_zero").set_value(3).run()
+    assert any("zero 3: ZeRO shards over the data-parallel ranks" in w.value for w in at.warning)
+    at.selectbox(key="tr_lora_targets").set_value("attention").run()
+    assert any("lora_targets attention: no LoRA rank given" in w.value for w in at.warning)

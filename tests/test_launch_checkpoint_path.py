@@ -13,7 +13,7 @@ import pytest
 from mlacalc.models.loading import load_model
 from mlacalc.serving.launch import checkpoint_path
 
-QWEN = Path("/work/shared/reference/hf-configs/qwen3-8b.config.json")
+QWEN = Path(__file__).parent / "data" / "hf-configs" / "qwen3-8b.config.json"
 
 
 @pytest.mark.parametrize(

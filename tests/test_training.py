@@ -963,7 +963,8 @@ def test_expert_parallelism_across_tensor_parallel_ranks():
 def test_swiglu_on_a_model_without_one_is_said_to_change_nothing(run):
     """--swiglu unfused on GPT-2 (a GELU MLP) was taken in silence."""
     _, err = run("train", "gpt2", "--swiglu", "unfused")
-    assert "--swiglu unfused: GPT-2 small has no gated FFN (no SwiGLU): it changes nothing" in err
+    # the library's sentence (TrainingCost.warnings, shared with the app), printed as a warning
+    assert "swiglu unfused: GPT-2 small has no gated FFN (no SwiGLU): it changes nothing" in err
     _, err = run("train", "llama-3-8b", "--swiglu", "unfused")
     assert "--swiglu" not in err
 
@@ -984,7 +985,7 @@ def test_the_step_note_says_how_the_parts_make_the_step(run):
 def test_zero_without_data_parallel_ranks_is_said_to_shard_nothing(run):
     """--zero 3 at --dp 1 was taken in silence: nothing to shard over (memory as ZeRO-0)."""
     _, err = run("train", "llama-3-8b", "--zero", "3")
-    assert "--zero 3: ZeRO shards over the data-parallel ranks; with --dp 1 it shards" in err
+    assert "zero 3: ZeRO shards over the data-parallel ranks; with dp 1 it shards nothing" in err
     assert training_cost("llama-3-8b", zero=3).memory_per_gpu == (
         training_cost("llama-3-8b", zero=0).memory_per_gpu
     )
@@ -1080,3 +1081,36 @@ def test_zero3_under_lora_gathers_the_frozen_weights():
     assert three.time.step_s > one.time.step_s + 1.0
     lever = next(x for x in one.levers if x.startswith("ZeRO-3"))
     assert "its unsharded gradient" not in lever and "the next one's prefetched" in lever
+
+
+def test_train_warnings_are_the_librarys(run):
+    """--swiglu on a model without a gated FFN and --zero at dp 1 were warned by the CLI
+    alone (the app said nothing); --lora-targets without --lora-rank was taken silently. Now
+    TrainingCost.warnings, which the CLI prints and the app shows; ZeRO left to its default
+    is not said."""
+    said = training_cost("gpt2", swiglu="unfused", zero=2, lora_targets="attention").warnings
+    assert [x.split(":")[0] for x in said] == ["swiglu unfused", "zero 2", "lora_targets attention"]
+    assert training_cost("llama-3-8b").warnings == ()
+    assert training_cost("llama-3-8b", lora_rank=8, lora_targets="attention").warnings == ()
+    _, err = run("train", "llama-3-8b", "--lora-targets", "attention")
+    assert "lora_targets attention: no LoRA rank given, so every weight trains" in err
+    out, _ = run("train", "gpt2", "--format", "json")
+    assert json.loads(out)["warnings"] == []
+
+
+def test_the_activation_title_names_swiglu_only_for_a_gated_ffn(run):
+    """The activation table's title said 'fused SwiGLU' for GPT-2 and Falcon (GELU MLPs)."""
+    for name, gated in (("gpt2", False), ("llama-3-8b", True)):
+        flat = " ".join(run("train", name)[0].split())
+        assert ("fused SwiGLU" in flat) is gated, name
+
+
+def test_values_narrower_than_keys_is_said_only_where_they_are():
+    """memory._unbuilt said 'values narrower than keys' wherever sliding layers had sinks,
+    without looking at the widths."""
+    from mlacalc.training.memory import _unbuilt
+
+    mimo = mlacalc.load_model("mimo-v2-flash")
+    assert "values narrower than keys" in _unbuilt(mimo)
+    wide = mimo.with_changes(v_head_dim=mimo.head_dim)
+    assert "attention sinks" in _unbuilt(wide) and "values narrower" not in _unbuilt(wide)

@@ -112,8 +112,8 @@ BAD = [
     ({"lora_rank": "8"}, "lora_rank"),
     ({"lora_rank": True}, "lora_rank"),
     ({"lora_rank": 8, "lora_targets": "mlp"}, "lora_targets"),
-    ({"lora_targets": None}, "lora_targets"),
-]
+    ({"lora_rank": 8, "lora_targets": 3}, "lora_targets"),
+]  # lora_targets None is the default now (attention-mlp; given without a rank, a warning)
 
 
 @pytest.mark.parametrize(("kwargs", "field"), BAD)

@@ -39,7 +39,8 @@ _PARTS = (
 )
 
 
-def _sections(c, table, overlap: bool = False) -> list[Section]:
+def _sections(c, table, overlap: bool = False, gated: bool = True) -> list[Section]:
+    """The command's tables; ``gated``: the model's FFN is gated (its SwiGLU named)."""
     f = c.flops
     tok = f.tokens
     stages = [
@@ -80,7 +81,8 @@ def _sections(c, table, overlap: bool = False) -> list[Section]:
         ),
         Section(
             "Activations saved for backward (fused kernels: FlashAttention, fused norms and "
-            f"RoPE, {c.swiglu} SwiGLU; Hugging Face's unfused layers save more)",
+            f"RoPE{f', {c.swiglu} SwiGLU' if gated else ''}; Hugging Face's unfused layers "
+            "save more)",
             ["block", "bytes per layer", "layers", "bytes"],
             [[b, human_bytes(v), n, human_bytes(v * n)] for b, v, n in _blocks(c)]
             + [["one micro-batch, whole model", "", "", human_bytes(c.activation_bytes)]]
@@ -133,52 +135,7 @@ def _sections(c, table, overlap: bool = False) -> list[Section]:
         ),
     ]
     if c.time is not None:
-        t = c.time
-        out.append(
-            Section(
-                f"Step on {lay.gpus:,} x {t.hardware} ("
-                f"{_count(lay.micro_batches, 'micro-batch', 'micro-batches')}, global batch "
-                f"{_count(lay.global_batch, 'sequence', 'sequences')})",
-                ["part", "time"],
-                [
-                    [name, human_seconds(getattr(t, key))]
-                    for name, key in _PARTS
-                    if key != "cp_exposed_s" or lay.cp > 1
-                ],
-                note=f"step = {lay.micro_batches:,} x micro-batch + bubble + exposed "
-                "data-parallel comm + optimizer step; the rows above the micro-batch are inside "
-                + (
-                    "it (--overlap: the longer of the communication and the compute); "
-                    if overlap
-                    else "it; "
-                )
-                + (
-                    f"the context-parallel ring passes {human_seconds(t.cp_comm_s)} of K/V "
-                    "a micro-batch behind the attention blocks, the row its exposed part; "
-                    if lay.cp > 1
-                    else ""
-                )
-                + f"MFU {c.mfu:.1%} (model FLOPs, {c.flops_per_token / 1e9:,.2f} G a token), "
-                f"HFU {c.hfu:.1%} (executed FLOPs, {c.executed_flops_per_token / 1e9:,.2f} G a "
-                "token with the recomputation), both of the dense bf16 peak; "
-                f"{c.tokens_per_s_per_gpu:,.0f} tokens/s per GPU; a prediction of the kernel "
-                "time model and the link model (profile "
-                f"{t.profile}: {t.calibration})"
-                + (
-                    "; global batch not given: one micro-batch a data-parallel rank (no "
-                    "gradient accumulation"
-                    + (
-                        ", the whole data-parallel reduction after its one backward"
-                        if lay.dp > 1
-                        else ""
-                    )
-                    + f"); --global-batch sets it (e.g. {lay.micro_batch * lay.dp * 8:,}: 8 "
-                    "micro-batches a rank)"
-                    if c.global_batch_defaulted
-                    else ""
-                ),
-            )
-        )
+        out.append(_step_section(c, overlap))
     if table:
         out.append(
             Section(
@@ -200,6 +157,50 @@ def _sections(c, table, overlap: bool = False) -> list[Section]:
             )
         )
     return out
+
+
+def _step_section(c, overlap: bool) -> Section:
+    """The step's table: a micro-batch's parts and the step's, its note how they add."""
+    t, lay = c.time, c.layout
+    return Section(
+        f"Step on {lay.gpus:,} x {t.hardware} ("
+        f"{_count(lay.micro_batches, 'micro-batch', 'micro-batches')}, global batch "
+        f"{_count(lay.global_batch, 'sequence', 'sequences')})",
+        ["part", "time"],
+        [
+            [name, human_seconds(getattr(t, key))]
+            for name, key in _PARTS
+            if key != "cp_exposed_s" or lay.cp > 1
+        ],
+        note=f"step = {lay.micro_batches:,} x micro-batch + bubble + exposed "
+        "data-parallel comm + optimizer step; the rows above the micro-batch are inside "
+        + (
+            "it (--overlap: the longer of the communication and the compute); "
+            if overlap
+            else "it; "
+        )
+        + (
+            f"the context-parallel ring passes {human_seconds(t.cp_comm_s)} of K/V "
+            "a micro-batch behind the attention blocks, the row its exposed part; "
+            if lay.cp > 1
+            else ""
+        )
+        + f"MFU {c.mfu:.1%} (model FLOPs, {c.flops_per_token / 1e9:,.2f} G a token), "
+        f"HFU {c.hfu:.1%} (executed FLOPs, {c.executed_flops_per_token / 1e9:,.2f} G a "
+        "token with the recomputation), both of the dense bf16 peak; "
+        f"{c.tokens_per_s_per_gpu:,.0f} tokens/s per GPU; a prediction of the kernel "
+        "time model and the link model (profile "
+        f"{t.profile}: {t.calibration})"
+        + (
+            "; global batch not given: one micro-batch a data-parallel rank (no "
+            "gradient accumulation"
+            + (", the whole data-parallel reduction after its one backward" if lay.dp > 1 else "")
+            + f"); --global-batch sets it (e.g. {lay.micro_batch * lay.dp * 8:,}: 8 "
+            "micro-batches a rank)"
+            if c.global_batch_defaulted
+            else ""
+        ),
+    )
 
 
 def _state_label(key: str, c) -> str:
@@ -290,10 +291,10 @@ def _blocks(c) -> list[tuple[str, int, int]]:
 @click.option(
     "--lora-targets",
     type=click.Choice(list(TARGETS)),
-    default="attention-mlp",
-    show_default=True,
-    help="What the adapters adapt: the attention projections and the dense MLP's and shared "
-    "experts' (PEFT's all-linear, the head excepted), or the attention projections only.",
+    default=None,
+    help="What the adapters adapt, with --lora-rank (default attention-mlp): the attention "
+    "projections and the dense MLP's and shared experts' (PEFT's all-linear, the head "
+    "excepted), or the attention projections only.",
 )
 @click.option(
     "--optimizer", type=click.Choice(list(OPTIMIZERS)), default="adamw", show_default=True
@@ -310,9 +311,8 @@ def _blocks(c) -> list[tuple[str, int, int]]:
 @click.option(
     "--zero",
     type=click.IntRange(0, 3),
-    default=1,
-    show_default=True,
-    help="ZeRO stage over the data-parallel ranks.",
+    default=None,
+    help="ZeRO stage over the data-parallel ranks (default 1).",
 )
 @click.option(
     "--overlap", is_flag=True, help="Hide TP/EP/PP communication behind compute (DualPipe-like)."
@@ -425,17 +425,10 @@ def command(
         else []
     )
     document = c.to_dict() | ({"absorption": table} if table else {})
-    emit(fmt, document, lambda: _sections(c, table, overlap))
-    _warnings(m, seq_len, hardware, optimizer, precision, ranks or [], swiglu)
-    from mlacalc.training.step import expert_dp
-
-    given = click.get_current_context().get_parameter_source("zero")
-    alone = zero and (not m.is_moe or expert_dp(c.layout) == 1)  # experts: none either
-    if given == click.core.ParameterSource.COMMANDLINE and alone and dp == 1 and cp == 1:
-        warn(
-            f"--zero {zero}: ZeRO shards over the data-parallel ranks; with --dp 1 it shards "
-            "nothing"
-        )
+    emit(fmt, document, lambda: _sections(c, table, overlap, m.gated_mlp))
+    _warnings(m, seq_len, hardware, optimizer, precision, ranks or [])
+    for sentence in c.warnings:  # the library's, as the app shows them
+        warn(sentence)
 
 
 def _count(n: int, one: str, many: str) -> str:
@@ -443,12 +436,10 @@ def _count(n: int, one: str, many: str) -> str:
     return f"{n:,} {one if n == 1 else many}"
 
 
-def _warnings(m, seq_len, hardware, optimizer, precision, ranks, swiglu="fused") -> None:
+def _warnings(m, seq_len, hardware, optimizer, precision, ranks) -> None:
     """One line each for an input that was taken as given though it means less than it says
     (once the command has printed its result, so that an error is the only line it prints)."""
     check_context(m, seq_len)
-    if swiglu != "fused" and not m.gated_mlp:
-        warn(f"--swiglu {swiglu}: {m.label} has no gated FFN (no SwiGLU): it changes nothing")
     if ranks and m.is_mla:
         full = min(m.hidden_size, m.num_attention_heads * (m.qk_nope_head_dim + m.v_head_dim))
         wide = [r for r in ranks if r > full]

@@ -165,6 +165,10 @@ class TrainingCost:
     lora_targets: str | None = None
     trainable_params: int | None = None
     trainable_params_per_gpu: int | None = None
+    #: inputs taken as given though they mean less than they say (a SwiGLU setting on a model
+    #: without a gated FFN, a ZeRO stage given over one data-parallel rank, LoRA targets
+    #: without a rank), one sentence each: the CLI prints them as warnings, the app shows them
+    warnings: tuple[str, ...] = ()
 
     @property
     def usable_memory_bytes(self) -> int | None:
@@ -311,6 +315,7 @@ class TrainingCost:
             "lora_targets": self.lora_targets,
             "trainable_params": self.trainable_params,
             "trainable_params_per_gpu": self.trainable_params_per_gpu,
+            "warnings": list(self.warnings),
             "attention": self.attention,
             "optimizer": self.optimizer,
             "precision": self.precision,
@@ -505,7 +510,7 @@ def training_cost(
     global_batch: int | None = None,
     optimizer: str = "adamw",
     precision: str = "bf16-mixed",
-    zero: int = 1,
+    zero: int | None = None,
     attention: str | None = None,
     profile: Any = None,
     overlap: bool = False,
@@ -514,7 +519,7 @@ def training_cost(
     swiglu: str = "fused",
     cp: int = 1,
     lora_rank: int | None = None,
-    lora_targets: str = "attention-mlp",
+    lora_targets: str | None = None,
 ) -> TrainingCost:
     """FLOPs, memory and (with ``hardware``) the time of one training step.
 
@@ -529,7 +534,7 @@ def training_cost(
         the parallel layout (see :mod:`mlacalc.training.step`); batches in sequences.
     optimizer, precision, zero
         ``adamw``, ``adam``, ``lion``, ``sgd-momentum``, ``sgd``; ``bf16-mixed``, ``fp8-mixed``,
-        ``bf16``, ``fp32``; ZeRO stage 0 to 3.
+        ``bf16``, ``fp32``; ZeRO stage 0 to 3 (None: 1, not said to shard nothing at dp 1).
     overlap
         hide the tensor-, expert- and pipeline-parallel communication behind the compute (a
         schedule such as DualPipe); otherwise it adds to it.
@@ -546,9 +551,10 @@ def training_cost(
         ``tp x cp x pp x dp`` (docs/training.md, "Context parallelism").
     lora_rank, lora_targets
         LoRA fine-tuning (:mod:`mlacalc.training.lora`): adapters of this rank on
-        ``"attention-mlp"`` (the default) or ``"attention"``; the base weights frozen, kept in
+        ``"attention-mlp"`` (None: it) or ``"attention"``; the base weights frozen, kept in
         the compute dtype, with no gradient, master copy or optimizer state, and no
-        weight-gradient GEMMs. None: every weight trains.
+        weight-gradient GEMMs. A rank of None: every weight trains (targets given without one
+        are said in ``warnings``).
     swiglu
         ``"fused"`` (Megatron-LM's and TransformerEngine's kernel: the ``[gate, up]`` output
         and the product saved) or ``"unfused"`` (eager PyTorch: gate, up, SiLU(gate) and the
@@ -566,13 +572,8 @@ def training_cost(
     recompute = check_recompute(m, impl, recompute)
     swiglu = check_swiglu(swiglu)
     attention = attention or default_attention(impl)
-    if isinstance(zero, bool) or zero not in (0, 1, 2, 3):
-        raise InvalidArgumentError(
-            "zero", f"ZeRO stage must be 0, 1, 2 or 3, got {args.show_value(zero)}"
-        )
-    # the serving planner's check of the same argument
-    reserve = check_number("memory_reserve", memory_reserve, 0.0, 1.0, allow_none=False)
-    optimizer_bytes_per_param(optimizer, precision)  # both names checked before any work
+    zero_given, zero = zero is not None, 1 if zero is None else zero
+    reserve = _checked(zero, memory_reserve, optimizer, precision)
     lay = make_layout(m, tp, pp, dp, ep, micro_batch, global_batch, cp, seq_len)
     if lay.cp > 1 and attention == "materialized":
         raise InvalidArgumentError(
@@ -580,7 +581,7 @@ def training_cost(
             f"context parallelism runs a flash kernel around the ring; the {impl} path's "
             "materialized probabilities are not split by it: use cp 1, or impl expanded",
         )
-    rank, targets = check_lora(m, lora_rank, lora_targets)
+    rank, targets = check_lora(m, lora_rank, lora_targets or "attention-mlp")
     lora = None if rank is None else (rank, targets)
     frozen = lora is not None
     flops = training_flops(m, seq_len, lay.micro_batch, impl, recompute, attention, frozen=frozen)
@@ -593,19 +594,12 @@ def training_cost(
     acts = tuple(layer_activations(m, seq_len, lay.micro_batch, impl, recompute, act_dtype, swiglu))
     if lora is not None and recompute != "full":
         acts += tuple(_adapter_activations(m, lora, lay.micro_batch * seq_len, act_dtype))
-    rerun = (
-        recomputed_layer_bytes(m, seq_len, lay.micro_batch, impl, act_dtype, swiglu)
-        if recompute == "full"
-        else {}
-    )
+    rerun = {}
+    if recompute == "full":
+        rerun = recomputed_layer_bytes(m, seq_len, lay.micro_batch, impl, act_dtype, swiglu)
     stages = _stages(m, lay, acts, optimizer, precision, zero, rerun, lora)
     busiest = max(stages, key=lambda st: st.total)
-    act_gpu, states = busiest.activations, busiest.states
-    experts_gpu = busiest.experts
-    params_gpu = busiest.dense + experts_gpu
-    time = None
-    peak = None
-    memory = None
+    time = peak = memory = None
     if hardware is not None:
         time = _timed(m, lay, hardware, busiest, seq_len, impl, recompute, attention, act_dtype,
                       precision, optimizer, zero, profile, overlap, comm_sms, lora)  # fmt: skip
@@ -622,9 +616,9 @@ def training_cost(
         layout=lay,
         flops=flops,
         activations=acts,
-        activation_bytes_per_gpu=act_gpu,
-        states_per_gpu=states,
-        params_per_gpu=params_gpu,
+        activation_bytes_per_gpu=busiest.activations,
+        states_per_gpu=busiest.states,
+        params_per_gpu=busiest.dense + busiest.experts,
         time=time,
         stage=busiest.index,
         stage_layers=busiest.layers,
@@ -640,7 +634,9 @@ def training_cost(
         lora_targets=targets if lora else None,
         trainable_params=lora_params(m, *lora) if lora else None,
         trainable_params_per_gpu=busiest.lora if lora else None,
+        warnings=_said(m, lay, swiglu, zero if zero_given else None, rank, lora_targets),
     )
+    zero3 = None
     if cost.fits is False and "ZeRO-3" in cost.levers:
         zero3 = training_cost(
             m, seq_len=seq_len, micro_batch=micro_batch, impl=impl, recompute=recompute,
@@ -649,6 +645,51 @@ def training_cost(
             profile=profile, overlap=overlap, comm_sms=comm_sms, memory_reserve=memory_reserve,
             swiglu=swiglu, cp=cp, lora_rank=lora_rank, lora_targets=lora_targets,
         )  # fmt: skip
+    return _with_lever_figures(cost, zero3)
+
+
+def _said(
+    m: ModelConfig,
+    lay: Layout,
+    swiglu: str,
+    zero: int | None,
+    rank: int | None,
+    targets: str | None,
+) -> tuple[str, ...]:
+    """The inputs taken as given though they mean less than they say, one sentence each
+    (:attr:`TrainingCost.warnings`); ``zero`` None where it was left to its default."""
+    out = []
+    if swiglu != "fused" and not m.gated_mlp:
+        out.append(f"swiglu {swiglu}: {m.label} has no gated FFN (no SwiGLU): it changes nothing")
+    alone = not m.is_moe or expert_dp(lay) == 1  # the experts shard over none either
+    if zero and alone and lay.dp == 1 and lay.cp == 1:
+        out.append(
+            f"zero {zero}: ZeRO shards over the data-parallel ranks; with dp 1 it shards nothing"
+        )
+    if targets is not None and rank is None:
+        out.append(
+            f"lora_targets {targets}: no LoRA rank given, so every weight trains and the "
+            "targets change nothing; give lora_rank for adapters"
+        )
+    return tuple(out)
+
+
+def _checked(zero: Any, memory_reserve: Any, optimizer: Any, precision: Any) -> float:
+    """The ZeRO stage, optimizer and precision checked before any work (one line naming
+    each), and the memory reserve as the serving planner checks it, returned."""
+    if isinstance(zero, bool) or zero not in (0, 1, 2, 3):
+        raise InvalidArgumentError(
+            "zero", f"ZeRO stage must be 0, 1, 2 or 3, got {args.show_value(zero)}"
+        )
+    optimizer_bytes_per_param(optimizer, precision)
+    return check_number("memory_reserve", memory_reserve, 0.0, 1.0, allow_none=False)
+
+
+def _with_lever_figures(cost: TrainingCost, zero3: TrainingCost | None) -> TrainingCost:
+    """``cost`` with its ZeRO-3 lever said with figures (``zero3``: the same layout at
+    ZeRO-3, run where it does not fit) and its context-parallel one where the activations
+    are what does not fit (left out elsewhere)."""
+    if zero3 is not None:
         said = _zero3_lever(cost, zero3)
         cost = replace(cost, levers=tuple(said if x == "ZeRO-3" else x for x in cost.levers))
     if any(x.startswith("more context") for x in cost.levers):

@@ -68,7 +68,8 @@ def check_lora(m: ModelConfig, rank: Any, targets: Any) -> tuple[int | None, str
         raise InvalidArgumentError(
             "lora_rank",
             f"adapters are counted for the Llama and DeepSeek layouts (separate Q, K, V and a "
-            f"gated MLP); {m.label}'s {m.family} layout is not built: leave lora_rank unset",
+            f"gated MLP); {m.label}'s {m.family} layout is not built: train every weight "
+            "(no LoRA rank)",
         )
     return rank, targets
 

@@ -150,7 +150,10 @@ def _unbuilt(m: ModelConfig) -> str:
         (arch.norms_per_layer not in (2, 4), f"{arch.norms_per_layer} norms a layer"),
         (arch.global_attention, "its global layers' shared K = V heads"),
         (arch.sliding_sinks, "attention sinks in its sliding layers"),
-        (arch.sliding_sinks, "values narrower than keys"),
+        (
+            not m.is_mla and 0 < (m.v_head_dim or m.head_dim) < m.head_dim,
+            "values narrower than keys",
+        ),
         (arch.gated_query or arch.head_gate, "a gate on the attention's output"),
     )
     return ", ".join(what for hit, what in checks if hit)

@@ -74,6 +74,7 @@ from mlacalc.serving.provenance import engine_profile_of
 from mlacalc.timemodel.kernel_time import predict_kernels
 from mlacalc.timemodel.profile import Profile
 from mlacalc.training.flops import core_kinds, forward_kernels, score_flops
+from mlacalc.training.lora import adapted_matrices, layer_blocks
 from mlacalc.words import arguments as args
 from mlacalc.words.dtypes import dtype_bits
 from mlacalc.words.engines import DEFAULT_ENGINE
@@ -312,8 +313,6 @@ def _adapter_kernels(
     matrix, over the rank's ``T / cp`` tokens (gathered over the tensor-parallel ranks, as the
     base projection runs), ``B``'s output split over ``tp`` where the base is column-parallel
     and ``A``'s input where it is row-parallel; bf16."""
-    from mlacalc.training.lora import adapted_matrices, layer_blocks
-
     tokens = lay.micro_batch * seq_len // lay.cp
     out = []
     for a in adapted_matrices(m, targets):
