@@ -750,6 +750,8 @@ def show_answer(result, load: Load | None, inputs: PlanInputs, label: str) -> No
     (st.success if result.fits and meets(result, inputs.ttft, inputs.tpot) else st.warning)(text)
     if not result.fits or result.ttft_s is None:
         return
+    if result.prediction:
+        st.caption(prediction_line(result.prediction))
     c = st.columns([1, 1, 1, 1, 2])
     c[0].metric("TTFT", result.ttft_text().split(" (")[0])
     # chunked prefill: the prompt's own steps, as `mlacalc plan` says them (Plan.ttft_parts)
@@ -790,6 +792,30 @@ def show_answer(result, load: Load | None, inputs: PlanInputs, label: str) -> No
     if result.prefix_cache_memory:  # what the memory assumes of the cached prefixes
         st.caption(f"KV memory with prefix caching: {result.prefix_cache_memory}.")
     _show_provenance(result)
+
+
+def prediction_line(route: dict) -> str:
+    """How far the times may be off, in one line: the route the device and the engine were
+    predicted by (``Plan.prediction``) and the benchmark's median (and p90) |error| for it,
+    or that none was measured."""
+    engine = ENGINE_LABELS.get(route.get("engine", ""), route.get("engine", ""))
+    device, fit = route.get("device", ""), route.get("device_fit", "")
+    how = route.get("device_route", "")
+    words = (
+        f"{engine} on {device}, fitted"
+        if how == "fitted"
+        else f"{engine} on {device}, from the {fit} fit ({how.replace('_', ' ')})"
+    )
+    if route.get("engine_route") == "stand_in":
+        words += f", {route.get('engine_profile')}'s kernels standing in"
+    e = route.get("expected_error")
+    if not e:
+        return f"Expected error of these times: not measured for this route ({words})."
+    p90 = f", p90 {e['p90']:.0%}" if e.get("p90") is not None else ""
+    return (
+        f"Expected error of these times: median {e['median']:.1%}{p90} |error| ({words}; "
+        "README's 'How accurate the times are')."
+    )
 
 
 def pool_figures(result) -> list[tuple[str, str]]:

@@ -732,3 +732,19 @@ def test_nvfp4_experts_from_the_box_and_the_url():
     assert "experts" not in at.query_params
     said = _run(model="deepseek-v3", w="nvfp4")
     assert any("experts=nvfp4" in n.value for n in [*said.info, *said.warning, *said.caption])
+
+
+def test_the_answer_says_its_expected_error():
+    """The planner's own expected error (Plan.prediction: the route and its benchmark's
+    |error|) was shown nowhere in the app: one line under the answer says it."""
+    from appviews.planner import prediction_line
+
+    at = _run(model="deepseek-v3", hw="B200", engine="vllm", gpus="8", tp="8")
+    p = mlacalc.plan("deepseek-v3", "B200", 8, tp=8, engine="vllm", isl=D.ISL, osl=D.OSL)
+    line = prediction_line(p.prediction)
+    e = p.prediction["expected_error"]
+    assert line.startswith(f"Expected error of these times: median {e['median']:.1%}")
+    assert "vLLM on B200, fitted" in line
+    assert line in [c.value for c in at.caption]
+    h200 = mlacalc.plan("deepseek-v3", "H200", 8, tp=8, engine="vllm", isl=D.ISL, osl=D.OSL)
+    assert "from the H100-SXM fit (same generation)" in prediction_line(h200.prediction)
