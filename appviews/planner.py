@@ -263,8 +263,13 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
     url_redundant = sc.url.integer("redundant_experts", 0, 0, 4096)
     st.markdown("**Deployment and request mix**")
     c = st.columns(7)
-    gpus = c[0].number_input("GPUs", 1, 4096, url_gpus, key="plan_gpus")
-    tp = c[1].number_input("tensor parallel", 1, 4096, min(int(gpus), url_tp), key="plan_tp")
+    # the boxes take any number and the plan refuses what it cannot use, in the answer's
+    # place: a box's own minimum kept the last value used behind a red "!" (GPUs 0 showed
+    # while the figures were 4 GPUs'; a TTFT target of 0.001 s while the answer said 2 s)
+    gpus = c[0].number_input("GPUs", 0, 4096, url_gpus, key="plan_gpus")
+    tp = c[1].number_input(
+        "tensor parallel", 1, 4096, max(1, min(int(gpus), url_tp)), key="plan_tp"
+    )
     isl = c[2].number_input("input tokens", 1, 1 << 20, D.ISL, key="plan_isl")
     osl = c[3].number_input("output tokens", 1, 1 << 20, D.OSL, key="plan_osl")
     conc = c[4].number_input(
@@ -278,9 +283,13 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
         "shown below the box once found.",
     )
     conc_slot = c[4].empty()  # auto: the count the answer found, written once it is
-    ttft = c[5].number_input("TTFT target (s)", 0.01, 600.0, D.TTFT_TARGET_S, key="plan_ttft")
+    ttft = c[5].number_input(
+        "TTFT target (s)", 0.0, 600.0, D.TTFT_TARGET_S, key="plan_ttft", format="%g"
+    )
     tpot = (
-        c[6].number_input("TPOT target (ms)", 1.0, 10_000.0, D.TPOT_TARGET_S * 1e3, key="plan_tpot")
+        c[6].number_input(
+            "TPOT target (ms)", 0.0, 10_000.0, D.TPOT_TARGET_S * 1e3, key="plan_tpot", format="%g"
+        )
         / 1e3
     )
     with st.expander("Layout, memory and engine"):

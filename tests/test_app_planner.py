@@ -748,3 +748,18 @@ def test_the_answer_says_its_expected_error():
     assert line in [c.value for c in at.caption]
     h200 = mlacalc.plan("deepseek-v3", "H200", 8, tp=8, engine="vllm", isl=D.ISL, osl=D.OSL)
     assert "from the H100-SXM fit (same generation)" in prediction_line(h200.prediction)
+
+
+def test_a_box_value_typed_is_the_value_used_or_refused():
+    """GPUs 0 left "0" in the box (a red "!") while the figures were the last valid count's,
+    and a TTFT target of 0.001 s left "0.001" while the answer said "TTFT <= 2 s": a box's
+    minimum kept the value typed from the app. Now GPUs 0 is refused in the answer's place,
+    naming gpus, and a 1 ms TTFT target is the one the answer judges."""
+    at = _run(model="llama-3-8b", hw="H100-SXM", gpus="1", tp="1")
+    at.number_input(key="plan_gpus").set_value(0).run()
+    assert not at.exception
+    assert any(e.value.startswith("gpus:") for e in at.error), [e.value for e in at.error]
+    at.number_input(key="plan_gpus").set_value(1).run()
+    at.number_input(key="plan_ttft").set_value(0.001).run()
+    assert not at.exception and not at.error
+    assert "TTFT ≤ 0.001 s" in at.warning[0].value or "TTFT <= 0.001 s" in at.warning[0].value
