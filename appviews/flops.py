@@ -84,14 +84,17 @@ def render(sc: Scenario) -> None:
     )
     # the stages in a table of their own, in SI units, so every stage fits the page (exact
     # integers in the downloads); eleven columns of 22-digit integers scrolled past o_proj
+    # the stages some implementation shown runs: a GQA model has no kv_up or absorb stage,
+    # whose empty columns and legend entries a trial found
+    stages = [k for k in MATMUL_STAGES if any(r["stage_flops"].get(k) for r in shown)]
     stage_rows = [
-        {"impl": r["label"], **{k: human_si(v) for k, v in r["stage_flops"].items()}} for r in shown
+        {"impl": r["label"], **{k: human_si(r["stage_flops"][k]) for k in stages}} for r in shown
     ]
     st.dataframe(
         stage_rows,
         hide_index=True,
         width="stretch",
-        column_config={k: st.column_config.TextColumn(alignment="right") for k in MATMUL_STAGES},
+        column_config={k: st.column_config.TextColumn(alignment="right") for k in stages},
     )
     st.caption(
         "Matmul FLOPs by stage (SI units: G = 10^9, T = 10^12, P = 10^15; exact integers in "
@@ -99,7 +102,7 @@ def render(sc: Scenario) -> None:
     )
     download(shown, f"{model.name}-{phase}-flops", "dl_flops")
     fig = go.Figure()
-    for stage in MATMUL_STAGES:
+    for stage in stages:
         fig.add_trace(
             go.Bar(
                 name=stage,

@@ -216,7 +216,8 @@ def render(sc: Scenario) -> None:
     top = max([1e5] + [10 * pt["intensity"] for pt in points])
     xs = np.geomspace(0.1, top, 200)
     fig = go.Figure()
-    for name, roof in roofs(device, dtype, points):
+    drawn = roofs(device, dtype, points)
+    for name, roof in drawn:
         fig.add_trace(
             go.Scatter(x=xs, y=np.minimum(roof, xs * bw), mode="lines", name=f"{name} roofline")
         )
@@ -254,7 +255,9 @@ def render(sc: Scenario) -> None:
             "roofline."
         )
     fig.update_xaxes(type="log", title="arithmetic intensity (FLOP/byte)")
-    fig.update_yaxes(type="log", title=f"attained FLOP/s ({dtype})", **decade_ticks())
+    # one dtype named only where one roof is drawn (an fp8 roof beside bf16's: the legend's)
+    y_title = f"attained FLOP/s ({dtype})" if len(drawn) == 1 else "attained FLOP/s"
+    fig.update_yaxes(type="log", title=y_title, **decade_ticks())
     fig.update_layout(
         title=f"Roofline of one {device.name} and one attention layer's kernels",
         height=420,

@@ -525,3 +525,36 @@ def test_a_failed_upload_is_said_in_the_main_area_and_the_limit_is_the_apps():
     assert "mine.yaml did not load" in main and "num_hidden_layers" in main
     assert "Every figure below is the shipped DeepSeek-V3's, not the file's" in main
     assert any("Showing the shipped DeepSeek-V3" in e.value for e in at.sidebar.error)
+
+
+def test_flops_view_drops_stages_no_implementation_runs():
+    """A GQA model has no kv_up or absorb stage: the FLOPs view showed their empty columns and
+    legend entries. Only the stages an implementation shown runs are drawn; MLA keeps them."""
+    import json as _json
+
+    for model, want in (("llama-3-8b", False), ("deepseek-v3", True)):
+        at = run("FLOPs", model=model)
+        stages = next(d.value for d in at.dataframe if "q_proj" in d.value.columns)
+        assert ("kv_up" in stages.columns) is want and ("absorb" in stages.columns) is want
+        names = {
+            t.get("name")
+            for c in at.get("plotly_chart")
+            for t in _json.loads(c.proto.spec)["data"]
+            if t.get("type") == "bar"
+        }
+        assert ("kv_up" in names) is want and ("absorb" in names) is want, names
+
+
+def test_roofline_y_axis_names_a_dtype_only_for_one_roof():
+    """DeepSeek-V3's fp8 GEMMs draw an fp8 roof beside bf16's: the y-axis said "(bf16)"."""
+    import json as _json
+
+    at = run("Roofline", model="deepseek-v3", hw="B200")
+    (spec,) = [
+        _json.loads(c.proto.spec)
+        for c in at.get("plotly_chart")
+        if "Roofline of one" in _json.loads(c.proto.spec)["layout"]["title"]["text"]
+    ]
+    roofs = [t["name"] for t in spec["data"] if t["name"].endswith("roofline")]
+    assert len(roofs) > 1, roofs
+    assert spec["layout"]["yaxis"]["title"]["text"] == "attained FLOP/s"
