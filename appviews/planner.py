@@ -761,7 +761,9 @@ def show_answer(result, load: Load | None, inputs: PlanInputs, label: str) -> No
         return
     if result.prediction:
         st.caption(prediction_line(result.prediction))
-    c = st.columns([1, 1, 1, 1, 2])
+    # two rows of three, not five in one: at 800 px a fifth of the page cut every value
+    top, rates = st.columns(3), st.columns(3)
+    c = [top[0], top[1], rates[0], rates[1], top[2]]  # TTFT, TPOT, binding; the rates below
     c[0].metric("TTFT", result.ttft_text().split(" (")[0])
     # chunked prefill: the prompt's own steps, as `mlacalc plan` says them (Plan.ttft_parts)
     for label, s in result.ttft_parts():
@@ -776,12 +778,12 @@ def show_answer(result, load: Load | None, inputs: PlanInputs, label: str) -> No
     if parts:
         c[1].caption("  \n".join(f"{label}: {s * 1e3:,.2f} ms" for label, s in parts))
     c[2].metric(
-        "tokens/s per GPU",
+        "output tokens/s per GPU",
         f"{result.output_tokens_per_s_per_gpu:,.1f}",
         help="Output tokens per second of one GPU, the prompts' passes included.",
     )
     c[3].metric(
-        "tokens/s per user",
+        "output tokens/s per user",
         none
         if result.output_tokens_per_s_per_user is None
         else f"{result.output_tokens_per_s_per_user:,.1f}",

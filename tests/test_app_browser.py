@@ -211,7 +211,7 @@ def test_every_tab_with_a_bad_url_and_after_a_model_switch(server, browser):
 
 
 #: The planner's answer: the metric labels that must be in the first screen.
-ANSWER = ("TTFT", "TPOT", "tokens/s per GPU", "tokens/s per user")
+ANSWER = ("TTFT", "TPOT", "output tokens/s per GPU", "output tokens/s per user")
 
 
 def _rects(driver, labels) -> dict[str, dict]:

@@ -61,7 +61,8 @@ def test_answer_comes_before_the_inputs():
     heads = {
         label: i
         for i, (k, label) in enumerate(kinds)
-        if k == "Metric" and label in ("TTFT", "TPOT", "tokens/s per GPU", "tokens/s per user")
+        if k == "Metric"
+        and label in ("TTFT", "TPOT", "output tokens/s per GPU", "output tokens/s per user")
     }
     assert len(heads) == 4 and answer < min(heads.values()) and max(heads.values()) < first_input
 
@@ -81,8 +82,8 @@ def test_default_load_is_the_most_that_meet_the_default_targets():
     assert p.tpot_s <= D.TPOT_TARGET_S < over.tpot_s and n < full.concurrency
     m = metrics(at)
     assert m["TPOT"] == f"{p.tpot_s * 1e3:,.2f} ms" and m["TTFT"] == p.ttft_text()
-    assert m["tokens/s per GPU"] == f"{p.output_tokens_per_s_per_gpu:,.1f}"
-    assert m["tokens/s per user"] == f"{p.output_tokens_per_s_per_user:,.1f}"
+    assert m["output tokens/s per GPU"] == f"{p.output_tokens_per_s_per_gpu:,.1f}"
+    assert m["output tokens/s per user"] == f"{p.output_tokens_per_s_per_user:,.1f}"
     assert any(f">{p.binding}</div>" in x.value for x in at.markdown)
     # the box said 0 while the answer used n: now it is empty ("auto") and says n below it
     assert at.number_input(key="plan_conc").value is None
@@ -426,7 +427,7 @@ def test_the_prefill_pool_is_set_as_the_cli_sets_it(capsys):
     assert p["prefill_layout"] == "TP8 DP2 EP8"
     m = metrics(at)
     assert m["TTFT"] == duration_text(p["ttft_s"]) and m["TPOT"] == f"{p['tpot_s'] * 1e3:,.2f} ms"
-    assert m["tokens/s per GPU"] == f"{p['output_tokens_per_s_per_gpu']:,.1f}"
+    assert m["output tokens/s per GPU"] == f"{p['output_tokens_per_s_per_gpu']:,.1f}"
     assert any("(8 decode + 16 prefill)" in s.value for s in [*at.success, *at.warning])
     # the figures `mlacalc plan` prints of the pools (before: not shown, a trial found)
     captions = " ".join(c.value for c in at.caption)
@@ -670,7 +671,7 @@ def test_the_moe_backend_box_is_tensorrt_llms_on_blackwell():
     assert box.value == "CUTLASS (default)"
 
     def per_gpu():
-        return float(next(m.value for m in at.metric if m.label == "tokens/s per GPU"))
+        return float(next(m.value for m in at.metric if m.label == "output tokens/s per GPU"))
 
     before = per_gpu()  # 437.1 on the CUTLASS MoE, the most requests meeting the targets
     box.set_value("TensorRT-LLM-gen (trtllm-gen)").run()
@@ -763,3 +764,19 @@ def test_a_box_value_typed_is_the_value_used_or_refused():
     at.number_input(key="plan_ttft").set_value(0.001).run()
     assert not at.exception and not at.error
     assert "TTFT ≤ 0.001 s" in at.warning[0].value or "TTFT <= 0.001 s" in at.warning[0].value
+
+
+def test_answer_metrics_fit_two_rows_and_wrap():
+    """The planner's TPOT read "153.95 ..." at 1400 px and TTFT / TPOT / tokens/s "9...",
+    "4...", "8..." at 800 px (five metrics in one row, values cut): the answer's metrics are
+    two rows of three, and the page's style scales metric values with the window and lets
+    them wrap rather than cut them."""
+    at = _run()
+    css = [m.value for m in at.markdown if "stMetricValue" in m.value]
+    assert css and "clamp(" in css[0] and "white-space:normal" in css[0]
+    (tab,) = [t for t in at.tabs if t.label == PLANNER]
+    rows = [e for e in _walk(tab, []) if getattr(e, "type", None) == "flex_container"
+            and all(getattr(c, "type", None) == "column" for c in e.children.values())
+            and any(type(x).__name__ == "Metric" for x in _walk(e, []))]  # fmt: skip
+    shapes = [len(r.children) for r in rows[:2]]
+    assert shapes == [3, 3], shapes
