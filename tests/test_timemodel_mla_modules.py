@@ -209,3 +209,32 @@ def test_vllm_decode_path_prompts_beside_decoding_sequences():
     assert not {"kv_b_proj", "k_assemble"} & {k.name for k in ks}
     st = sm.step(dec_B=8, dec_S=1000, pf_N=2, pf_q=64, pf_pre=0)
     assert np.isfinite(st.seconds).all() and st.seconds[0] > 0
+
+
+@pytest.mark.parametrize(("name", "base", "device"),
+                         [("fit-b200-sxm-vllm", "fit-b200-sxm", "B200"),
+                          ("fit-h100-sxm-vllm", "default", "H100-SXM")])  # fmt: skip
+def test_vllm_block_fp8_projections_take_trtllm_fit(name, base, device):
+    """vLLM's block-scaled fp8 projections (module rows, served steps) are timed by TensorRT-LLM's
+    block-scaled GEMM fit of the device, a stand-in its profiles hold, not by vLLM's bf16 fit,
+    which its device level fell back to (its gemm_perf fp8_block rows fit variants only:
+    docs/time-model.md, "vLLM's block-scaled projections take TensorRT-LLM's fit")."""
+    from mlacalc.timemodel.profile import load_profile
+
+    prof, trt = load_profile(name), load_profile(base)
+    assert prof.class_found(device, "gemm", "fp8_block") == "gemm:fp8_block"
+    assert prof.params(device, "gemm", "fp8_block")[0] == trt.params(device, "gemm", "fp8_block")[0]
+
+
+def test_vllm_block_fp8_module_rows_within_bound():
+    """vLLM's H100 prompt module rows of fp8_block projections: median |error| 6.4% (signed
+    -4.5%) with the bf16 GEMM fit in their place, 4.1% (+2.1%) with TensorRT-LLM's block-scaled
+    fit and the prompt class refitted."""
+    from mlacalc.measured.observations import predict_mapped
+
+    t, mapped = _context_module("h100_sxm", "vllm")
+    err = predict_mapped(mapped, None, "fit-h100-sxm-vllm") / t.seconds - 1.0
+    sel = (np.asarray(t.columns["gemm_type"]).astype(str) == "fp8_block") & mapped.modelled
+    assert sel.sum() > 1000
+    assert np.median(np.abs(err[sel])) < 0.05
+    assert abs(np.median(err[sel])) < 0.035
