@@ -135,7 +135,7 @@ LONG_SEQUENCE_S: dict[tuple[str, str], float] = {
 #: says what both were tried at). A served step (vLLM's decode under its CUDA graph) takes none,
 #: as it takes no host floor.
 SEQUENCE_DOUBLING_S: dict[tuple[str, str, str], float] = {
-    (_B200, "vllm", _GEN): 1.238e-05,
+    (_B200, "vllm", _GEN): 1.192e-05,
 }
 
 #: (system, engine, table, kernel_source, gemm_type, kv_cache_dtype) -> the module's host
@@ -223,7 +223,10 @@ HOST_FLOOR_S: dict[tuple[str, str, str, str, str, str], float] = {
     # gemm_time.BALANCED_WAVES: its one-token kernels 0.9202 of its time, over
     # HOST_BOUND_SHARE; 0.1525 ms before, the table's fitted rows 18.3% -> 18.6%)
     (_B200, "vllm", _GEN, "FLASHINFER_MLA_SPARSE", _BF16, _FP8): 0.0001729,
-    (_B200, "vllm", _GEN, "FLASHINFER_MLA_SPARSE", _FP8B, _FP8): 0.000179,
+    # (none for FlashInfer's group of fp8 block GEMMs and an fp8 cache, 0.179 ms, since those
+    # GEMMs take TensorRT-LLM's block-scaled fit, not vLLM's bf16 one: its one-token kernels
+    # 0.928 of its time; docs/time-model.md, "vLLM's block-scaled projections take
+    # TensorRT-LLM's fit")
     (_B200, "vllm", _GEN, "FLASHMLA_SPARSE", _BF16, _BF16): 0.0001949,
     (_B200, "vllm", _GEN, "FLASHMLA_SPARSE", _FP8B, _BF16): 0.0001925,
     # (FlashInfer's with fp8 block GEMMs and a bf16 cache, 0.152 ms, and FlashMLA's with nvfp4
