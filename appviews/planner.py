@@ -721,8 +721,33 @@ def _serving_plan(sc: Scenario, inputs: PlanInputs):
         conc = float(load.concurrency) if load else None
         return mlacalc.plan(sc.model, sc.hardware, inputs.gpus, **args, concurrency=conc), load
     except mlacalc.MlacalcError as exc:
-        st.error(str(exc))
+        st.error(str(exc) + _section_of(getattr(exc, "argument", "")))
         return None, None
+
+
+#: The plan's arguments whose boxes sit in the collapsed "Layout, memory and engine"
+#: section, by their box: an error naming one says where it is set (a trial met "ep: expert
+#: parallel degree 7 does not divide the 8 GPUs" with no ep box in sight)
+SECTION_BOXES = {
+    "ep": "expert parallel",
+    "pp": "pipeline stages",
+    "page_size": "page size (tokens)",
+    "dp_attention": "DP-attention",
+    "redundant_experts": "redundant experts",
+    "overlap": "overlap",
+    "memory_reserve": "memory reserve (activations, workspace)",
+    "engine_memory": "the engine's memory setting",
+    "moe_backend": "TensorRT-LLM MoE backend",
+    "component_dtypes": "routed experts' weights",
+    "prefix_cache_hit": "prefix cache hit (share of a prompt)",
+    "output_lag_steps": "output lag (steps, aggregated)",
+}
+
+
+def _section_of(argument: str) -> str:
+    """Where the box of an argument an error names sits, where it is not in sight."""
+    box = SECTION_BOXES.get(argument)
+    return f" (the {box!r} box, in 'Layout, memory and engine' below)" if box else ""
 
 
 def answer_line(result, load: Load | None, inputs: PlanInputs, label: str) -> str:

@@ -780,3 +780,13 @@ def test_answer_metrics_fit_two_rows_and_wrap():
             and any(type(x).__name__ == "Metric" for x in _walk(e, []))]  # fmt: skip
     shapes = [len(r.children) for r in rows[:2]]
     assert shapes == [3, 3], shapes
+
+
+def test_an_error_naming_a_box_in_the_collapsed_section_says_where_it_is():
+    """ep 7 on 8 GPUs was refused "ep: expert parallel degree 7 does not divide the 8 GPUs"
+    with the ep box out of sight in the collapsed section: the error names the box and the
+    section."""
+    at = _run(ep="7")
+    (err,) = [e.value for e in at.error]
+    assert err.startswith("ep:")
+    assert err.endswith("(the 'expert parallel' box, in 'Layout, memory and engine' below)")
