@@ -13,6 +13,7 @@ from mlacalc.models.loading import ModelConfig
 from mlacalc.render import human_si
 from mlacalc.timemodel.predict import MMHA_RUNS_AS, MMHA_WORDS, mla_rank_note
 from mlacalc.words.kernels import roofline_bound
+from mlacalc.words.units import human_seconds
 from mlacalc.words.vocab import MLA_IMPLEMENTATIONS
 
 from .common import (
@@ -274,7 +275,7 @@ def render(sc: Scenario) -> None:
                 "ridge": round(pt["ridge"], 1),
                 "bound": pt["bound"],
                 "attained FLOP/s": human_si(pt["flops_per_s"], "FLOP/s"),
-                "time (us)": round(pt["seconds"] * 1e6, 2),
+                "time": human_seconds(pt["seconds"]),
             }
             for pt in points
         ],
