@@ -244,12 +244,9 @@ def layout_limits(inputs: PlanInputs) -> tuple[tuple[str, Any], ...]:
     return out
 
 
-def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
-    """Draw the planner's widgets (the deployment and request mix in one row, the rest in an
-    expander) and read them, with the slot below the requests-in-flight box that says the
-    count an empty box ("auto") resolved to; the GPU and tensor-parallel counts go back into
-    the URL."""
-    seen = len(sc.url.notices)
+def _url_layout(sc: Scenario) -> tuple[int, int, int, bool, int]:
+    """The URL's GPUs, tensor-parallel degree (at most the GPUs, said in a notice where it was
+    above), expert-parallel degree, DP-attention flag and redundant experts."""
     url_gpus = sc.url.integer("gpus", D.GPUS, 1, 4096)
     url_tp = sc.url.integer("tp", url_gpus, 1, 4096)
     if url_tp > url_gpus:
@@ -261,6 +258,33 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
     url_ep = sc.url.integer("ep", D.EP, 1, 4096)
     url_dpa = sc.url.flag("dpa", False)
     url_redundant = sc.url.integer("redundant_experts", 0, 0, 4096)
+    return url_gpus, url_tp, url_ep, url_dpa, url_redundant
+
+
+def _layout_to_url(
+    moe: bool, ep: int, dp_attention: bool, redundant: int, expert_dtype: str | None
+) -> None:
+    """The expert layout into the URL where it is not the default (a dense model: none)."""
+    layout = {
+        "ep": (ep, D.EP),
+        "dpa": (int(dp_attention), 0),
+        "redundant_experts": (redundant, 0),
+        "experts": (expert_dtype or "", ""),
+    }
+    for key, (value, default) in layout.items():
+        if moe and value != default:
+            st.query_params[key] = str(value)
+        elif key in st.query_params:
+            del st.query_params[key]
+
+
+def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
+    """Draw the planner's widgets (the deployment and request mix in one row, the rest in an
+    expander) and read them, with the slot below the requests-in-flight box that says the
+    count an empty box ("auto") resolved to; the GPU and tensor-parallel counts go back into
+    the URL."""
+    seen = len(sc.url.notices)
+    url_gpus, url_tp, url_ep, url_dpa, url_redundant = _url_layout(sc)
     st.markdown("**Deployment and request mix**")
     c = st.columns(7)
     # the boxes take any number and the plan refuses what it cannot use, in the answer's
@@ -368,18 +392,7 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
     show_notices(sc.url, seen)
     tp_used = _dp_attention_tp(int(gpus), int(tp), int(pp), bool(dp_attention) and moe)
     st.query_params.update({"gpus": str(gpus), "tp": str(tp)})
-    # the expert layout goes into the URL where it is not the default (a dense model: none)
-    layout = {
-        "ep": (int(ep), D.EP),
-        "dpa": (int(dp_attention), 0),
-        "redundant_experts": (int(redundant), 0),
-        "experts": (expert_dtype or "", ""),
-    }
-    for key, (value, default) in layout.items():
-        if moe and value != default:
-            st.query_params[key] = str(value)
-        elif key in st.query_params:
-            del st.query_params[key]
+    _layout_to_url(moe, int(ep), bool(dp_attention), int(redundant), expert_dtype)
     return conc_slot, PlanInputs(
         gpus=int(gpus),
         tp=tp_used,
