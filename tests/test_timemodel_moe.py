@@ -1615,13 +1615,52 @@ def test_trtllms_own_moe_works_on_every_row_of_the_rank():
     assert kernel_terms(_moe_batch(**args), FIG, p)["extra_s"][0] == pytest.approx(base)
 
 
-@pytest.mark.parametrize("dtype, before", [("fp8", -0.165), ("nvfp4", -0.198)])
+def test_flashinfer_cutlass_moe_pays_trtllms_row_costs():
+    """FlashInfer's CUTLASS MoE wraps TensorRT-LLM's (its permutation, activation and finalize
+    kernels, as recalled): its rows and steps carry ``cutlass_rows`` and pay ``row_s`` on each
+    row of the rank and ``token_s`` on each token's hidden row as TensorRT-LLM's own (``pair_tile``)
+    do, without the SM pair's tile. Where TensorRT-LLM's class stands in for it (vLLM's Hopper
+    block-scaled fp8 from B200) the per-row time its refit moved out of the passes stays."""
+    from mlacalc.measured.mapping import _flashinfer_cutlass_rows
+    from mlacalc.timemodel.moe_time import CUTLASS_ROWS_MOE, PAIR_TILE_MOE, engine_moe_tiles
+
+    p = default_params("moe")
+    args = {"tokens": [4096.0], "active": [64.0], "top": [512.0], "rows": [32768.0]}
+    plain = kernel_terms(_moe_batch(**args), FIG, p)["extra_s"][0]
+    p["row_s"], p["token_s"] = 5e-7, 1e-10
+    flagged = kernel_terms(_moe_batch(**args, **{CUTLASS_ROWS_MOE: [1.0]}), FIG, p)["extra_s"][0]
+    paired = kernel_terms(_moe_batch(**args, **{PAIR_TILE_MOE: [1.0]}), FIG, p)["extra_s"][0]
+    scale = REFERENCE_CLOCK_HZ / FIG.clock_hz
+    want = (5e-7 * 32768 + 1e-10 * 4096 * HIDDEN) * scale / FIG.sm_count
+    assert flagged - plain == pytest.approx(want) and paired == pytest.approx(flagged)
+    assert kernel_terms(_moe_batch(**args), FIG, p)["extra_s"][0] == pytest.approx(plain)
+    # the measured rows of that kernel, vLLM's and SGLang's; no other kernel's
+    sources = np.array(
+        [
+            "vllm_fp8moe_flashinfer_cutlass_flashinferexperts",
+            "sglang_flashinfer_cutlass_moe",
+            "vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic",
+            "sglang_fused_moe_triton",
+            "moe_torch_flow_cutlass",
+        ]
+    )
+    assert _flashinfer_cutlass_rows(sources).tolist() == [1, 1, 0, 0, 0]
+    # a vLLM step on Hopper of its FlashInfer CUTLASS classes (fp8, block-scaled fp8); not its
+    # Triton bf16 class, nor TensorRT-LLM's own (``pair_tile``)
+    for dtype, want_col in (("fp8", True), ("fp8_block", True), ("bf16", False)):
+        step = engine_moe_tiles(_moe_batch(dtype, [64.0], experts=[32.0]), "vllm", FIG)
+        assert (CUTLASS_ROWS_MOE in step.shape) == want_col
+    trt = engine_moe_tiles(_moe_batch("fp8", [64.0], experts=[32.0]), "trtllm", FIG)
+    assert CUTLASS_ROWS_MOE not in trt.shape
+
+
+@pytest.mark.parametrize("dtype, before", [("bf16", -0.081), ("fp8", -0.165), ("nvfp4", -0.198)])
 def test_trtllm_b200_narrow_moe_rows_at_many_rows_a_rank(dtype, before):
     """B200's CUTLASS MoE rows of many rows a rank (EP <= 4, 4,096 tokens and more) of a narrow
     expert (hidden + intermediate <= 3,000) were fast by what a pass per row over the width
     could not give, while the wide ones (8,000-12,000) were slow: signed median before the
-    cost per row (``row_s``) fp8 -16.5% / +8.0%, nvfp4 -19.8% / +12.4%; after -1.7% / +0.4%
-    and +1.1% / +2.1%."""
+    cost per row (``row_s``) bf16 -8.1% / +7.5%, fp8 -16.5% / +8.0%, nvfp4 -19.8% / +12.4%;
+    after +1.8% / +4.3%, -1.7% / +0.4% and +1.1% / +2.1%."""
     pytest.importorskip("pyarrow")
     from mlacalc.measured.mapping import map_table
     from mlacalc.measured.observations import predict_mapped

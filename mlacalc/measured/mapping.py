@@ -149,6 +149,7 @@ from mlacalc.timemodel.moe_time import (
     ROWS_SPREAD,
     TRTLLM_GEN_FP4,
     TRTLLM_GEN_MAX_TILE,
+    flashinfer_cutlass_moe,
     flashinfer_hopper_tiled,
     marlin_row_tile,
     triton_fused_moe,
@@ -1641,6 +1642,14 @@ def _trtllm_own_moe(t: MeasuredTable, source: np.ndarray) -> np.ndarray:
     return own.astype(np.float64)
 
 
+def _flashinfer_cutlass_rows(source: np.ndarray) -> np.ndarray:
+    """Per row 1.0 where its ``kernel_source`` is FlashInfer's CUTLASS MoE
+    (:func:`~mlacalc.timemodel.moe_time.flashinfer_cutlass_moe`: vLLM's and SGLang's rows of
+    TensorRT-LLM's MoE wrapped), which pays TensorRT-LLM's costs per row of the rank and per
+    token (:data:`~mlacalc.timemodel.moe_time.CUTLASS_ROWS_MOE`); else 0.0."""
+    return np.array([flashinfer_cutlass_moe(str(x)) for x in source], dtype=np.float64)
+
+
 def _flashinfer_hopper_tiled(t: MeasuredTable, source: np.ndarray, dt: np.ndarray) -> np.ndarray:
     """Per row whether it runs the Hopper build of a FlashInfer CUTLASS MoE that runs 128-row
     tiles whatever the load (:func:`~mlacalc.timemodel.moe_time.flashinfer_hopper_tiled`:
@@ -1834,6 +1843,8 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
         # SGLang's Triton fused MoE with a tuned config (moe_time.TUNED_MOE)
         tuned_config=tuned[ok].astype(np.float64),
         pair_tile=_trtllm_own_moe(t, srcs)[ok],
+        # FlashInfer's CUTLASS MoE, TensorRT-LLM's wrapped: its row costs (CUTLASS_ROWS_MOE)
+        cutlass_rows=_flashinfer_cutlass_rows(srcs)[ok],
     )
     reason[~ok] = "unknown_dtype"
 

@@ -34,6 +34,7 @@ from mlacalc.words.kernels import MIN_LATENCY_MOE, TRTLLM_GEN_MOE, KernelBatch
 __all__ = [
     "ALL_PAIRS_MOE",
     "BF16_RATE_MOE",
+    "CUTLASS_ROWS_MOE",
     "DEEPEP_GROUPED_GEMM",
     "DEEPEP_KERNEL",
     "DEEPEP_RECEIVED",
@@ -135,6 +136,17 @@ PAIR_STREAM_MOE = "pair_stream"
 #: per-tensor fp8 and B200 nvfp4 classes (docs/time-model.md, "A cost per row of the rank in
 #: TensorRT-LLM's own MoE").
 PAIR_TILE_MOE = "pair_tile"
+
+#: Shape column of a MoE batch (1.0) whose kernel is FlashInfer's CUTLASS MoE
+#: (:func:`flashinfer_cutlass_moe`: TensorRT-LLM's MoE wrapped, its permutation, activation and
+#: finalize kernels with it, as recalled), so its rows pay TensorRT-LLM's cost per (token,
+#: expert) row of the rank (``row_s``) and per token's hidden row (``token_s``) as
+#: :data:`PAIR_TILE_MOE` rows do, without the SM pair's tile. Its own classes (SGLang's,
+#: vLLM's) keep both 0; the terms count where TensorRT-LLM's class stands in for it
+#: (``engine_profiles.with_generation_kernels``: vLLM's Hopper block-scaled fp8 from B200;
+#: docs/time-model.md, "FlashInfer's CUTLASS MoE pays TensorRT-LLM's costs per row and per
+#: token").
+CUTLASS_ROWS_MOE = "cutlass_rows"
 
 #: Output tiles of the grouped GEMMs: the GEMM tiles and two short ones for experts with few
 #: rows (16 and 32 rows by 128 columns), each at the share of the tensor rate its intensity
@@ -845,6 +857,11 @@ def engine_moe_tiles(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ker
             batch, shape={**batch.shape, PAIR_TILE_MOE: np.ones(len(batch))}
         )
     kernel = ENGINE_MOE_KERNEL.get((engine, gen), {}).get(batch.dtype, "")
+    if flashinfer_cutlass_moe(kernel):
+        # FlashInfer's CUTLASS MoE: TensorRT-LLM's costs per row and token (CUTLASS_ROWS_MOE)
+        batch = dataclasses.replace(
+            batch, shape={**batch.shape, CUTLASS_ROWS_MOE: np.ones(len(batch))}
+        )
     if not fig.tcgen05 and flashinfer_hopper_tiled([kernel], [batch.dtype])[0]:
         # the Hopper build of FlashInfer's CUTLASS MoE: its 128-row tile
         # (:func:`flashinfer_hopper_tiled`)
@@ -957,12 +974,14 @@ def _around_gemms_s(
     stream = np.where(col(batch, PAIR_STREAM_MOE, 0) > 0, prm["pair_passes"], 0.0)
     extra = extra + stream * np.maximum(routed, assignments) * (hidden + inter) * 2.0 / bw
     # ``token_s`` of one SM's work on each hidden element of every token entering the rank,
-    # local experts or not, in TensorRT-LLM's own MoE (:data:`PAIR_TILE_MOE`; default 0)
+    # local experts or not, in TensorRT-LLM's own MoE (:data:`PAIR_TILE_MOE`) and in
+    # FlashInfer's CUTLASS MoE, which wraps it (:data:`CUTLASS_ROWS_MOE`; default 0)
     trt_own = col(batch, PAIR_TILE_MOE, 0) > 0
-    extra = extra + np.where(trt_own, prm["token_s"], 0.0) * tokens * hidden / sms
+    trt_rows = trt_own | (col(batch, CUTLASS_ROWS_MOE, 0) > 0)
+    extra = extra + np.where(trt_rows, prm["token_s"], 0.0) * tokens * hidden / sms
     # ``row_s`` of one SM's work on each (token, expert) row of the rank, whatever its width,
-    # in the same kernels (:data:`PAIR_TILE_MOE`; default 0)
-    extra = extra + np.where(trt_own, prm["row_s"], 0.0) * assignments / sms
+    # in the same kernels (:data:`PAIR_TILE_MOE`, :data:`CUTLASS_ROWS_MOE`; default 0)
+    extra = extra + np.where(trt_rows, prm["row_s"], 0.0) * assignments / sms
     # routing every token entering the rank: top-k selection and the gather/scatter indices
     # of all its (token, expert) pairs, local or not, ``route_s`` of one SM's work per pair;
     # behind DeepEP the rank's own tokens, routed before the dispatch (:data:`DEEPEP_ROUTED`)
