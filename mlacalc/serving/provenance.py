@@ -235,12 +235,12 @@ def _takes_time(x: Any) -> bool:
 #: fitted" and "H100 from A100 only"). ``tests/test_plan_prediction_route.py`` reads the README
 #: and fails where these drift.
 ROUTE_ERRORS: dict[tuple[str, str], tuple[float, float, float]] = {
-    ("trtllm", "H100-SXM"): (4.9, 16.1, 11.4),
-    ("trtllm", "B200"): (5.8, 19.7, 10.5),
-    ("sglang", "H100-SXM"): (5.6, 22.0, 11.4),
-    ("sglang", "B200"): (6.9, 24.3, 10.6),
+    ("trtllm", "H100-SXM"): (4.8, 15.9, 11.3),
+    ("trtllm", "B200"): (5.7, 19.3, 10.2),
+    ("sglang", "H100-SXM"): (5.6, 21.2, 11.3),
+    ("sglang", "B200"): (6.8, 23.8, 10.5),
     ("vllm", "H100-SXM"): (5.6, 17.5, 11.7),
-    ("vllm", "B200"): (6.1, 22.0, 11.7),
+    ("vllm", "B200"): (5.9, 20.8, 11.7),
     ("trtllm", "A100-SXM-80GB"): (6.0, 20.0, 10.3),
 }
 
