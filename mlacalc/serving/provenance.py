@@ -385,9 +385,10 @@ def _device_route(prof: Any, hw: HardwareSpec) -> tuple[str, str | None]:
         return "not_fitted", None
     if hw.name in prof.devices:
         return "fitted", hw.name
-    near, kin = prof._ranked(hw)
+    near = prof.nearest_fitted(hw)
     if near is not None:
         return "same_generation", near
+    kin = prof.nearest_architecture(hw)
     if kin is not None:
         return "nearest_architecture", kin
     return "pooled", None

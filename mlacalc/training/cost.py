@@ -38,8 +38,8 @@ from mlacalc.training.flops import (
 from mlacalc.training.lora import (
     adapted_matrices,
     adapter_flops,
+    block_layers,
     check_lora,
-    layer_blocks,
     lora_params,
     stage_lora_params,
 )
@@ -816,10 +816,6 @@ def _zero3_lever(now: TrainingCost, zero3: TrainingCost) -> str:
     )
 
 
-def _weight_bytes(optimizer: str, precision: str) -> int:
-    return optimizer_bytes_per_param(optimizer, precision)[0]
-
-
 def _adapted(
     flops: TrainingFlops, m: ModelConfig, lora: tuple[int, str] | None, recompute: str
 ) -> TrainingFlops:
@@ -845,7 +841,7 @@ def _adapter_activations(
     width = 4 if dtype == "fp32" else 2
     out = []
     for a in adapted_matrices(m, targets):
-        layers = sum(a.block in layer_blocks(m, i) for i in range(m.num_hidden_layers))
+        layers = block_layers(m, a.block)
         el = tokens * rank
         out.append(ActivationTensor(a.block, f"lora_{a.name}_xa", el, el * width, layers))
     return out

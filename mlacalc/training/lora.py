@@ -23,7 +23,17 @@ from mlacalc.models.loading import ModelConfig
 from mlacalc.words import arguments as args
 from mlacalc.words.errors import InvalidArgumentError
 
-__all__ = ["TARGETS", "Adapted", "adapted_matrices", "check_lora", "lora_params"]
+__all__ = [
+    "TARGETS",
+    "Adapted",
+    "adapted_matrices",
+    "adapter_flops",
+    "block_layers",
+    "check_lora",
+    "layer_blocks",
+    "lora_params",
+    "stage_lora_params",
+]
 
 #: what each ``lora_targets`` choice adapts
 TARGETS = {
@@ -118,6 +128,12 @@ def adapted_matrices(m: ModelConfig, targets: str = "attention-mlp") -> list[Ada
 def layer_blocks(m: ModelConfig, i: int) -> tuple[str, str]:
     """The blocks of layer ``i``: attention and its FFN kind."""
     return "attention", "moe" if m.is_moe_layer(i) else "ffn"
+
+
+def block_layers(m: ModelConfig, block: str) -> int:
+    """How many of the model's layers hold ``block`` (:func:`layer_blocks`): an adapted
+    matrix runs once in each."""
+    return sum(block in layer_blocks(m, i) for i in range(m.num_hidden_layers))
 
 
 def lora_params(m: ModelConfig, rank: int, targets: str = "attention-mlp") -> int:

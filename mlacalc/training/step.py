@@ -74,7 +74,7 @@ from mlacalc.serving.provenance import engine_profile_of
 from mlacalc.timemodel.kernel_time import predict_kernels
 from mlacalc.timemodel.profile import Profile
 from mlacalc.training.flops import core_kinds, forward_kernels, score_flops
-from mlacalc.training.lora import adapted_matrices, layer_blocks
+from mlacalc.training.lora import adapted_matrices, block_layers
 from mlacalc.words import arguments as args
 from mlacalc.words.dtypes import dtype_bits
 from mlacalc.words.engines import DEFAULT_ENGINE
@@ -316,7 +316,7 @@ def _adapter_kernels(
     tokens = lay.micro_batch * seq_len // lay.cp
     out = []
     for a in adapted_matrices(m, targets):
-        layers = sum(a.block in layer_blocks(m, i) for i in range(m.num_hidden_layers))
+        layers = block_layers(m, a.block)
         calls = math.ceil(layers / lay.pp)
         d_in = max(1, a.d_in // lay.tp) if a.split == "row" else a.d_in
         d_out = max(1, a.d_out // lay.tp) if a.split == "column" else a.d_out
