@@ -202,6 +202,11 @@ def render(sc: Scenario) -> None:
         per_gpu = f"{d['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU"
         # MFU counts the model's FLOPs (the same under every path), HFU the executed ones
         hfu = f"HFU {d['hfu']:.1%} (executed FLOPs, recomputation included)"
+        if d["lora_rank"]:  # the LoRA step's own FLOPs: its frozen weights take no gradient
+            hfu += (
+                "; MFU of the LoRA step's model FLOPs (forward, input gradients, the adapters'"
+                " gradients; no weight gradients for the frozen weights)"
+            )
         if if_fit:
             k[3].metric(f"MFU{if_fit}", f"{d['mfu']:.1%}")
             k[3].caption(f"{hfu}; {per_gpu}{if_fit}")
@@ -219,8 +224,15 @@ def render(sc: Scenario) -> None:
             }
             for s in TRAINING_STAGES
         ],
-        scope="Matmul FLOPs of one micro-batch, whole model; causal pairs; backward = 2 x forward; "
-        "recomputed: the flash backward's scores and the recompute policy.",
+        scope="Matmul FLOPs of one micro-batch, whole model; causal pairs; "
+        + (
+            "LoRA: backward = the frozen weights' input gradients alone (as many FLOPs as their "
+            "forward), the adapters' input and weight gradients and the attention core's (twice "
+            "theirs); "
+            if d["lora_rank"]
+            else "backward = 2 x forward; "
+        )
+        + "recomputed: the flash backward's scores and the recompute policy.",
     )
     show_table(
         [{"block": b, "bytes per layer": v} for b, v in d["activation_bytes_per_layer"].items()]

@@ -141,3 +141,45 @@ def test_cli_lora_errors_are_one_line(run, argv, fragment):
 def test_cli_lora_says_what_trains(run):
     out, _ = run("train", "llama-3-8b", "-s", "1k", "--lora-rank", "16")
     assert "LoRA rank 16 on attention-mlp" in out and "41,943,040 in the model" in out
+
+
+def test_lora_mfu_by_hand():
+    """MFU under LoRA counts the LoRA step's model FLOPs, by hand for Llama-3-8B at 4K, rank
+    16: the GEMMs' forward 2 T N (N: 32 layers of q, k, v, o, gate, up, down and the head),
+    their input gradients 2 T N again and no weight gradients; the causal attention core's
+    forward 4 d_h n_h T (T + 1) / 2 a layer and its backward twice that; the adapters' 2 T P
+    forward and 4 T P backward (P = 41,943,040). Full training's 6 T N would read 1.43x as
+    high for the same step."""
+    t, d, f, v = 4096, 4096, 14336, 128256
+    n = 32 * (d * (d + 1024 + 1024) + d * d + 3 * d * f) + d * v
+    core = 32 * 4 * 128 * 32 * t * (t + 1) // 2
+    adapters = 41_943_040
+    flops = 2 * t * n + 2 * t * n + 3 * core + 6 * t * adapters
+    c = training_cost("llama-3-8b", t, lora_rank=16, hardware="H100")
+    assert c.model_flops == flops
+    assert round(c.flops_per_token / 1e9, 2) == 33.49
+    peak = 989.4e12  # H100 SXM's dense bf16 peak
+    assert c.peak_flops_per_s == pytest.approx(peak, rel=1e-3)
+    assert c.mfu == pytest.approx(flops / (c.time.step_s * peak), rel=1e-3)
+    full = training_cost("llama-3-8b", t, hardware="H100")
+    assert full.model_flops == 6 * t * n + 3 * core
+    assert full.model_flops / c.model_flops == pytest.approx(1.44, abs=0.01)
+
+
+def test_one_gpu_deepseek_v3_lora_is_flagged(run):
+    """DeepSeek-V3 with LoRA on one H200 at 8K read 'MFU 69.4%' as a result: its 671 G frozen
+    weights (1.22 TiB in bf16) are 9.8 times the GPU's 126.90 GiB usable. The figures stay (its
+    kernels timed as if they fitted) but the layout is flagged: the weights and states alone
+    are over, only sharding them fits, and the step's note says the MFU is as if it fitted."""
+    c = training_cost("deepseek-v3", 8192, lora_rank=16, hardware="H200")
+    assert c.params_per_gpu > 671e9 and c.fits is False and c.states_fit is False
+    assert c.states_per_gpu["weights"] >= 2 * 671e9 > 9.8 * c.usable_memory_bytes
+    assert "alone are 1.22 TiB" in c.fit_advice and "only the settings that shard" in c.fit_advice
+    assert c.to_dict()["states_fit"] is False
+    out, _ = run("train", "deepseek-v3", "-s", "8k", "--hw", "H200", "--lora-rank", "16")
+    flat = " ".join(out.split())
+    assert "DOES NOT FIT" in flat and "of the dense bf16 peak; the layout DOES NOT FIT" in flat
+    assert "the LoRA step's model FLOPs" in flat and "no weight gradients for the frozen" in flat
+    assert "LoRA: backward = the frozen weights' input-gradient GEMMs alone" in flat
+    fits = training_cost("llama-3-8b", 4096, lora_rank=16, hardware="H200")
+    assert fits.fits and fits.states_fit and fits.fit_advice is None

@@ -69,7 +69,15 @@ def _sections(c, table, overlap: bool = False, gated: bool = True) -> list[Secti
             f"{c.impl}, {c.attention} attention, recompute {c.recompute})",
             ["stage", "forward", "backward", "recomputed", "GFLOPs / token (fwd + bwd)"],
             stages,
-            note="causal pairs; backward = 2 x forward; recomputed: the flash backward's scores "
+            note="causal pairs; "
+            + (
+                "LoRA: backward = the frozen weights' input-gradient GEMMs alone (no weight "
+                "gradients: as many FLOPs as their forward), the adapters' input and weight "
+                "gradients (twice theirs) and the attention core's dQ, dK, dV, dP (twice its); "
+                if c.lora_rank
+                else "backward = 2 x forward; "
+            )
+            + "recomputed: the flash backward's scores "
             "and the recompute policy (hardware FLOPs, in HFU, not in MFU)"
             + (
                 ""
@@ -185,10 +193,23 @@ def _step_section(c, overlap: bool) -> Section:
             if lay.cp > 1
             else ""
         )
-        + f"MFU {c.mfu:.1%} (model FLOPs, {c.flops_per_token / 1e9:,.2f} G a token), "
+        + f"MFU {c.mfu:.1%} ("
+        + (
+            "the LoRA step's model FLOPs: forward, input gradients, the adapters' forward "
+            "and both gradients, no weight gradients for the frozen weights; "
+            if c.lora_rank
+            else "model FLOPs, "
+        )
+        + f"{c.flops_per_token / 1e9:,.2f} G a token), "
         f"HFU {c.hfu:.1%} (executed FLOPs, {c.executed_flops_per_token / 1e9:,.2f} G a "
         "token with the recomputation), both of the dense bf16 peak; "
-        f"{c.tokens_per_s_per_gpu:,.0f} tokens/s per GPU; a prediction of the kernel "
+        + (
+            "the layout DOES NOT FIT (memory table): the step, MFU and HFU are its kernels "
+            "timed as if it did; "
+            if c.fits is False
+            else ""
+        )
+        + f"{c.tokens_per_s_per_gpu:,.0f} tokens/s per GPU; a prediction of the kernel "
         "time model and the link model (profile "
         f"{t.profile}: {t.calibration})"
         + (

@@ -187,6 +187,16 @@ class TrainingCost:
         return self.memory_per_gpu <= self.usable_memory_bytes
 
     @property
+    def states_fit(self) -> bool | None:
+        """Whether a GPU's usable memory holds its weights, gradients, master weights and
+        optimizer states alone, before any activation (None without a device): where they do
+        not, no activation saving or recomputation fits the layout, only sharding them does
+        (DeepSeek-V3's 1.22 TiB of frozen weights under LoRA on one 141 GB H200)."""
+        if self.usable_memory_bytes is None:
+            return None
+        return sum(self.states_per_gpu.values()) <= self.usable_memory_bytes
+
+    @property
     def unmodelled_savings(self) -> dict[str, int]:
         """What a GPU's activations would lose to the savings docs/training.md lists as not
         modelled: recomputing SwiGLU and the norms (their outputs dropped), keeping the
@@ -223,6 +233,13 @@ class TrainingCost:
         over = self.memory_per_gpu - self.usable_memory_bytes
         save = self.unmodelled_savings
         text = f"{human_bytes(over)} over"
+        if not self.states_fit:
+            states = sum(self.states_per_gpu.values())
+            text += (
+                f"; the weights, gradients and optimizer states alone are {human_bytes(states)}, "
+                f"{human_bytes(states - self.usable_memory_bytes)} over before any activation: "
+                "no activation saving fits it, only the settings that shard them"
+            )
         if save["both"]:
             enough = "enough to fit" if save["both"] >= over else "not enough alone"
             text += (
@@ -289,7 +306,11 @@ class TrainingCost:
     @property
     def mfu(self) -> float | None:
         """Model FLOPs utilisation: the model's FLOPs (:attr:`model_flops`, the same under
-        every path) over the step time and the GPUs' dense bf16 peak."""
+        every path) over the step time and the GPUs' dense bf16 peak. Under LoRA the model
+        FLOPs are the LoRA step's: the forward (``2 N`` a token over the GEMMs' weights, the
+        attention core's), the input-gradient GEMMs (``2 N``: the frozen weights take no
+        weight gradient), the attention core's backward (twice its forward) and the adapters'
+        own (forward, input and weight gradients), not full training's ``6 N``."""
         return self._utilisation(self.step_flops)
 
     @property
@@ -339,6 +360,7 @@ class TrainingCost:
             "memory_reserve": self.memory_reserve,
             "usable_memory_bytes": self.usable_memory_bytes,
             "fits": self.fits,
+            "states_fit": self.states_fit,
             "unmodelled_savings": self.unmodelled_savings,
             "fit_advice": self.fit_advice,
             "time": None if self.time is None else self.time.to_dict(),
