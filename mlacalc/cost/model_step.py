@@ -1216,8 +1216,13 @@ def _attention_layers(
     out: list[Kernel] = []
     for label, group in zip(cost.group_labels, cost.groups):
         kind = kinds[label]
-        window = kind.window if kind.attention == "sliding" else None
         sub = kind_model(m, kind)
+        window = kind.window if kind.attention == "sliding" else None
+        if window is None and sub.index_topk and not v4:
+            # a DSA layer's core attends its index_topk selected keys, whether the layer runs
+            # its own indexer or reuses another's top-k (GLM's shared indexers), as the
+            # uniform path's default window has it
+            window = sub.index_topk
         if kind.attention == "msa":  # the core attends at most T blocks of B keys
             window = m.sparse_topk_blocks * m.sparse_block_size
             kernels = attention_kernels(group, sub, a, w, group.layers, window, kv_dtype)
