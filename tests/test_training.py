@@ -5,7 +5,6 @@ errors for every bad input (mutation suite)."""
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pytest
@@ -587,9 +586,12 @@ def test_the_zero3_lever_says_what_it_saves_and_what_it_costs():
     c = training_cost("llama-3.1-405b", 8192, **kw)
     three = training_cost("llama-3.1-405b", 8192, zero=3, **kw)
     assert c.fits is False and c.layout.micro_batches == 32
+    working = three.states_per_gpu["zero3_gathered"]  # the shards' savings less it
     saved = human_bytes(c.memory_per_gpu - three.memory_per_gpu)
     lever = next(x for x in c.levers if x.startswith("ZeRO-3"))
-    assert lever.startswith(f"ZeRO-3 ({saved} less a GPU, ") and ", enough to fit; " in lever
+    gross = human_bytes(c.memory_per_gpu - three.memory_per_gpu + working)
+    assert lever.startswith(f"ZeRO-3 ({gross} less a GPU, {human_bytes(working)} of it taken")
+    assert f": {saved} against 11.45 GiB over, enough to fit; " in lever
     assert lever.split("enough to fit; ")[1] == (
         "for 64 weight all-gathers a step where ZeRO-1 runs 1 and "
         "32 gradient reduce-scatters where it runs 1: data-parallel traffic "
@@ -601,7 +603,8 @@ def test_the_zero3_lever_says_what_it_saves_and_what_it_costs():
     assert three.time.step_s > 1.5 * c.time.step_s  # it costs, and the lever says so
     docs = " ".join((Path(__file__).parents[1] / "docs" / "training.md").read_text().split())
     assert (
-        f"ZeRO-3 takes {saved} off (enough to fit) for 64 all-gathers and 32 reduce-scatters a "
+        f"ZeRO-3 takes {saved} off ({gross} of shards less {human_bytes(working)} gathered; "
+        "enough to fit) for 64 all-gathers and 32 reduce-scatters a "
         f"step, data-parallel traffic {human_seconds(c.time.dp_comm_s)} -> "
         f"{human_seconds(three.time.dp_comm_s)}, step {human_seconds(c.time.step_s)} -> "
         f"{human_seconds(three.time.step_s)}"
@@ -1039,13 +1042,17 @@ def test_the_cp_lever_is_not_offered_where_cp_is_refused():
 
 def test_the_zero3_lever_counts_the_gathered_layers_against_its_savings():
     """The lever offered ZeRO-3's savings whole: Qwen3-30B-A3B at TP4 DP2 EP8 on H100, 1.10
-    GiB against 1.71 GiB over, no 'not enough alone'. A layer's weights gathered whole, the
-    next one prefetched, and its unsharded gradient, by hand: params / layers x (2 x 2 B
-    weights + 4 B fp32 gradient) under bf16-mixed."""
+    GiB against 1.71 GiB over, no 'not enough alone'. The gathered working set (the memory
+    table's row under ZeRO-3, :func:`test_zero3_memory_counts_the_gathered_working_set`) is
+    taken back: here the embedding or the head (151,936 x 2,048 over tp 4, larger than a
+    layer's attention, with the final norm; the routed experts are not sharded, dp x tp / ep
+    = 1) whole twice in
+    bf16 and its fp32 gradient."""
     c = training_cost("qwen3-30b-a3b", 4096, hardware="H100", tp=4, dp=2, ep=8)
     three = training_cost("qwen3-30b-a3b", 4096, hardware="H100", tp=4, dp=2, ep=8, zero=3)
-    working = math.ceil(c.params_per_gpu / c.stage_layers * (2 * 2 + 4))
-    saved = c.memory_per_gpu - three.memory_per_gpu
+    working = (151936 * 2048 // 4 + 2048) * (2 * 2 + 4)  # the head and the final norm
+    assert three.states_per_gpu["zero3_gathered"] == working
+    saved = c.memory_per_gpu - three.memory_per_gpu + working
     over = c.memory_per_gpu - c.usable_memory_bytes
     assert saved < over and saved - working < over
     lever = next(x for x in c.levers if x.startswith("ZeRO-3"))
@@ -1081,7 +1088,7 @@ def test_zero3_under_lora_gathers_the_frozen_weights():
     assert three.time.dp_comm_s > 100 * one.time.dp_comm_s
     assert three.time.step_s > one.time.step_s + 1.0
     lever = next(x for x in one.levers if x.startswith("ZeRO-3"))
-    assert "its unsharded gradient" not in lever and "the next one's prefetched" in lever
+    assert "its unsharded gradient" not in lever and "the next one prefetched" in lever
 
 
 def test_train_warnings_are_the_librarys(run):
@@ -1115,3 +1122,36 @@ def test_values_narrower_than_keys_is_said_only_where_they_are():
     assert "values narrower than keys" in _unbuilt(mimo)
     wide = mimo.with_changes(v_head_dim=mimo.head_dim)
     assert "attention sinks" in _unbuilt(wide) and "values narrower" not in _unbuilt(wide)
+
+
+def test_zero3_memory_counts_the_gathered_working_set(run):
+    """ZeRO-3's memory had each GPU's shards alone. It also holds the largest unit it gathers
+    whole twice in bf16 (the one running and the next one, prefetched: FSDP's defaults) and
+    that unit's unsharded fp32 gradient before its reduce-scatter, a row of the memory table.
+    By hand: Llama-3-8B at DP8, the head (128,256 x 4,096) and the final norm, larger than a
+    layer (218,112,000 and its two norms) or the embedding: 4,202,725,376 B, more than its
+    2.0 GB weight shard. Under LoRA (Llama-3.1-405B, TP8 PP4 DP4, rank 16) a layer on a TP8
+    rank, 398,491,648 parameters, twice at 2 B, and its adapters' gradients alone (2,224,128 at
+    4 B); none at dp 1, where nothing is sharded."""
+    c = training_cost("llama-3-8b", 4096, hardware="H100", dp=8, zero=3)
+    layer = 4096 * (4096 + 1024 + 1024) + 4096 * 4096 + 3 * 4096 * 14336
+    assert layer + 2 * 4096 < 128256 * 4096 + 4096
+    assert c.states_per_gpu["zero3_gathered"] == (128256 * 4096 + 4096) * (2 * 2 + 4)
+    assert c.states_per_gpu["zero3_gathered"] > c.states_per_gpu["weights"]
+    one = training_cost("llama-3-8b", 4096, hardware="H100", dp=8, zero=1)
+    assert "zero3_gathered" not in one.states_per_gpu
+    assert c.memory_per_gpu == sum(c.states_per_gpu.values()) + c.activation_bytes_per_gpu
+    assert training_cost("llama-3-8b", 4096, zero=3).states_per_gpu["zero3_gathered"] == 0
+    d, f = 16384, 53248
+    layer = (d * d + 2 * d * 1024 + d * d + 3 * d * f) // 8 + 2 * d
+    adapters = 16 * (
+        (d + d // 8) * 2 + (d + 1024 // 8) * 2 + (d + f // 8) * 3
+    )  # q, o; k, v; gate, up, down: the whole factor and the split one
+    assert (layer, adapters) == (398_491_648, 2_224_128)
+    kw = dict(hardware="H100", tp=8, pp=4, dp=4, global_batch=64, lora_rank=16, zero=3)
+    lora = training_cost("llama-3.1-405b", 8192, **kw)
+    assert lora.states_per_gpu["zero3_gathered"] == layer * 2 * 2 + adapters * 4
+    out, _ = run("train", "llama-3-8b", "--hw", "H100", "--dp", "8", "--zero", "3")
+    flat = " ".join(out.split())
+    assert "ZeRO-3 gathered (the largest layer, embedding or head whole, the next one " in flat
+    assert "prefetched, its unsharded gradient) │ 3.91 GiB" in flat

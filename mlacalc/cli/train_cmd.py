@@ -227,6 +227,12 @@ def _step_section(c, overlap: bool) -> Section:
 def _state_label(key: str, c) -> str:
     """A memory row's name; the optimizer's says its bytes a parameter, in which dtype (fp8-mixed
     keeps Adam's moments in bf16, as DeepSeek-V3 trained: half of bf16-mixed's fp32)."""
+    if key == "zero3_gathered":
+        grad = "" if c.lora_rank else ", its unsharded gradient"
+        return (
+            "ZeRO-3 gathered (the largest layer, embedding or head whole, the next one "
+            f"prefetched{grad})"
+        )
     label = key.replace("_", " ")
     if key != "optimizer_states" or not OPTIMIZERS[c.optimizer]:
         return label

@@ -236,7 +236,13 @@ class TrainingCost:
         if not self.states_fit:
             states = sum(self.states_per_gpu.values())
             text += (
-                f"; the weights, gradients and optimizer states alone are {human_bytes(states)}, "
+                "; the weights, gradients and optimizer states"
+                + (
+                    " (and ZeRO-3's gathered layers)"
+                    if "zero3_gathered" in self.states_per_gpu
+                    else ""
+                )
+                + f" alone are {human_bytes(states)}, "
                 f"{human_bytes(states - self.usable_memory_bytes)} over before any activation: "
                 "no activation saving fits it, only the settings that shard them"
             )
@@ -475,6 +481,7 @@ def _stages(
     out = []
     # the final norm is the last stage's (the serving layout spreads it over the layers)
     final = (2 if m.layer_norm else 1) * m.hidden_size
+    units = _units(m, lay) if zero == 3 else []
     for s, (parts, layers, last) in enumerate(stage_breakdowns(m, serving)):
         parts = {**parts, "norms": parts["norms"] + final * (last - len(layers) / L)}
         experts = math.ceil(parts.get("routed_experts", 0))
@@ -503,6 +510,10 @@ def _stages(
             trained = state_bytes(adapters, optimizer, precision, dp, zero)
             trained["weights"] += states["weights"]
             states = trained
+        if zero == 3:
+            states["zero3_gathered"] = _gathered(
+                m, lay, units, layers, s == 0, last, optimizer, precision, lora
+            )
         out.append(
             _Stage(
                 s,
@@ -516,6 +527,63 @@ def _stages(
             )
         )
     return out
+
+
+def _units(m: ModelConfig, lay: Layout) -> list[tuple[float, float]]:
+    """What ZeRO-3 gathers at a time, on one GPU: each layer's parameters on its
+    tensor-parallel rank, (non-expert, routed experts), then the embedding's and the output
+    head's (with the final norm) as two more units; the serving layout's split with one stage a
+    layer (:func:`mlacalc.serving.layout.stage_breakdowns`)."""
+    L = m.num_hidden_layers
+    one = ServingLayout(lay.tp * lay.dp * L, lay.tp, lay.dp, L, lay.ep, False, lay.ep, 1)
+    stages = stage_breakdowns(m, one)
+    norm = m.hidden_size * (2 if m.layer_norm else 1)
+    out = []
+    for parts, _, _ in stages:
+        experts = parts.get("routed_experts", 0.0)
+        # its norms: the serving layout spreads the final norm over the layers
+        rest = sum(parts.values()) - experts - parts["embedding_head"] - norm / L
+        out.append((rest, experts))
+    embedding = stages[0][0]["embedding_head"]
+    head = stages[-1][0]["embedding_head"] - (embedding if L == 1 else 0)
+    return [*out, (embedding, 0.0), (head + norm, 0.0)]
+
+
+def _gathered(
+    m: ModelConfig,
+    lay: Layout,
+    units: list[tuple[float, float]],
+    layers: range,
+    first: bool,
+    last: bool,
+    optimizer: str,
+    precision: str,
+    lora: tuple[int, str] | None,
+) -> int:
+    """ZeRO-3's gathered working set on one GPU of a stage, beyond its shards: the largest
+    unit it gathers (:func:`_units`: a layer, the embedding on the first stage, the head on
+    the last) held whole twice in the compute dtype, the one running and the next one
+    prefetched (PyTorch FSDP's defaults, from recall: ``backward_prefetch=BACKWARD_PRE``, and
+    at most two all-gathers in flight under ``limit_all_gathers``; DeepSpeed bounds its
+    prefetch by parameters instead, ``stage3_prefetch_bucket_size`` and
+    ``stage3_max_live_parameters``), and that unit's unsharded gradient at the gradient's
+    bytes before its reduce-scatter (under LoRA the layer's adapters': the frozen weights take
+    none). Only what is sharded is gathered: the non-expert parameters over ``dp x cp`` ranks,
+    the routed experts over :func:`expert_dp`; 0 where neither shards."""
+    w, g = optimizer_bytes_per_param(optimizer, precision)[:2]
+    dense_sharded = lay.dp * lay.cp > 1
+    experts_sharded = expert_dp(lay) > 1
+    picked = [(units[i], i) for i in layers]
+    picked += [(units[-2], None)] if first else []
+    picked += [(units[-1], None)] if last else []
+    worst = 0.0
+    for (dense, experts), i in picked:
+        params = dense * dense_sharded + experts * experts_sharded
+        grad = params
+        if lora is not None:  # the adapters alone take gradients
+            grad = 0 if i is None or not dense_sharded else stage_lora_params(m, *lora, [i], lay.tp)
+        worst = max(worst, params * 2 * w + grad * g)
+    return math.ceil(worst)
 
 
 def training_cost(
@@ -805,22 +873,21 @@ def _zero3_lever(now: TrainingCost, zero3: TrainingCost) -> str:
     """The ZeRO-3 lever with what it saves and what it costs: the bytes a GPU's share loses,
     the weight all-gathers a step (two a micro-batch, before its forward and its backward,
     where ZeRO 0-2 gather once a step) and the gradient reduce-scatters (one a micro-batch,
-    where ZeRO 0-1 reduce once), and the step time the model predicts with them. What it
-    saves is counted against the gathered layers' working set, which its figures for memory
-    leave out: a layer's weights gathered whole over the data-parallel ranks (the stage's
-    average layer on this GPU), the next one's prefetched, and the layer's unsharded gradient
-    before its reduce-scatter (none under LoRA: the base weights have none); whether the rest
-    makes up what is over is said, as the context-parallel lever says it."""
+    where ZeRO 0-1 reduce once), and the step time the model predicts with them. What its
+    shards save is said with the gathered working set it takes back (the memory table's
+    ``zero3_gathered`` row under ZeRO-3, :func:`_gathered`: the largest unit's weights
+    gathered whole, the next one's prefetched, its unsharded gradient, none for frozen LoRA
+    weights); whether the rest makes up what is over is said, as the context-parallel lever
+    says it."""
     n = now.layout.micro_batches
-    saved = now.memory_per_gpu - zero3.memory_per_gpu
-    w, g = optimizer_bytes_per_param(now.optimizer, now.precision)[:2]
-    layer = now.params_per_gpu / max(1, now.stage_layers)
-    working = math.ceil(layer * (2 * w + (0 if now.lora_rank else g)))
+    working = zero3.states_per_gpu.get("zero3_gathered", 0)
+    saved = now.memory_per_gpu - zero3.memory_per_gpu + working
     over = now.memory_per_gpu - (now.usable_memory_bytes or 0)
     enough = "enough to fit" if saved - working >= over else "not enough alone"
     text = (
         f"ZeRO-3 ({human_bytes(saved)} less a GPU, {human_bytes(working)} of it taken back by "
-        "the gathered layers (a layer's weights, the next one's prefetched"
+        "the gathered layers (the largest layer, embedding or head whole, the next one "
+        "prefetched"
         + ("" if now.lora_rank else ", its unsharded gradient")
         + f"): {human_bytes(saved - working)} against {human_bytes(over)} over, {enough}; "
         f"for {2 * n:,} weight all-gathers a step"
