@@ -10,7 +10,7 @@ from mlacalc.models.loading import ModelConfig
 from mlacalc.render import human_seconds
 from mlacalc.training.cost import absorption_table, fp8_without_fp8_units, training_cost
 from mlacalc.training.flops import RECOMPUTE_POLICIES, TRAINING_STAGES
-from mlacalc.training.lora import TARGETS
+from mlacalc.training.lora import BASE_DTYPES, TARGETS
 from mlacalc.training.memory import OPTIMIZERS, PRECISIONS, SWIGLU
 from mlacalc.words.errors import MlacalcError
 from mlacalc.words.units import human_bytes, human_si
@@ -159,6 +159,14 @@ def _inputs(m: ModelConfig) -> dict:
     kw["lora_rank"] = int(rank) or None
     targets = c[1].selectbox("LoRA targets", list(TARGETS), key="tr_lora_targets")
     kw["lora_targets"] = targets if rank or targets != "attention-mlp" else None  # as left
+    kw["base_dtype"] = c[2].selectbox(
+        "LoRA base weights",
+        list(BASE_DTYPES),
+        key="tr_base_dtype",
+        help="compute: the frozen base in the compute dtype; nf4: QLoRA, the linear layers' "
+        "weights in 4-bit NormalFloat (4.127 bits with the block scales), dequantized for "
+        "each pass",
+    )
     return {k: (int(v) if isinstance(v, float) else v) for k, v in kw.items()}
 
 
@@ -253,7 +261,13 @@ def render(sc: Scenario) -> None:
         + (
             f"; LoRA rank {d['lora_rank']} on {d['lora_targets']}: "
             f"{human_si(d['trainable_params_per_gpu'])} trainable a GPU, the rest frozen in "
-            "the compute dtype (no gradients, master copy or optimizer states)."
+            + (
+                f"the compute dtype, {human_si(d['nf4_params_per_gpu'])} linear-layer weights "
+                "in NF4 (QLoRA)"
+                if d["base_dtype"] == "nf4"
+                else "the compute dtype"
+            )
+            + " (no gradients, master copy or optimizer states)."
             if d["lora_rank"]
             else "."
         ),

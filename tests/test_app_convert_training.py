@@ -234,3 +234,19 @@ def test_the_training_tab_shows_the_librarys_warnings():
     assert any("zero 3: ZeRO shards over the data-parallel ranks" in w.value for w in at.warning)
     at.selectbox(key="tr_lora_targets").set_value("attention").run()
     assert any("lora_targets attention: no LoRA rank given" in w.value for w in at.warning)
+
+
+def test_the_training_tab_takes_qlora():
+    """The LoRA base weights box: nf4 without a rank is the library's one-line refusal; with
+    one, the memory per GPU is QLoRA's and the memory table's caption says how many weights
+    are NF4; the MFU caption states LoRA's convention."""
+    at = run("Training", model="llama-3-8b", hw="H100")
+    at.selectbox(key="tr_base_dtype").set_value("nf4").run()
+    assert any(e.value.startswith("base_dtype: 'nf4' quantizes") for e in at.error)
+    at.number_input(key="tr_lora").set_value(16).run()
+    assert not at.exception and not at.error
+    c = mlacalc.training_cost("llama-3-8b", 4096, hardware="H100", lora_rank=16, base_dtype="nf4")
+    assert metrics(at)["memory per GPU"] == mlacalc.render.human_bytes(c.memory_per_gpu)
+    said = " ".join(str(x.value) for x in at.caption) + " ".join(str(x.value) for x in at.markdown)
+    assert "6.98 G linear-layer weights in NF4 (QLoRA)" in said
+    assert "MFU of the LoRA step's model FLOPs" in said

@@ -5,6 +5,8 @@ weight-gradient GEMMs, and one-line refusals naming the field (mutation suite)."
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 import mlacalc
@@ -183,3 +185,79 @@ def test_one_gpu_deepseek_v3_lora_is_flagged(run):
     assert "LoRA: backward = the frozen weights' input-gradient GEMMs alone" in flat
     fits = training_cost("llama-3-8b", 4096, lora_rank=16, hardware="H200")
     assert fits.fits and fits.states_fit and fits.fit_advice is None
+
+
+def test_qlora_weights_by_hand():
+    """QLoRA (base_dtype nf4), Llama-3-8B, rank 16, one GPU: the 32 layers' linear weights
+    (q 4,096 x 4,096, k and v 4,096 x 1,024, o, gate, up and down 4,096 x 14,336: 218,103,808
+    a layer) at 4 bits, one 8-bit scale a block of 64 and one fp32 constant a block of 256
+    scales (4.127 bits, 0.5159 bytes); the embedding, head, norms and the adapters in bf16.
+    Gradients and optimizer states as LoRA's; the FLOPs unchanged."""
+    from mlacalc.training.lora import NF4_BYTES_PER_PARAM
+
+    assert NF4_BYTES_PER_PARAM == (4 + 8 / 64 + 32 / (64 * 256)) / 8 == 0.515869140625
+    q = 32 * (4096 * 4096 * 2 + 4096 * 1024 * 2 + 3 * 4096 * 14336)
+    c = training_cost("llama-3-8b", 4096, lora_rank=16, base_dtype="nf4")
+    lora = training_cost("llama-3-8b", 4096, lora_rank=16)
+    assert c.nf4_params_per_gpu == q == 6_979_321_856 and lora.nf4_params_per_gpu == 0
+    want = q * 0.515869140625 + (c.params_per_gpu - q) * 2 + 41_943_040 * 2
+    assert c.states_per_gpu["weights"] == pytest.approx(want, abs=1)
+    assert c.states_per_gpu["weights"] / 2**30 == pytest.approx(5.39, abs=0.01)  # 15.04 in bf16
+    for k in ("gradients", "master_weights", "optimizer_states"):
+        assert c.states_per_gpu[k] == lora.states_per_gpu[k]
+    assert c.flops == lora.flops and c.activations == lora.activations
+    assert c.to_dict()["base_dtype"] == "nf4"
+
+
+def test_qlora_dequantizes_each_pass():
+    """Each pass that reads the NF4 weights dequantizes them first: an element-wise kernel
+    reading 0.5159 B and writing 2 B a weight, in the forward and in the backward (the input
+    gradients read the weights again), and again under full recompute; nothing else moves."""
+    from mlacalc.training.step import _dequantize
+
+    k = _dequantize(1000, "bf16")
+    assert (k.kind, k.bytes) == ("elementwise", math.ceil(1000 * (0.515869140625 + 2)))
+    assert _dequantize(1000, "fp32").bytes == math.ceil(1000 * (0.515869140625 + 4))
+    kw = dict(lora_rank=16, hardware="H100", recompute="full")
+    c = training_cost("llama-3-8b", 4096, base_dtype="nf4", **kw)
+    lora = training_cost("llama-3-8b", 4096, **kw)
+    one = c.time.forward_s - lora.time.forward_s
+    assert one > 0
+    assert c.time.backward_s - lora.time.backward_s == pytest.approx(one, rel=1e-6)
+    assert c.time.recompute_s - lora.time.recompute_s == pytest.approx(one, rel=1e-6)
+    # about a read of 0.5159 B and a write of 2 B a weight at the H100's bandwidth
+    assert 6.98e9 * 2.516 / 3.35e12 < one < 3 * 6.98e9 * 2.516 / 3.35e12
+    none = training_cost("llama-3-8b", 4096, lora_rank=16, hardware="H100", base_dtype="nf4")
+    plain = training_cost("llama-3-8b", 4096, lora_rank=16, hardware="H100")
+    assert none.time.recompute_s == plain.time.recompute_s
+
+
+QLORA_BAD = [
+    ({"base_dtype": "nf4"}, "base_dtype", "give lora_rank"),
+    ({"base_dtype": "nf5", "lora_rank": 8}, "base_dtype", "nf4"),
+    ({"base_dtype": "NF4", "lora_rank": 8}, "base_dtype", "nf4"),
+    ({"base_dtype": 4, "lora_rank": 8}, "base_dtype", "nf4"),
+    ({"base_dtype": None, "lora_rank": 8}, "base_dtype", "nf4"),
+    ({"base_dtype": "nf4", "lora_rank": 8, "precision": "fp8-mixed"}, "base_dtype", "bf16-mixed"),
+    ({"base_dtype": "nf4", "lora_rank": 8, "dp": 2, "zero": 3}, "base_dtype", "zero 0, 1 or 2"),
+]
+
+
+@pytest.mark.parametrize(("kwargs", "field", "fix"), QLORA_BAD)
+def test_qlora_mutations_name_the_field(kwargs, field, fix):
+    with pytest.raises(MlacalcError) as err:
+        training_cost("llama-3-8b", **{"seq_len": 1024, **kwargs})
+    text = str(err.value)
+    assert text.startswith(f"{field}: ") and "\n" not in text and fix in text
+
+
+def test_cli_qlora(run):
+    out, err = run("train", "llama-3-8b", "-s", "1k", "--base-dtype", "nf4", code=2)
+    assert "--base-dtype" in err and "give lora_rank" in err and err.count("\n") == 1
+    assert not out
+    out, _ = run("train", "llama-3-8b", "-s", "1k", "--lora-rank", "16", "--base-dtype", "nf4")
+    flat = " ".join(out.split())
+    assert "weights (6.98 G in NF4 at 4.127 bits, scales in; the rest in the compute dtype)" in (
+        flat
+    )
+    assert "the rest frozen in NF4 where a linear layer's, QLoRA" in flat

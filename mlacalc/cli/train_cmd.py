@@ -19,7 +19,7 @@ from mlacalc.cli.common import (
 )
 from mlacalc.render import human_bytes, human_seconds, human_si
 from mlacalc.training.flops import RECOMPUTE_POLICIES, TRAINING_IMPLS, TRAINING_STAGES
-from mlacalc.training.lora import TARGETS
+from mlacalc.training.lora import BASE_DTYPES, NF4_BYTES_PER_PARAM, TARGETS
 from mlacalc.training.memory import OPTIMIZERS, PRECISIONS, SWIGLU
 from mlacalc.words import defaults as D
 
@@ -122,7 +122,12 @@ def _sections(c, table, overlap: bool = False, gated: bool = True) -> list[Secti
             + (
                 f" (LoRA rank {c.lora_rank} on {c.lora_targets}: "
                 f"{human_si(c.trainable_params_per_gpu)} trainable a GPU, "
-                f"{c.trainable_params:,} in the model; the rest frozen in the compute dtype)"
+                f"{c.trainable_params:,} in the model; the rest frozen in "
+                + (
+                    "NF4 where a linear layer's, QLoRA)"
+                    if c.base_dtype == "nf4"
+                    else "the compute dtype)"
+                )
                 if c.lora_rank
                 else ""
             )
@@ -234,6 +239,11 @@ def _state_label(key: str, c) -> str:
             f"prefetched{grad})"
         )
     label = key.replace("_", " ")
+    if key == "weights" and c.base_dtype == "nf4":
+        return (
+            f"weights ({human_si(c.nf4_params_per_gpu)} in NF4 at "
+            f"{NF4_BYTES_PER_PARAM * 8:.3f} bits, scales in; the rest in the compute dtype)"
+        )
     if key != "optimizer_states" or not OPTIMIZERS[c.optimizer]:
         return label
     n, per = OPTIMIZERS[c.optimizer], PRECISIONS[c.precision][3]
@@ -313,7 +323,8 @@ def _blocks(c) -> list[tuple[str, int, int]]:
     type=SIZE,
     default=None,
     help="LoRA fine-tuning: adapters of this rank, the base weights frozen (kept in the compute "
-    "dtype, no gradients, master copy, optimizer states or weight-gradient GEMMs).",
+    "dtype, or NF4 with --base-dtype nf4; no gradients, master copy, optimizer states or "
+    "weight-gradient GEMMs).",
 )
 @click.option(
     "--lora-targets",
@@ -322,6 +333,15 @@ def _blocks(c) -> list[tuple[str, int, int]]:
     help="What the adapters adapt, with --lora-rank (default attention-mlp): the attention "
     "projections and the dense MLP's and shared experts' (PEFT's all-linear, the head "
     "excepted), or the attention projections only.",
+)
+@click.option(
+    "--base-dtype",
+    type=click.Choice(list(BASE_DTYPES)),
+    default="compute",
+    show_default=True,
+    help="LoRA's frozen base, with --lora-rank: in the compute dtype, or nf4 (QLoRA: the "
+    "linear layers' weights in 4-bit NormalFloat with block scales, 4.127 bits a weight, "
+    "dequantized to the compute dtype for each pass that reads them).",
 )
 @click.option(
     "--optimizer", type=click.Choice(list(OPTIMIZERS)), default="adamw", show_default=True
@@ -387,6 +407,7 @@ def command(
     cp,
     lora_rank,
     lora_targets,
+    base_dtype,
     optimizer,
     precision,
     zero,
@@ -440,6 +461,7 @@ def command(
         cp=cp,
         lora_rank=lora_rank,
         lora_targets=lora_targets,
+        base_dtype=base_dtype,
     )
     if absorption_ranks and not absorption:
         raise click.BadParameter(

@@ -36,9 +36,11 @@ from mlacalc.training.flops import (
     training_flops,
 )
 from mlacalc.training.lora import (
+    NF4_BYTES_PER_PARAM,
     adapted_matrices,
     adapter_flops,
     block_layers,
+    check_base_dtype,
     check_lora,
     lora_params,
     stage_lora_params,
@@ -165,6 +167,10 @@ class TrainingCost:
     lora_targets: str | None = None
     trainable_params: int | None = None
     trainable_params_per_gpu: int | None = None
+    #: LoRA's frozen base (:data:`mlacalc.training.lora.BASE_DTYPES`) and, under ``"nf4"``,
+    #: the busiest stage's GPU's weights held in NF4 (the linear layers'), else 0
+    base_dtype: str = "compute"
+    nf4_params_per_gpu: int = 0
     #: inputs taken as given though they mean less than they say (a SwiGLU setting on a model
     #: without a gated FFN, a ZeRO stage given over one data-parallel rank, LoRA targets
     #: without a rank), one sentence each: the CLI prints them as warnings, the app shows them
@@ -342,6 +348,8 @@ class TrainingCost:
             "lora_targets": self.lora_targets,
             "trainable_params": self.trainable_params,
             "trainable_params_per_gpu": self.trainable_params_per_gpu,
+            "base_dtype": self.base_dtype,
+            "nf4_params_per_gpu": self.nf4_params_per_gpu,
             "warnings": list(self.warnings),
             "attention": self.attention,
             "optimizer": self.optimizer,
@@ -425,6 +433,8 @@ class _Stage:
     again: int = 0
     #: LoRA: the rank's adapter parameters (the trainable ones), else 0
     lora: int = 0
+    #: QLoRA: the frozen parameters held in NF4 (the linear layers'), else 0
+    nf4: int = 0
 
     @property
     def total(self) -> int:
@@ -461,6 +471,7 @@ def _stages(
     zero: int,
     rerun: dict[str, int],
     lora: tuple[int, str] | None = None,
+    nf4: bool = False,
 ) -> list[_Stage]:
     """Every pipeline stage's share on one of its GPUs, exactly (integers, rounded up): the
     parameters as the serving layout splits a stage's layers over ``tp`` (K/V heads replicated
@@ -470,7 +481,9 @@ def _stages(
     of the stage's layers over ``tp`` times the micro-batches in flight on it under 1F1B
     (``min(pp - s, micro)``), the head's on the last; with ``recompute="full"`` also the one
     layer whose forward runs again in the backward (``rerun``,
-    :func:`recomputed_layer_bytes`; the stage's largest)."""
+    :func:`recomputed_layer_bytes`; the stage's largest); ``nf4`` (QLoRA): the frozen linear
+    layers' weights (attention, dense FFN, shared and routed experts; not the embedding, head,
+    norms or router) at :data:`NF4_BYTES_PER_PARAM` bytes."""
     serving = ServingLayout(lay.gpus, lay.tp, lay.dp, lay.pp, lay.ep, False, lay.ep, 1)
     L = m.num_hidden_layers
     per_block: dict[str, Fraction] = {}
@@ -504,11 +517,16 @@ def _stages(
         # ZeRO shards over the data-parallel ranks with the context-parallel ones folded in
         dp = lay.dp * lay.cp
         states = state_bytes(dense, optimizer, precision, dp, zero, experts, expert_dp(lay))
-        adapters = 0
+        adapters = quantized = 0
         if lora is not None:  # frozen weights in the compute dtype; the adapters train
             adapters = stage_lora_params(m, *lora, layers, lay.tp)
             trained = state_bytes(adapters, optimizer, precision, dp, zero)
             trained["weights"] += states["weights"]
+            if nf4:  # QLoRA (not under ZeRO-3): the linear layers' weights in NF4
+                linear = ("attention", "dense_ffn", "shared_experts", "routed_experts")
+                quantized = math.ceil(sum(parts.get(k, 0) for k in linear))
+                w = optimizer_bytes_per_param(optimizer, precision)[0]
+                trained["weights"] -= quantized * (w - NF4_BYTES_PER_PARAM)
             states = trained
         if zero == 3:
             states["zero3_gathered"] = _gathered(
@@ -524,6 +542,7 @@ def _stages(
                 {k: math.ceil(v) for k, v in states.items()},
                 again,
                 adapters,
+                quantized,
             )
         )
     return out
@@ -610,6 +629,7 @@ def training_cost(
     cp: int = 1,
     lora_rank: int | None = None,
     lora_targets: str | None = None,
+    base_dtype: str = "compute",
 ) -> TrainingCost:
     """FLOPs, memory and (with ``hardware``) the time of one training step.
 
@@ -645,6 +665,12 @@ def training_cost(
         the compute dtype, with no gradient, master copy or optimizer state, and no
         weight-gradient GEMMs. A rank of None: every weight trains (targets given without one
         are said in ``warnings``).
+    base_dtype
+        how LoRA keeps its frozen base (:data:`mlacalc.training.lora.BASE_DTYPES`):
+        ``"compute"`` (the compute dtype) or ``"nf4"`` (QLoRA: the linear layers' weights at
+        :data:`~mlacalc.training.lora.NF4_BYTES_PER_PARAM` bytes, dequantized to the compute
+        dtype before each GEMM that reads them, forward and backward); ``"nf4"`` needs
+        ``lora_rank``.
     swiglu
         ``"fused"`` (Megatron-LM's and TransformerEngine's kernel: the ``[gate, up]`` output
         and the product saved) or ``"unfused"`` (eager PyTorch: gate, up, SiLU(gate) and the
@@ -672,6 +698,7 @@ def training_cost(
             "materialized probabilities are not split by it: use cp 1, or impl expanded",
         )
     rank, targets = check_lora(m, lora_rank, lora_targets or "attention-mlp")
+    base = check_base_dtype(base_dtype, rank, precision, zero)
     lora = None if rank is None else (rank, targets)
     frozen = lora is not None
     flops = training_flops(m, seq_len, lay.micro_batch, impl, recompute, attention, frozen=frozen)
@@ -687,7 +714,7 @@ def training_cost(
     rerun = {}
     if recompute == "full":
         rerun = recomputed_layer_bytes(m, seq_len, lay.micro_batch, impl, act_dtype, swiglu)
-    stages = _stages(m, lay, acts, optimizer, precision, zero, rerun, lora)
+    stages = _stages(m, lay, acts, optimizer, precision, zero, rerun, lora, base == "nf4")
     busiest = max(stages, key=lambda st: st.total)
     time = peak = memory = None
     if hardware is not None:
@@ -724,6 +751,8 @@ def training_cost(
         lora_targets=targets if lora else None,
         trainable_params=lora_params(m, *lora) if lora else None,
         trainable_params_per_gpu=busiest.lora if lora else None,
+        base_dtype=base,
+        nf4_params_per_gpu=busiest.nf4,
         warnings=_said(m, lay, swiglu, zero if zero_given else None, rank, lora_targets),
     )
     zero3 = None
@@ -734,6 +763,7 @@ def training_cost(
             optimizer=optimizer, precision=precision, zero=3, attention=attention,
             profile=profile, overlap=overlap, comm_sms=comm_sms, memory_reserve=memory_reserve,
             swiglu=swiglu, cp=cp, lora_rank=lora_rank, lora_targets=lora_targets,
+            base_dtype=base_dtype,
         )  # fmt: skip
     return _with_lever_figures(cost, zero3)
 
@@ -842,6 +872,7 @@ def _timed(
         zero=zero,
         lora=lora,
         frozen=frozen,
+        nf4_params_per_gpu=busiest.nf4,
     )
 
 

@@ -24,11 +24,14 @@ from mlacalc.words import arguments as args
 from mlacalc.words.errors import InvalidArgumentError
 
 __all__ = [
+    "BASE_DTYPES",
+    "NF4_BYTES_PER_PARAM",
     "TARGETS",
     "Adapted",
     "adapted_matrices",
     "adapter_flops",
     "block_layers",
+    "check_base_dtype",
     "check_lora",
     "layer_blocks",
     "lora_params",
@@ -40,6 +43,47 @@ TARGETS = {
     "attention-mlp": "the attention projections and the dense MLP's and shared experts' ones",
     "attention": "the attention projections only",
 }
+
+
+#: how LoRA keeps its frozen base weights (``base_dtype``)
+BASE_DTYPES = {
+    "compute": "in the compute dtype (bf16 under the mixed precisions)",
+    "nf4": "QLoRA: the linear layers' weights in 4-bit NormalFloat, dequantized per GEMM",
+}
+#: QLoRA's NF4 weights, from recall of its paper (Dettmers et al. 2023): 4 bits a weight, one
+#: absmax scale a block of 64 weights, the scales double-quantized to 8 bits with one fp32
+#: constant a block of 256 scales: 4 + 8 / 64 + 32 / (64 x 256) = 4.127 bits, 0.5159 bytes
+NF4_BLOCK = 64
+NF4_SCALE_BLOCK = 256
+NF4_BYTES_PER_PARAM = (4 + 8 / NF4_BLOCK + 32 / (NF4_BLOCK * NF4_SCALE_BLOCK)) / 8
+
+
+def check_base_dtype(base_dtype: Any, rank: int | None, precision: str, zero: int) -> str:
+    """The frozen base's dtype (:data:`BASE_DTYPES`), refused where it means nothing: ``nf4``
+    quantizes a LoRA run's frozen base, so not without ``lora_rank``; its GEMMs run at the
+    compute dtype it is dequantized to, so not under ``fp8-mixed``; and its gathered 4-bit
+    shards under ZeRO-3 (FSDP-QLoRA) are not built."""
+    base = args.choice("base_dtype", base_dtype, BASE_DTYPES)
+    if base == "nf4":
+        if rank is None:
+            raise InvalidArgumentError(
+                "base_dtype",
+                "'nf4' quantizes the frozen base of a LoRA run (QLoRA), and no weights are "
+                "frozen without lora_rank: give lora_rank, or base_dtype 'compute'",
+            )
+        if precision == "fp8-mixed":
+            raise InvalidArgumentError(
+                "base_dtype",
+                "'nf4' is dequantized to the compute dtype for each GEMM, so fp8-mixed's FP8 "
+                "GEMMs would quantize it again: use precision bf16-mixed, bf16 or fp32",
+            )
+        if zero == 3:
+            raise InvalidArgumentError(
+                "base_dtype",
+                "'nf4' under ZeRO-3 (FSDP-QLoRA: its 4-bit shards gathered) is not built: use "
+                "zero 0, 1 or 2, or base_dtype 'compute'",
+            )
+    return base
 
 
 @dataclass(frozen=True)

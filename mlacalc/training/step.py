@@ -74,7 +74,7 @@ from mlacalc.serving.provenance import engine_profile_of
 from mlacalc.timemodel.kernel_time import predict_kernels
 from mlacalc.timemodel.profile import Profile
 from mlacalc.training.flops import core_kinds, forward_kernels, score_flops
-from mlacalc.training.lora import adapted_matrices, block_layers
+from mlacalc.training.lora import NF4_BYTES_PER_PARAM, adapted_matrices, block_layers
 from mlacalc.words import arguments as args
 from mlacalc.words.dtypes import dtype_bits
 from mlacalc.words.engines import DEFAULT_ENGINE
@@ -333,6 +333,25 @@ def _adapter_kernels(
                 )
             )
     return out
+
+
+def _dequantize(params: float, dtype: str) -> Kernel:
+    """QLoRA's dequantization of a GPU's NF4 weights to the compute dtype (``dtype``) for one
+    pass: an element-wise kernel reading each weight's 4 bits and its share of the block
+    scales (:data:`mlacalc.training.lora.NF4_BYTES_PER_PARAM`) and writing it at the compute
+    dtype's width, which the GEMM then reads as it reads an unquantized weight (bitsandbytes
+    dequantizes a layer's weight before its matmul, from recall)."""
+    n = math.ceil(params)
+    width = 4 if dtype == "fp32" else 2
+    return Kernel(
+        "nf4_dequantize",
+        "elementwise",
+        "bf16",
+        n,
+        math.ceil(n * (NF4_BYTES_PER_PARAM + width)),
+        1,
+        {"elements": n},
+    )
 
 
 def _materialized(k: Kernel) -> list[Kernel]:
@@ -605,13 +624,17 @@ def step_time(
     zero: int = 1,
     lora: tuple[int, str] | None = None,
     frozen: tuple[float, float] = (0.0, 0.0),
+    nf4_params_per_gpu: float = 0.0,
 ) -> StepTime:
     """The predicted time of one training step (see the module's description);
     ``expert_params_per_gpu`` of ``params_per_gpu`` are routed experts', whose gradients are
     reduced over the ranks that hold the same experts (:func:`expert_dp`), not every
     data-parallel rank; ``state_bytes_per_gpu`` the bytes the optimizer step reads and
     writes; ``frozen`` the (non-expert, expert) parameters a GPU holds but does not train
-    (LoRA), which ZeRO-3 gathers all the same (:func:`_dp_terms`)."""
+    (LoRA), which ZeRO-3 gathers all the same (:func:`_dp_terms`); ``nf4_params_per_gpu``
+    the frozen weights a GPU holds in NF4 (QLoRA), dequantized to the compute dtype before
+    the GEMMs that read them: :func:`_dequantize`, once in the forward, once in the backward
+    (the input-gradient GEMMs read the weights again) and once more under full recompute."""
     hw = hardware if isinstance(hardware, HardwareSpec) else load_hardware(hardware)
     profile, calibration = _profile(hw, profile)
     fwd_all = forward_kernels(m, seq_len, lay.micro_batch, impl, True, "bf16")
@@ -635,6 +658,7 @@ def step_time(
     if lora is not None:
         fwd += _adapter_kernels(m, lay, seq_len, *lora)
     bwd = [b for k in fwd for b in _backward(k, attention, lora is not None)]
+
     again = [
         k
         for k in fwd
@@ -645,6 +669,11 @@ def step_time(
     if dtype == "fp32":  # 4-byte activations, matmuls on TF32 tensor cores
         slower = tf32_slowdown(hw)
         fwd, bwd, again = _wide(fwd), _wide(bwd), _wide(again)
+    if nf4_params_per_gpu:  # QLoRA: its weights dequantized for each pass that reads them
+        fwd = [*fwd, _dequantize(nf4_params_per_gpu, dtype)]
+        bwd = [*bwd, _dequantize(nf4_params_per_gpu, dtype)]
+        if recompute == "full":
+            again = [*again, _dequantize(nf4_params_per_gpu, dtype)]
     t_f, t_b, t_r = (_seconds(x, hw, profile, slower, lay.cp) for x in (fwd, bwd, again))
     cores = core_kinds()
     core_f, core_b = (
