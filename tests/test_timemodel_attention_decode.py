@@ -914,3 +914,18 @@ def test_sglangs_triton_decode_splits_a_sequence_into_at_most_eight_parts():
     assert t[1] / t[0] == pytest.approx(2.0, rel=0.02)
     assert p[1] / p[0] == pytest.approx(1.0, rel=0.02)
     assert t[1] > 6 * p[1]
+
+
+def test_fp8_xqa_merge_waits_a_part_at_every_head_dim():
+    # Hopper's fp8 XQA (and Blackwell's fp8 decode) merges its key splits in the kernel:
+    # ``merge_s`` a part whatever the head dim (a part's head dim read at once), where it had
+    # been ``merge_s`` a part and 128 of head dim. At 524,288 cached keys one sequence of one
+    # KV head splits over every slot (4 an SM: 528 on H100) at head dims 64, 128 and 256
+    merge = 5e-8
+    scale = M.REFERENCE_CLOCK_HZ / H100.clock_hz
+    prm = _params(launch_s=0.0, merge_s=merge, seq_s=0.0, block_s=0.0)
+    hd = [64.0, 128.0, 256.0]
+    b = _decode("fp8", batch=1.0, n_kv=1.0, kv_len=524288.0, head_dim_qk=hd, head_dim_v=hd)
+    extra = M.kernel_terms(b, H100, prm)["extra_s"]
+    parts = H100.sm_count * attention_time.DECODE_SPLIT_UNITS_PER_SM
+    assert extra == pytest.approx([parts * merge * scale] * 3, rel=1e-9)

@@ -1464,9 +1464,14 @@ def _decode_calls_s(
     extra = extra - np.where(narrow, prm.get("narrow_head_s", 0.0), 0.0)
     # Hopper's fp8 XQA kernel and Blackwell's (an fp8 cache) merge a unit's key splits
     # themselves, no reduction kernel: the last part of a unit to finish reads every part's
-    # partial result in turn, on one SM after the walk (``merge_s`` per part and 128 of head
-    # dim)
-    merged = np.where((xqa_fp8 | (sm90 & gen)) & (splits > 1), splits * hd / 128.0, 0.0)
+    # partial result in turn, on one SM after the walk, ``merge_s`` a part at every head dim
+    # (inferred, not recalled of the source: its threads span a part's head dim at once, a
+    # wait a part, not a stream of its elements). The tables: at one or two sequences of one
+    # KV head (2-16 query heads) the rows at head dims 64-256 take within 1.17x of each other
+    # at one cache length (medians; H100 4,095-32,767 cached keys, 10.5-21.6 us; B200 to
+    # 65,535, 11.2-27.5 us), where a merge in proportion to the head dim gave 256 four times
+    # 64's wait (docs/time-model.md, "The fp8 decode's in-kernel merge waits a part")
+    merged = np.where((xqa_fp8 | (sm90 & gen)) & (splits > 1), splits, 0.0)
     return extra + prm["merge_s"] * merged
 
 

@@ -158,7 +158,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "reduce_s": (0.0, 1e-8, "seconds a DeepEP normal combine's warp takes an element it sums"),
     "walk_overlap": (1.0, 16.0, "p of the p-norm of a decode kernel walking a cache on one SM"),
     "split_wait_s": (0.0, 2e-5, "seconds a split MLA decode unit waits beside its stream"),
-    "merge_s": (0.0, 2e-7, "seconds merging one key split per 128 of head dim (ref. clock)"),
+    "merge_s": (0.0, 2e-7, "seconds an in-kernel merge of one key split takes (ref. clock)"),
     "wave_s": (0.0, 1e-4, "seconds per further wave of a decode kernel's resident units"),
     "mmha_s": (0.0, 2e-5, "seconds TensorRT-LLM's MMHA decode call takes beyond its XQA call"),
     "narrow_head_s": (0.0, 4e-6, "seconds TensorRT-LLM's bf16 decode call saves at hd 64 / 192"),
