@@ -10,7 +10,7 @@ from mlacalc.cli.common import warn
 from mlacalc.cost.engine import attention_flops, kv_cache_bytes
 from mlacalc.cost.params import param_counts
 from mlacalc.models.loading import load_model
-from mlacalc.models.registry import ClassDefault, NamedAfter, NotImported
+from mlacalc.models.registry import ClassDefault, IgnoredField, NamedAfter, NotImported
 from mlacalc.render import model_yaml
 from mlacalc.words.errors import MlacalcError
 
@@ -83,5 +83,7 @@ def _say_defaults(m, config: str) -> None:
             warn(f"not in {name}, filled with Hugging Face's default: {note}")
         elif isinstance(note, NotImported):
             warn(f"in {name}, not imported: {note}")
+        elif isinstance(note, IgnoredField):
+            warn(f"in {name}, {note}")
         elif isinstance(note, NamedAfter):  # where the model's name came from
             click.echo(f"mlacalc: {name}: {note}", err=True)

@@ -25,6 +25,7 @@ from mlacalc.cli.common import (
     size_text,
 )
 from mlacalc.models.patterns import STATE_KINDS
+from mlacalc.models.registry import IgnoredField
 from mlacalc.render import human_bytes, human_si, ratio
 from mlacalc.report import kind_cells, model_report
 from mlacalc.words import defaults as D
@@ -153,7 +154,8 @@ def _report_header(doc: dict, extra: list[str] | tuple = ()) -> str:
     if doc["weights"].get("checkpoint") or doc["weights"].get("kept"):
         lines.append(f"weights: {doc['weights']['summary']}")
     for note in m["derived"]:
-        lines.append(f"derived: {note}")
+        if not isinstance(note, IgnoredField):  # a warning line already
+            lines.append(f"derived: {note}")
     lines += [f"note: {n}" for n in doc.get("notes", ())]
     return "\n".join(lines) + "\n"
 

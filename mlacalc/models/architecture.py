@@ -61,7 +61,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from mlacalc.models.patterns import BLOCK_LAYERS, SPARSE_BLOCK_FIELDS, LayerKind, LayerPattern
-from mlacalc.models.registry import families, family_of
+from mlacalc.models.registry import IgnoredField, families, family_of
 
 if TYPE_CHECKING:
     from mlacalc.models.schema import ModelConfig
@@ -179,9 +179,10 @@ def count_warnings(model: ModelConfig) -> list[str]:
     """Counts valid as transformers builds them that leave a part the model declares without a
     layer: routed experts but no MoE layer (a dense-layer count, a MoE frequency or offset, a
     block list), a full-attention interval past the last layer, an MLA width above hidden_size
-    (:meth:`ModelConfig.width_warnings`). Each sentence names the field
+    (:meth:`ModelConfig.width_warnings`), and a config.json field its class ignores, dropped
+    (:class:`~mlacalc.models.registry.IgnoredField`). Each sentence names the field
     that did it and the fix; loading warns them (:func:`mlacalc.cli.common.load`)."""
-    out = []
+    out = [f"{model.label}: {note}" for note in model.derived if isinstance(note, IgnoredField)]
     n = model.num_hidden_layers
     no_moe = model.no_moe_layer_warning()
     if no_moe:

@@ -174,6 +174,14 @@ class NotImported(str):
     __slots__ = ()
 
 
+class IgnoredField(str):
+    """A ``derived`` note of a field a config.json holds that the Hugging Face class of its
+    ``model_type`` ignores (a DeepSeek-only ``n_shared_experts`` in a ``qwen3_moe`` file):
+    dropped, as transformers drops it, and said as a warning wherever the model is loaded."""
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True)
 class Default:
     """The value an absent field takes, and why (the text goes into ``derived``).
@@ -298,6 +306,15 @@ class Family:
         model_type -> what it adds to its base layout, layer by layer (an
         :class:`~mlacalc.models.architecture.Arch`: the cost rules of its reference
         implementation); a type without one follows its layout's base rules.
+    stray
+        Schema fields (of the MoE's structure) the family's Hugging Face class does not read
+        under the schema's name (``n_routed_experts`` where the class reads ``num_experts``):
+        a config.json key of that name is dropped with an :class:`IgnoredField` note, as
+        transformers ignores it, instead of changing the counts. A family without MoE layers
+        drops every such field but ``n_routed_experts``, which it refuses.
+        ``tests/test_models_stray_fields.py`` checks both lists against transformers.
+    stray_by_type
+        model_type -> further ``stray`` fields for that type (Qwen3's dense type).
     """
 
     name: str
@@ -324,6 +341,20 @@ class Family:
     layer_norm: bool = False
     gated_mlp: bool = True
     archs: Mapping[str, Any] = field(default_factory=dict)
+    stray: tuple[str, ...] = ()
+    stray_by_type: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def stray_for(self, model_type: str) -> tuple[str, ...]:
+        """The ``stray`` fields of ``model_type`` (the family's and the type's own)."""
+        return (*self.stray, *self.stray_by_type.get(model_type, ()))
+
+    def class_name(self, model_type: str) -> str:
+        """The Hugging Face configuration class of ``model_type``, from ``hf_class``
+        (``Qwen3MoeConfig`` of ``"transformers Qwen3Config / Qwen3MoeConfig"``)."""
+        names = self.hf_class.removeprefix("transformers ").split(" (")[0].split(" / ")
+        if len(names) == len(self.model_types) and model_type in self.model_types:
+            return names[self.model_types.index(model_type)]
+        return names[0]
 
     def defaults_for(self, model_type: str) -> dict[str, Default]:
         """Every default rule that applies to ``model_type``."""

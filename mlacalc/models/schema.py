@@ -1985,7 +1985,11 @@ def build(
     values["block_widths"] = tuple(values.get("block_widths", ()))
     values["compress_ratios"] = tuple(values.get("compress_ratios", ()))
     values["hash_moe_layers"] = tuple(values.get("hash_moe_layers", ()))
-    return _warned(ModelConfig(origin=origin, derived=tuple(notes), **values), stacklevel=4)
+    model = ModelConfig(origin=origin, derived=tuple(notes), **values)
+    for note in notes:  # a config.json field its class ignores, dropped (said once, here)
+        if isinstance(note, registry.IgnoredField):
+            warnings.warn(f"{model.label}: {note}", MlacalcWarning, stacklevel=3)
+    return _warned(model, stacklevel=4)
 
 
 def _warned(model: ModelConfig, stacklevel: int) -> ModelConfig:

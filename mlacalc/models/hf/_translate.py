@@ -9,6 +9,7 @@ reports every problem at once.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import MISSING
@@ -23,6 +24,7 @@ from mlacalc.models.registry import (
     NOT_MODELLED,
     Family,
     HFInput,
+    IgnoredField,
     NamedAfter,
     Problem,
     family_of,
@@ -34,7 +36,7 @@ from mlacalc.models.schema import SPECS, ModelConfig, build, raise_problems
 from mlacalc.words.dtypes import canonical_dtype
 from mlacalc.words.errors import ConfigError, UnknownDtypeError
 
-__all__ = ["import_hf_config", "known_fields"]
+__all__ = ["import_hf_config", "known_fields", "stray_fields"]
 
 # null is a statement for these fields (no query compression, not MLA, no window)
 _NULL_MEANS_NONE = ("q_lora_rank", "kv_lora_rank", "sliding_window")
@@ -89,6 +91,7 @@ def import_hf_config(
         algo = data["quantization_config"].get("quant_algo", "?")
         quant_note = f"quantization_config read from {Path(hf_quant_origin).name} (ModelOpt {algo})"
     unit, model_type = _family(data, origin)
+    data, stray_notes = _drop_stray(data, unit, model_type)
     problems: list[tuple[str, str, str | None]] = []
     _check_count_free(data, problems)
     data, nonfinite_notes = _nonfinite(data, unit, problems)
@@ -132,7 +135,7 @@ def import_hf_config(
     for key in ("name", "source", "aliases", "display_name", "notes", "weights_dtype"):
         raw.pop(key, None)  # never read from a config.json
     raw["model_type"] = model_type
-    derived: list[str] = ([quant_note] if quant_note else []) + nonfinite_notes
+    derived: list[str] = ([quant_note] if quant_note else []) + nonfinite_notes + stray_notes
     if unit.translate is not None:
         unit.translate(
             {k: v for k, v in data.items() if k not in bad_inputs}, raw, derived, problems
@@ -204,6 +207,61 @@ def _null_said(problem: Problem, nulled: dict[str, str], model_type: str) -> Pro
         f"is null{spelled}, and model_type {model_type} has no default for it",
         f"write its value, {SPECS[name].doc}, as the checkpoint's config.json states it",
     )
+
+
+#: the MoE's structure in the schema's (DeepSeek's) words, which many classes spell otherwise
+_MOE_STRUCTURE = (
+    "n_routed_experts",
+    "n_shared_experts",
+    "first_k_dense_replace",
+    "moe_layer_freq",
+    "moe_layer_offset",
+    "topk_method",
+    "moe_intermediate_size",
+    "num_experts_per_tok",
+)
+
+
+def stray_fields(unit: Family, model_type: str) -> tuple[str, ...]:
+    """The schema fields a config.json of ``model_type`` may hold that its Hugging Face class
+    ignores (:attr:`Family.stray`); a family without MoE layers ignores every field of the
+    MoE's structure but ``n_routed_experts``, which the schema refuses for it (asking for
+    experts the type cannot hold)."""
+    if not unit.moe:
+        return _MOE_STRUCTURE[1:]
+    return unit.stray_for(model_type)
+
+
+def _drop_stray(data: dict, unit: Family, model_type: str) -> tuple[dict, list[str]]:
+    """``data`` without the fields its class ignores (:func:`stray_fields`), at the top level
+    and in ``text_config``, and a note for each one that held a value: a ``qwen3_moe`` file's
+    DeepSeek ``n_shared_experts`` changed the counts where transformers reads none."""
+    stray = stray_fields(unit, model_type)
+    if not stray:
+        return data, []
+    cls = unit.class_name(model_type)
+    notes: list[str] = []
+    out = dict(data)
+    scopes = [(out, "")]
+    if isinstance(out.get("text_config"), dict):
+        out["text_config"] = dict(out["text_config"])
+        scopes.append((out["text_config"], "text_config."))
+    for scope, prefix in scopes:
+        for key in stray:
+            if key not in scope:
+                continue
+            value = scope.pop(key)
+            if value is None:
+                continue  # null: the class default, which it has none of either
+            spelled = next((k for k, v in unit.renames.items() if v == key), None)
+            if key not in unit.defaults_for(model_type) and key not in unit.required:
+                spelled = None  # a type without it (dense Qwen3): no spelling of it to offer
+            why = f"ignores it: use {spelled}" if spelled else "has no such field: remove it"
+            shown = json.dumps(value)[:40]
+            notes.append(
+                IgnoredField(f"{prefix}{key} = {shown} ignored, as transformers' {cls} {why}")
+            )
+    return out, notes
 
 
 #: schema fields a config.json never sets (the YAML file's own)

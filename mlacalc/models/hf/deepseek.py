@@ -37,6 +37,7 @@ FAMILY = register(
         aliases={"kimi_k25": "kimi_k2"},
         layout="deepseek",
         hf_class="transformers DeepseekV2Config / DeepseekV3Config",
+        stray=("moe_layer_offset",),
         renames={
             "num_mtp_layers": "num_nextn_predict_layers",
             "num_local_experts": "n_routed_experts",

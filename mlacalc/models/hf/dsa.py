@@ -48,6 +48,7 @@ FAMILY = register(
         model_types=("deepseek_v32", "glm_moe_dsa"),
         layout="deepseek",
         hf_class="transformers DeepseekV32Config / GlmMoeDsaConfig",
+        stray=("moe_layer_offset",),
         renames={
             "num_mtp_layers": "num_nextn_predict_layers",
             "num_local_experts": "n_routed_experts",

@@ -63,6 +63,14 @@ FAMILY = register(
         model_types=("ernie4_5_moe",),
         layout="llama",
         hf_class="transformers Ernie4_5_MoeConfig",
+        stray=(
+            "n_routed_experts",
+            "n_shared_experts",
+            "first_k_dense_replace",
+            "moe_layer_freq",
+            "moe_layer_offset",
+            "topk_method",
+        ),
         renames=_RENAMES,
         defaults={
             "head_dim": Default(

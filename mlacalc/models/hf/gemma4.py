@@ -129,6 +129,15 @@ FAMILY = register(
         aliases={"gemma4": "gemma4_text"},
         layout="llama",
         hf_class="transformers Gemma4TextConfig",
+        stray=(
+            "n_routed_experts",
+            "n_shared_experts",
+            "first_k_dense_replace",
+            "moe_layer_freq",
+            "moe_layer_offset",
+            "topk_method",
+            "num_experts_per_tok",
+        ),
         renames=_RENAMES,
         defaults={
             "head_dim": Default("Gemma4TextConfig default", value=256),

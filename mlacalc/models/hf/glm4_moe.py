@@ -20,6 +20,7 @@ FAMILY = register(
         model_types=("glm4_moe",),
         layout="llama",
         hf_class="transformers Glm4MoeConfig",
+        stray=("moe_layer_freq", "moe_layer_offset", "topk_method"),
         renames={
             "num_mtp_layers": "num_nextn_predict_layers",
             "num_local_experts": "n_routed_experts",

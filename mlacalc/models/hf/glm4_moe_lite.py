@@ -13,6 +13,7 @@ FAMILY = register(
         model_types=("glm4_moe_lite",),
         layout="deepseek",
         hf_class="transformers Glm4MoeLiteConfig",
+        stray=("moe_layer_freq", "moe_layer_offset", "topk_method"),
         renames={"num_local_experts": "n_routed_experts"},
         defaults={
             "num_key_value_heads": kv_heads_equal_heads("MLA repeats num_attention_heads here"),

@@ -17,6 +17,15 @@ FAMILY = register(
         model_types=("gpt_oss",),
         layout="llama",
         hf_class="transformers GptOssConfig",
+        stray=(
+            "n_routed_experts",
+            "n_shared_experts",
+            "first_k_dense_replace",
+            "moe_layer_freq",
+            "moe_layer_offset",
+            "topk_method",
+            "moe_intermediate_size",
+        ),
         renames={
             "num_experts": "n_routed_experts",
             "num_local_experts": "n_routed_experts",

@@ -66,6 +66,15 @@ FAMILY = register(
         model_types=("granitemoehybrid",),
         layout="llama",
         hf_class="transformers GraniteMoeHybridConfig",
+        stray=(
+            "n_routed_experts",
+            "n_shared_experts",
+            "first_k_dense_replace",
+            "moe_layer_freq",
+            "moe_layer_offset",
+            "topk_method",
+            "moe_intermediate_size",
+        ),
         renames=_RENAMES,
         defaults={
             "intermediate_size": Default("GraniteMoeHybridConfig default", value=11008),

@@ -35,6 +35,15 @@ FAMILY = register(
         model_types=("hunyuan_v1_moe",),
         layout="llama",
         hf_class="transformers HunYuanMoEV1Config",
+        stray=(
+            "n_routed_experts",
+            "n_shared_experts",
+            "first_k_dense_replace",
+            "moe_layer_freq",
+            "moe_layer_offset",
+            "topk_method",
+            "moe_intermediate_size",
+        ),
         renames=_RENAMES,
         defaults={
             "head_dim": head_dim_from_width("HunYuanMoEV1: hidden_size / num_attention_heads"),

@@ -83,6 +83,15 @@ FAMILY = register(
         model_types=("jamba",),
         layout="llama",
         hf_class="transformers JambaConfig",
+        stray=(
+            "n_routed_experts",
+            "n_shared_experts",
+            "first_k_dense_replace",
+            "moe_layer_freq",
+            "moe_layer_offset",
+            "topk_method",
+            "moe_intermediate_size",
+        ),
         renames=_RENAMES,
         defaults={
             "vocab_size": Default("JambaConfig default", value=65536),

@@ -157,6 +157,13 @@ FAMILY = register(
         model_types=("kimi_linear",),
         layout="deepseek",
         hf_class="transformers KimiLinearConfig",
+        stray=(
+            "n_routed_experts",
+            "first_k_dense_replace",
+            "moe_layer_freq",
+            "moe_layer_offset",
+            "topk_method",
+        ),
         renames={
             "num_experts": "n_routed_experts",
             "num_local_experts": "n_routed_experts",

@@ -91,6 +91,15 @@ FAMILY = register(
         aliases={"llama4": "llama4_text"},
         layout="llama",
         hf_class="transformers Llama4TextConfig",
+        stray=(
+            "n_routed_experts",
+            "n_shared_experts",
+            "first_k_dense_replace",
+            "moe_layer_freq",
+            "moe_layer_offset",
+            "topk_method",
+            "moe_intermediate_size",
+        ),
         renames=_RENAMES,
         defaults={
             "head_dim": Default("Llama4TextConfig default", value=128),

@@ -111,6 +111,13 @@ FAMILY = register(
         model_types=("mimo_v2_flash",),
         layout="llama",
         hf_class="transformers MiMoV2FlashConfig",
+        stray=(
+            "n_shared_experts",
+            "first_k_dense_replace",
+            "moe_layer_freq",
+            "moe_layer_offset",
+            "topk_method",
+        ),
         renames={"num_local_experts": "n_routed_experts"},
         defaults={
             "vocab_size": Default("MiMoV2FlashConfig default", value=152576),

@@ -35,6 +35,15 @@ FAMILY = register(
         model_types=("minimax_m2",),
         layout="llama",
         hf_class="transformers MiniMaxM2Config",
+        stray=(
+            "n_routed_experts",
+            "n_shared_experts",
+            "first_k_dense_replace",
+            "moe_layer_freq",
+            "moe_layer_offset",
+            "topk_method",
+            "moe_intermediate_size",
+        ),
         renames={"num_local_experts": "n_routed_experts", "num_experts": "n_routed_experts"},
         defaults={
             "head_dim": Default("MiniMaxM2Config default", value=128),

@@ -301,6 +301,7 @@ FAMILY = register(
         aliases={"minimax_m3_vl_text": "minimax_m3", "minimax_m3_vl": "minimax_m3"},
         layout="llama",
         hf_class="transformers MiniMaxM3VLTextConfig (the published minimax_m3 file as its fields)",
+        stray=("n_routed_experts", "moe_layer_offset", "topk_method"),
         renames={"num_local_experts": "n_routed_experts", "num_experts": "n_routed_experts"},
         defaults={
             "vocab_size": Default("MiniMaxM3VLTextConfig default", value=200064),

@@ -9,6 +9,15 @@ FAMILY = register(
         model_types=("mixtral",),
         layout="llama",
         hf_class="transformers MixtralConfig",
+        stray=(
+            "n_routed_experts",
+            "n_shared_experts",
+            "first_k_dense_replace",
+            "moe_layer_freq",
+            "moe_layer_offset",
+            "topk_method",
+            "moe_intermediate_size",
+        ),
         renames={"num_local_experts": "n_routed_experts", "num_experts": "n_routed_experts"},
         defaults={
             "head_dim": head_dim_from_width(

@@ -81,6 +81,7 @@ FAMILY = register(
         model_types=("nemotron_h",),
         layout="llama",
         hf_class="transformers NemotronHConfig",
+        stray=("first_k_dense_replace", "moe_layer_freq", "moe_layer_offset", "topk_method"),
         renames=_RENAMES,
         defaults={
             "head_dim": Default("NemotronHConfig default", value=128),

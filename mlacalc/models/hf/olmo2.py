@@ -21,6 +21,18 @@ FAMILY = register(
         model_types=("olmo2", "olmoe"),
         layout="llama",
         hf_class="transformers Olmo2Config / OlmoeConfig",
+        stray=(
+            "n_routed_experts",
+            "n_shared_experts",
+            "first_k_dense_replace",
+            "moe_layer_freq",
+            "moe_layer_offset",
+            "topk_method",
+            "moe_intermediate_size",
+        ),
+        stray_by_type={
+            "olmo2": ("num_experts_per_tok",),
+        },
         renames={"num_experts": "n_routed_experts", "num_local_experts": "n_routed_experts"},
         defaults={
             "head_dim": head_dim_from_width("OLMo: hidden_size / num_attention_heads"),

@@ -38,6 +38,14 @@ FAMILY = register(
         model_types=("qwen2_moe",),
         layout="llama",
         hf_class="transformers Qwen2MoeConfig",
+        stray=(
+            "n_routed_experts",
+            "n_shared_experts",
+            "first_k_dense_replace",
+            "moe_layer_freq",
+            "moe_layer_offset",
+            "topk_method",
+        ),
         renames={"num_experts": "n_routed_experts"},
         defaults={
             "head_dim": head_dim_from_width("Qwen2MoeConfig: hidden_size / num_attention_heads"),

@@ -25,6 +25,17 @@ FAMILY = register(
         model_types=("qwen3", "qwen3_moe"),
         layout="llama",
         hf_class="transformers Qwen3Config / Qwen3MoeConfig",
+        stray=(
+            "n_routed_experts",
+            "n_shared_experts",
+            "first_k_dense_replace",
+            "moe_layer_freq",
+            "moe_layer_offset",
+            "topk_method",
+        ),
+        stray_by_type={
+            "qwen3": ("moe_intermediate_size", "num_experts_per_tok"),
+        },
         renames={"num_experts": "n_routed_experts"},
         defaults={
             "head_dim": Default("Qwen3Config / Qwen3MoeConfig default", value=128),

@@ -125,6 +125,17 @@ FAMILY = register(
         aliases={"qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"},
         layout="llama",
         hf_class="transformers Qwen3_5TextConfig / Qwen3_5MoeTextConfig (text_config)",
+        stray=(
+            "n_routed_experts",
+            "n_shared_experts",
+            "first_k_dense_replace",
+            "moe_layer_freq",
+            "moe_layer_offset",
+            "topk_method",
+        ),
+        stray_by_type={
+            "qwen3_5_text": ("moe_intermediate_size", "num_experts_per_tok"),
+        },
         renames=_RENAMES,
         defaults=_LINEAR_DEFAULTS,
         defaults_by_type={

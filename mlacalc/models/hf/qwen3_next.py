@@ -59,6 +59,14 @@ FAMILY = register(
         model_types=("qwen3_next",),
         layout="llama",
         hf_class="transformers Qwen3NextConfig",
+        stray=(
+            "n_routed_experts",
+            "n_shared_experts",
+            "first_k_dense_replace",
+            "moe_layer_freq",
+            "moe_layer_offset",
+            "topk_method",
+        ),
         renames={"num_experts": "n_routed_experts"},
         defaults={
             "head_dim": Default("Qwen3NextConfig default", value=256),

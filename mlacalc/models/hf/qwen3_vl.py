@@ -49,6 +49,17 @@ FAMILY = register(
         aliases={"qwen3_vl": "qwen3_vl_text", "qwen3_vl_moe": "qwen3_vl_moe_text"},
         layout="llama",
         hf_class="transformers Qwen3VLTextConfig / Qwen3VLMoeTextConfig (text_config)",
+        stray=(
+            "n_routed_experts",
+            "n_shared_experts",
+            "first_k_dense_replace",
+            "moe_layer_freq",
+            "moe_layer_offset",
+            "topk_method",
+        ),
+        stray_by_type={
+            "qwen3_vl_text": ("moe_intermediate_size", "num_experts_per_tok"),
+        },
         renames=_RENAMES,
         defaults={
             "head_dim": Default("Qwen3VLTextConfig default", value=128),

@@ -212,6 +212,7 @@ FAMILY = register(
         aliases={"step3p5": "step3p7"},
         layout="llama",
         hf_class="transformers Step3p7TextConfig (text_config, or the flat published file)",
+        stray=("moe_layer_freq", "moe_layer_offset", "topk_method"),
         renames=_RENAMES,
         defaults={
             "vocab_size": Default("Step3p7TextConfig default", value=128815),
