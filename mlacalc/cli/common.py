@@ -472,6 +472,8 @@ def _set_text(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return str(value).lower()
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_set_text(v) for v in value) + "]"
     return str(value)
 
 
@@ -486,8 +488,8 @@ def set_option(f: Callable) -> Callable:
         metavar="FIELD=VALUE",
         callback=_parse_sets,
         help="Change a field of the model's config for a new design (repeat for several: "
-        "--set kv_lora_rank=256 --set num_key_value_heads=4; any schema field, "
-        "docs/config-schema.md), checked as a config file's are.",
+        "--set kv_lora_rank=256 --set num_key_value_heads=4; a list as 4,8,12 or '[4, 8, 12]'; "
+        "any schema field, docs/config-schema.md), checked as a config file's are.",
     )(f)
 
 
@@ -512,9 +514,43 @@ def _parse_sets(ctx, param, values) -> dict[str, Any]:
             )
         if field in out:
             raise click.BadParameter(f"{field} is set twice; give it once", param_hint="--set")
-        out[field] = _set_value(value)
+        out[field] = _set_list(field, value) if _is_list_field(field) else _set_value(value)
         out.typed[field] = value
     return out
+
+
+def _is_list_field(field: str) -> bool:
+    """Whether the schema's ``field`` holds a list (``shared_indexer_layers``, ``block_types``)."""
+    from mlacalc.models.schema import LIST_KINDS, SPECS
+
+    return field in SPECS and SPECS[field].kind in LIST_KINDS
+
+
+def _set_list(field: str, text: str) -> Any:
+    """A list field's ``--set`` value: ``[4, 8, 12]`` (as a file writes it), ``4,8,12`` or
+    one entry ``4``, each entry read as :func:`_set_value` reads a value (quotes around a
+    word dropped: ``["mamba", "moe"]``); ``[]`` is the empty list and ``null`` stays null.
+    A bracket left open or an empty entry is refused naming ``--set`` and the field."""
+    body = text.strip()
+    if body.lower() in ("null", "none"):
+        return None
+    if body.startswith("[") != body.endswith("]"):
+        raise click.BadParameter(
+            f"{text[:40]!r} opens or closes a bracket it does not close or open; "
+            f"write e.g. --set {field}=[4,8,12] or --set {field}=4,8,12",
+            param_hint=f"--set {field}",
+        )
+    body = body.removeprefix("[").removesuffix("]").strip()
+    if not body:
+        return []
+    parts = [p.strip() for p in body.split(",")]
+    if not all(parts):
+        raise click.BadParameter(
+            f"{text[:40]!r} has an empty entry; give entries separated by single commas, "
+            f"e.g. --set {field}=4,8,12",
+            param_hint=f"--set {field}",
+        )
+    return [_set_value(p[1:-1] if p[:1] == p[-1:] and p[:1] in "\"'" else p) for p in parts]
 
 
 def _set_value(text: str) -> Any:

@@ -56,6 +56,9 @@ INTS = "list of positive integers"
 BLOCKS = "list of block kinds"
 WIDTHS = "list of widths"
 RATIOS = "list of compress ratios"
+#: the kinds whose value is a list (``--set`` reads ``[4, 8, 12]`` and ``4,8,12`` for them;
+#: ``source`` is text, commas and all)
+LIST_KINDS = (NAMES, INTS, BLOCKS, WIDTHS, RATIOS)
 #: the kinds of block a ``block_types`` list names (Nemotron-H: one mixer per layer)
 BLOCK_KINDS = ("mamba", "attention", "moe", "mlp")
 QUANT = "mapping or null"

@@ -1,0 +1,69 @@
+"""``--set`` of a list field (``shared_indexer_layers=[4, 8, 12]``, ``4,8,12``, ``2``): a
+trial's every spelling failed, the error's own example ``[4, 8, 12]`` among them, while the
+library's ``with_changes(shared_indexer_layers=[2, 4, 6])`` worked."""
+
+import json
+
+import pytest
+
+import mlacalc
+
+V32 = mlacalc.load_model("deepseek-v3.2")
+
+
+def _report(run, *sets):
+    args = [a for s in sets for a in ("--set", s)]
+    out, _ = run("report", "deepseek-v3.2", *args, "--seq-len", "1k", "--format", "json")
+    return json.loads(out)
+
+
+def _absorbed_bytes(doc) -> int:
+    return next(k for k in doc["kv_cache"] if k["impl"] == "absorbed")["total_bytes"]
+
+
+@pytest.mark.parametrize("value", ["[4, 8, 12]", "4,8,12", "[4,8,12]", "4, 8, 12"])
+def test_a_list_set_is_the_librarys_list(run, value):
+    doc = _report(run, f"shared_indexer_layers={value}")
+    changed = V32.with_changes(shared_indexer_layers=[4, 8, 12])
+    assert "3 dsa-shared" in doc["layers"]["summary"]
+    assert _absorbed_bytes(doc) == mlacalc.kv_cache_bytes(changed, 1024)
+
+
+def test_one_entry_and_the_empty_list(run):
+    assert "1 dsa-shared" in _report(run, "shared_indexer_layers=2")["layers"]["summary"]
+    assert "shared" not in _report(run, "shared_indexer_layers=[]")["layers"]["summary"]
+
+
+def test_quoted_words_in_a_list_are_the_words():
+    from mlacalc.cli.common import _parse_sets
+
+    sets = _parse_sets(None, None, ('block_types=["mamba", moe]', "block_widths=[8]"))
+    assert sets == {"block_types": ["mamba", "moe"], "block_widths": [8]}
+    assert _parse_sets(None, None, ("shared_indexer_layers=null",)) == {
+        "shared_indexer_layers": None
+    }
+
+
+@pytest.mark.parametrize(
+    "value, words",
+    [
+        ("[4,,8]", "'[4,,8]' has an empty entry"),
+        ("[4, 8", "opens or closes a bracket"),
+        ("[8, 4]", "must list each layer once, in increasing order"),
+    ],
+)
+def test_a_bad_list_is_one_line_naming_set_and_the_field(run, value, words):
+    _, err = run("report", "deepseek-v3.2", "--set", f"shared_indexer_layers={value}", code=2)
+    assert err.count("\n") == 1 and "--set shared_indexer_layers" in err and words in err, err
+
+
+def test_the_errors_example_is_a_value_that_works(run):
+    _, err = run("report", "deepseek-v3.2", "--set", "shared_indexer_layers=x", code=2)
+    example = err.split("such as ")[1].split(")")[0]
+    assert example == "[4, 8, 12]"
+    _report(run, f"shared_indexer_layers={example}")
+
+
+def test_a_text_field_keeps_its_commas(run):
+    out, _ = run("report", "llama-3-8b", "--set", "display_name=Mine, wider", "--format", "json")
+    assert json.loads(out)["model"]["display_name"] == "Mine, wider"
