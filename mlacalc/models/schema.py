@@ -925,6 +925,8 @@ class ModelConfig:
         a :class:`ConfigError` whose source is ``with_changes(...)``, not the file the
         original came from. Routed experts left without a MoE layer are a
         :class:`~mlacalc.words.errors.MlacalcWarning`, as in :func:`model_from_dict`.
+        ``kv_lora_rank=None`` alone on an MLA model is refused in one sentence: its MHA, GQA and
+        MQA equivalents are :func:`mlacalc.models.variants.as_variant`'s.
         """
         changes = {k: _plain(v) for k, v in changes.items()}
         said = ", ".join(f"{k}={_show(v)}" for k, v in changes.items())
@@ -932,6 +934,8 @@ class ModelConfig:
         unknown = [k for k in changes if k not in SPECS]
         if unknown:
             raise_problems(origin, [_unknown_field(k) for k in unknown])
+        if self.kv_lora_rank is not None and "kv_lora_rank" in changes:
+            _refuse_half_mla(self, changes, origin)
         mla = changes.get("kv_lora_rank", self.kv_lora_rank) is not None
         if mla and "num_attention_heads" in changes and "num_key_value_heads" not in changes:
             # MLA files repeat the query heads here (as Hugging Face does): kept in step
@@ -978,6 +982,29 @@ class ModelConfig:
             changes["quantization_config"] = _freeze(changes["quantization_config"])
         return replace(self, origin=origin, **changes)
 
+
+def _refuse_half_mla(model: ModelConfig, changes: dict[str, Any], origin: str) -> None:
+    """``kv_lora_rank=None`` on an MLA model that keeps its other MLA widths: one short problem
+    pointing at the attention variants (a trial's ``--set kv_lora_rank=null`` listed four MLA
+    fields and ``head_dim`` in one long line and said nothing of them)."""
+    if changes["kv_lora_rank"] is not None:
+        return
+    kept = [k for k in _MLA_WIDTHS if changes.get(k, getattr(model, k)) is not None]
+    if kept:
+        raise_problems(
+            origin,
+            [
+                (
+                    "kv_lora_rank",
+                    f"null would leave {model.name} half MLA (its other MLA widths stay)",
+                    f"to see it as MHA, GQA or MQA: mlacalc compare {model.name} --as-variants",
+                )
+            ],
+        )
+
+
+#: the MLA widths beside kv_lora_rank
+_MLA_WIDTHS = ("q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 
 #: the fields that say what a model is called and where it comes from, not what it is
 _IDENTITY = ("name", "display_name", "source", "aliases", "notes")
