@@ -858,12 +858,13 @@ def prediction_line(route: dict) -> str:
     if route.get("engine_route") == "stand_in":
         words += f", {route.get('engine_profile')}'s kernels standing in"
     e = route.get("expected_error")
+    shape = f" But {route['geometry_note']}." if route.get("geometry_note") else ""
     if not e:
-        return f"Expected error of these times: not measured for this route ({words})."
+        return f"Expected error of these times: not measured for this route ({words}).{shape}"
     p90 = f", p90 {e['p90']:.0%}" if e.get("p90") is not None else ""
     return (
         f"Expected error of these times: median {e['median']:.1%}{p90} |error| ({words}; "
-        "README's 'How accurate the times are')."
+        f"README's 'How accurate the times are').{shape}"
     )
 
 

@@ -11,7 +11,7 @@ import streamlit as st
 import mlacalc
 from mlacalc.models.loading import ModelConfig
 from mlacalc.render import human_si
-from mlacalc.timemodel.predict import MMHA_RUNS_AS, MMHA_WORDS, mla_rank_note
+from mlacalc.timemodel.predict import MMHA_RUNS_AS, MMHA_WORDS, mla_geometry_note
 from mlacalc.words.kernels import roofline_bound
 from mlacalc.words.units import human_seconds
 from mlacalc.words.vocab import MLA_IMPLEMENTATIONS
@@ -209,8 +209,8 @@ def render(sc: Scenario) -> None:
             + engine_words(points[0]["engine"], points[0]["profile"], points[0]["calibration"])
             + "."
         )
-        if mla_rank_note(sc.model):
-            scope += f" The latent's width, {mla_rank_note(sc.model)}."
+        if mla_geometry_note(sc.model):
+            scope += f" {mla_geometry_note(sc.model)}."
     elif points:
         scope += f" Times: {points[0]['calibration']}."
     peak, bw = device.peak(dtype), device.memory_bandwidth_bytes_per_s

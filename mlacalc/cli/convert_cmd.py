@@ -240,6 +240,14 @@ def command(
         document["times_s"] = times
     if sweep:
         document["rank_sweep"] = [r.to_dict() for r in sweep]
+    geometry = ""
+    if hardware is not None:
+        # the converted model's and each swept rank's MLA geometry no measured row has
+        from mlacalc.timemodel.predict import mla_geometry_note
+
+        swept = [c.model.with_changes(kv_lora_rank=r.rank) for r in sweep if r.rank]
+        geometry = mla_geometry_note(c.model, *swept)
+        document["warnings"] = [geometry] if geometry else []
 
     def sections():
         out = [
@@ -288,6 +296,8 @@ def command(
     emit(fmt, document, sections)
     if hardware is not None and fit:
         warn(fit)
+    if geometry:
+        warn(geometry)
     check_context(src, seq_len)
 
 

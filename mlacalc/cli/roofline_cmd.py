@@ -41,7 +41,12 @@ from mlacalc.models.loading import beyond_positions
 from mlacalc.render import human_bytes, human_si
 from mlacalc.report import attention_kind_labels
 from mlacalc.timemodel.device import device_figures
-from mlacalc.timemodel.predict import MMHA_RUNS_AS, MMHA_WORDS, mla_rank_note
+from mlacalc.timemodel.predict import (
+    MLA_GEOMETRY_SAID,
+    MMHA_RUNS_AS,
+    MMHA_WORDS,
+    mla_geometry_note,
+)
 from mlacalc.words import defaults as D
 from mlacalc.words.dtypes import resolve_kv_layout
 from mlacalc.words.vocab import MLA_IMPLEMENTATIONS
@@ -259,10 +264,11 @@ def command(
 
 def _working_set_warnings(m, seq_len: int, predictions: list) -> None:
     """The predictions' warnings (Prediction.warnings: a working set beyond one device's
-    memory) on stderr, once each; the context beyond the model's positions is check_context's."""
+    memory) on stderr, once each; the context beyond the model's positions is check_context's,
+    an MLA geometry no row has the section's note (:func:`_rank_note`)."""
     beyond = beyond_positions(m, seq_len)
     for w in dict.fromkeys(w for p in predictions for w in p.warnings):
-        if not (beyond and w.startswith(beyond)):
+        if not (beyond and w.startswith(beyond)) and MLA_GEOMETRY_SAID not in w:
             warn(w)
 
 
@@ -613,8 +619,9 @@ _RUNS_AS = {
 
 
 def _rank_note(m, p) -> str:
-    """An MLA latent width no measured kernel has, where the kernel model times it."""
-    note = mla_rank_note(m) if p.profile != "roofline" else ""
+    """An MLA latent rank or head widths no measured kernel has, where the kernel model times
+    it."""
+    note = mla_geometry_note(m) if p.profile != "roofline" else ""
     return f"\n{note}." if note else ""
 
 

@@ -22,6 +22,7 @@ from mlacalc.cli.common import (
     serving_engine_option,
     size_list,
     stored_weight_dtype,
+    warn,
     with_stored_dtype,
 )
 from mlacalc.cli.plan_cmd import times_note
@@ -38,6 +39,7 @@ from mlacalc.cli.serving_flags import (
     with_kernel_versions,
 )
 from mlacalc.serving.plan import duration_text as plan_duration
+from mlacalc.timemodel.predict import MLA_GEOMETRY_SAID
 from mlacalc.words import defaults as D
 
 
@@ -678,6 +680,9 @@ def command(
             + _throughput_sections(throughput, throughput_of, target)
         ),
     )
+    for w in result.warnings:  # an engine standing in is in the times' note already
+        if MLA_GEOMETRY_SAID in w:
+            warn(w)
     if fmt in ("table", "markdown"):
         limited = result.constraints_text()
         if limited:

@@ -326,7 +326,8 @@ class Plan:
     #: ``engine_profile``, ``expected_error`` (the benchmark's median, and p90 where measured,
     #: |error| for that route, None where the project measured none) with
     #: ``expected_error_source`` (the README row, or why none), ``assumed`` (the device figures
-    #: the time model assumes) and ``clock_note`` (what an assumed clock does to its fixed costs)
+    #: the time model assumes), ``clock_note`` (what an assumed clock does to its fixed costs)
+    #: and ``geometry_note`` (an MLA geometry no measured row has: the expected error is not its)
     prediction: dict[str, Any] = field(default_factory=dict)
     #: the serving engine whose kernels were timed (trtllm, sglang, vllm)
     engine: str = "trtllm"
@@ -936,7 +937,7 @@ def plan_fields(req: PlanRequest, cap: Capacity) -> dict[str, Any]:
         request_rate=req.request_rate,
         warnings=req.warnings + cap.warnings,
         admission=cap.admission,
-        prediction=prediction_route(req.profile, req.hw, req.engine, req.engine_note),
+        prediction=prediction_route(req.profile, req.hw, req.engine, req.engine_note, req.m),
     )
 
 

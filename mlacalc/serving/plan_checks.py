@@ -40,7 +40,7 @@ from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.kernel_time import run_dtype
 from mlacalc.timemodel.mla_time import sglang_chunk_note
 from mlacalc.timemodel.moe_backend import check_moe_backend
-from mlacalc.timemodel.predict import mla_rank_note
+from mlacalc.timemodel.predict import mla_geometry_note
 from mlacalc.words import arguments, defaults
 from mlacalc.words.arguments import whole
 from mlacalc.words.dtypes import KVLayout, canonical_dtype, resolve_kv_layout
@@ -999,8 +999,8 @@ def _request_warnings(
     """What the request leaves to a reading worth saying: the device alias, weights whose
     quantization config.json does not give, MTP weights asked of a model without them."""
     warnings: list[str] = [f"hardware {hw.alias_note}"] if hw.alias_note else []
-    if mla_rank_note(m):  # an MLA latent no measured kernel has
-        warnings.append(mla_rank_note(m))
+    if mla_geometry_note(m):  # an MLA latent rank or head widths no measured kernel has
+        warnings.append(mla_geometry_note(m))
     # a ModelOpt export: its stored bytes are not in config.json
     if weight_dtype is None and external_quantization(m):
         warnings.append(

@@ -18,6 +18,7 @@ from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.engine_profiles import STAND_IN_NOTE, chosen_profile
 from mlacalc.timemodel.kernel_time import run_class
 from mlacalc.timemodel.moe_time import DEEPEP_STEP
+from mlacalc.timemodel.predict import MEASURED_MLA_GEOMETRY, mla_geometry_off
 from mlacalc.timemodel.profile import assumed_figures, load_profile
 from mlacalc.timemodel.terms import class_key
 from mlacalc.words.engines import ENGINE_LABELS, check_engine
@@ -266,14 +267,35 @@ DEVICE_ROUTES = (
 CLOCK_NOTE_FROM = 0.01
 
 
-def prediction_route(profile: Any, hw: HardwareSpec, engine: str, engine_note: str = "") -> dict:
+def geometry_note(m: Any) -> str:
+    """Where an MLA model's latent rank or head widths are not a measured row's
+    (:func:`~mlacalc.timemodel.predict.mla_geometry_off`): that the expected error is the
+    benchmark's at the measured geometry, not at this one ("" elsewhere: a plan of kv_lora_rank
+    1,024 gave expected_error 0.048 beside its "extrapolated" warning, a trial found)."""
+    off = mla_geometry_off(m) if m is not None else {}
+    if not off:
+        return ""
+    measured = ", ".join(f"{f} {v}" for f, v in MEASURED_MLA_GEOMETRY.items())
+    theirs = ", ".join(f"{f} {have:,}" for f, (have, _) in off.items())
+    return (
+        f"the expected error holds for the measured MLA geometry (DeepSeek-V3's {measured}), "
+        f"not for this model's {theirs}: its attention core's time is the fitted rule "
+        "extrapolated, with no measured error"
+    )
+
+
+def prediction_route(
+    profile: Any, hw: HardwareSpec, engine: str, engine_note: str = "", model: Any = None
+) -> dict:
     """How a plan's kernel times on ``hw`` under ``engine`` were predicted, as fields
     (``Plan.prediction``): the device's route (:data:`DEVICE_ROUTES`) and the fitted device
     whose fit timed it, the engine's (``own``, or ``stand_in``: another engine's profile, said
     in ``engine_note``), the benchmark's error for that route where the project measured one
     (:data:`ROUTE_ERRORS`, with the README row it is read from), the device figures the time
     model assumes and, where its clock is one of them and slower than the fitted device's, what
-    that does to its fixed costs."""
+    that does to its fixed costs. ``geometry_note``: where ``model`` is MLA at a latent rank or
+    head widths no measured row has, that the expected error is not this geometry's
+    (:func:`geometry_note`)."""
     prof = load_profile(profile)
     fig = _device_figures(hw)
     route, fit = _device_route(prof, hw)
@@ -289,6 +311,7 @@ def prediction_route(profile: Any, hw: HardwareSpec, engine: str, engine_note: s
         "expected_error_source": "",
         "assumed": sorted(f.split(" = ")[0] for f in fig.fallbacks) if fig else [],
         "clock_note": "",
+        "geometry_note": geometry_note(model),
     }
     label = ENGINE_LABELS.get(theirs, theirs)
     measured = ROUTE_ERRORS.get((theirs, fit or ""))

@@ -79,6 +79,7 @@ from mlacalc.serving.search_space import (
     weight_key,
 )
 from mlacalc.timemodel.moe_backend import check_moe_backend
+from mlacalc.timemodel.predict import mla_geometry_note
 from mlacalc.words import defaults as D
 from mlacalc.words.arguments import MAX_BATCH, count, flag, one_or_many, prefix_hit, real, whole
 from mlacalc.words.dtypes import canonical_dtype, resolve_kv_layout
@@ -295,7 +296,9 @@ class SearchResult:
     budget: int | None = None
     #: the model's routed experts (a launch command's load balancer counts their slots)
     routed_experts: int = 0
-    #: what the search warns of as data (the input read otherwise, kernels standing in)
+    #: what the search warns of as data (the input read otherwise, kernels standing in, an
+    #: MLA geometry no measured kernel row has: :func:`~mlacalc.timemodel.predict.
+    #: mla_geometry_note`)
     warnings: tuple[str, ...] = field(default=())
     #: the engine whose scheduler defaults filled the arguments left out (None: none), and
     #: each argument it filled with its value, as :attr:`mlacalc.Plan.scheduler_defaults`
@@ -1360,7 +1363,8 @@ def search(
         engine_memory_of=req.engine_memory and req.engine_memory[0],
         page_size=req.page_size,
         best_calibration=best_cal + req.engine_note if best_cal else "",
-        warnings=(req.engine_note.removeprefix("; "),) if req.engine_note else (),
+        warnings=((req.engine_note.removeprefix("; "),) if req.engine_note else ())
+        + ((mla_geometry_note(req.m),) if mla_geometry_note(req.m) else ()),
         budget=req.budget,
         **req.scheduler_record,
         limits=req.limits,
