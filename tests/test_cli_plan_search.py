@@ -659,15 +659,19 @@ def test_calibration_names_every_class_a_note_marks_a_stand_in_in_plan_and_searc
     DSA cores run it), which the plan's calibration did not say (only DeepGEMM's experts were
     named); a search collected its classes without their variants, so its calibration never
     named the DeepGEMM experts behind DeepEP its best point runs (its best_calibration did).
-    The class named is the one whose fit times the kernel: vLLM's B200 DSA core runs
-    TensorRT-LLM-gen's sparse kernel (``sparse_gen``), timed by the profile's sparse class."""
+    The class named is the one whose fit times the kernel: vLLM's B200 DSA decode core runs
+    TensorRT-LLM-gen's sparse kernel timed by the profile's sparse class
+    (dsa_time.DECODE_SPARSE_VARIANT); its prompt core that kernel's own class (``sparse_gen``,
+    fitted on vLLM's prompt rows: no stand-in)."""
     from mlacalc.hardware.catalogue import load_hardware
     from mlacalc.timemodel.profile import load_profile
 
     b200 = load_hardware("B200")
-    found = load_profile("fit-b200-sxm-vllm").class_found("B200", "mla_decode", "bf16", b200,
-                                                           "sparse_gen")  # fmt: skip
+    prof = load_profile("fit-b200-sxm-vllm")
+    found = prof.class_found("B200", "mla_decode", "bf16", b200, "sparse")
     assert found == "mla_decode:bf16:sparse"
+    found = prof.class_found("B200", "mla_decode", "bf16", b200, "sparse_gen")
+    assert found == "mla_decode:bf16:sparse_gen"
     sparse = "stand-in: mla_decode:bf16:sparse from sglang profile fit-b200-sxm-sglang's"
     p = plan("deepseek-v3.2", "B200", gpus=8, tp=8, kv_dtype="fp8", isl=32000, osl=1000,
              concurrency=16, engine="vllm")  # fmt: skip

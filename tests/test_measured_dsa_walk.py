@@ -337,3 +337,73 @@ def test_tensorrt_llm_gens_sparse_class_fits_the_short_prompt_rows_it_is_a_tenth
     assert np.median(err[tokens <= 16]) < 0.25  # 0.300 at a quarter
     assert np.median(err[(tokens > 16) & (tokens <= 128)]) < 0.09  # 0.119
     assert np.median(err[tokens > 1024]) < 0.065  # 0.0606 -> 0.0600
+
+
+def _vllm_b200_dsa(table: str):
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.tables import load_measured
+
+    path = MEASURED / "b200_sxm" / "sparse_attention" / "vllm" / VERSION["vllm"]
+    (t,) = load_measured(path / f"{table}.parquet").tables
+    return t, map_table(t)
+
+
+def test_vllm_s_flashinfer_sparse_prompt_steps_down_past_2e16_tokens():
+    """The evidence of dsa_time.FLASHINFER_WIDE_TOKENS: vLLM's B200 prompt rows of FlashInfer's
+    sparse kernel double their time from 12,288-24,576 to 24,576-49,152 tokens (the batch
+    doubled, the prompt length kept) and take far less than twice from 32,768-49,152 to
+    65,536-98,304, where FlashMLA's rows of the same shapes double; the mapping gives the rows
+    at 65,536 tokens and more the variant of their own."""
+    from mlacalc.timemodel.dsa_time import FLASHINFER_WIDE_TOKENS
+    from mlacalc.timemodel.mla_time import GEN_SPARSE_VARIANT, GEN_SPARSE_WIDE_VARIANT
+
+    t, mapped = _vllm_b200_dsa("dsa_context_module_perf")
+    c = t.columns
+    key = ("kernel_source", "model", "kv_cache_dtype", "gemm_type", "num_heads", "isl", "step")
+    time = {
+        (*(str(c[k][i]) for k in key), int(c["batch_size"][i])): t.seconds[i] for i in range(len(t))
+    }
+    ratios: dict[tuple[str, bool], list[float]] = {}
+    for k, s in time.items():
+        twice = time.get((*k[:-1], 2 * k[-1]))
+        tokens = int(k[5]) * k[-1]
+        if twice is None or tokens < 12288 or tokens > 49152:
+            continue
+        ratios.setdefault((k[0], tokens >= 32768), []).append(twice / s)
+    doubled = {k: np.mean(np.array(v) > 1.75) for k, v in ratios.items()}
+    assert doubled[("FLASHINFER_MLA_SPARSE", False)] == 1.0  # 1,428 pairs, 1.81-2.14x
+    assert np.median(ratios[("FLASHINFER_MLA_SPARSE", True)]) < 1.55  # 1.45x
+    assert doubled[("FLASHINFER_MLA_SPARSE", True)] < 0.15  # 0.118 of 1,092
+    assert doubled[("FLASHMLA_SPARSE", True)] > 0.99  # 0.998 of 468, median 1.99x
+    assert FLASHINFER_WIDE_TOKENS == 65536
+    cores = [p for p in mapped.parts if p.name == "sparse_mla"]
+    rows = np.concatenate([p.rows for p in cores])
+    variant = np.concatenate([np.full(len(p.rows), p.batch.variant) for p in cores])
+    fi = np.char.startswith(c["kernel_source"][rows].astype(str), "FLASHINFER")
+    wide = (c["batch_size"] * c["isl"])[rows] >= 65536
+    assert set(variant[fi & wide]) == {GEN_SPARSE_WIDE_VARIANT}
+    assert set(variant[fi & ~wide]) == {GEN_SPARSE_VARIANT}
+    assert set(variant[~fi]) == {"sparse"}
+
+
+def test_vllm_b200_flashinfer_prompt_rows_by_their_own_sparse_class():
+    """vLLM's B200 profile times FlashInfer's sparse prompt kernel by TensorRT-LLM-gen's class
+    fitted on its prompt rows' residuals (``sparse_gen``, ``sparse_gen_wide`` past the switch)
+    where SGLang's FlashMLA class stood in (the FlashInfer rows under the switch 12.7% / 12.4%
+    median |error|, bf16 / fp8 cache); its decode rows keep FlashMLA's class
+    (dsa_time.DECODE_SPARSE_VARIANT), which the prompt fit put 75% off."""
+    from mlacalc.measured.observations import predict_mapped
+
+    t, mapped = _vllm_b200_dsa("dsa_context_module_perf")
+    err = np.abs(predict_mapped(mapped, profile="fit-b200-sxm-vllm") / t.seconds - 1)
+    c = t.columns
+    fi = np.char.startswith(c["kernel_source"].astype(str), "FLASHINFER")
+    narrow = c["batch_size"] * c["isl"] < 65536
+    bf16 = c["kv_cache_dtype"].astype(str) == "bfloat16"
+    assert np.median(err[fi & narrow & bf16]) < 0.08  # 0.127 by FlashMLA's class
+    assert np.median(err[fi & narrow & ~bf16]) < 0.095  # 0.124
+    assert np.median(err) < 0.095  # 0.1214
+    t, mapped = _vllm_b200_dsa("dsa_generation_module_perf")
+    err = np.abs(predict_mapped(mapped, profile="fit-b200-sxm-vllm") / t.seconds - 1)
+    ok = np.asarray(mapped.modelled, dtype=bool)
+    assert np.quantile(err[ok], 0.9) < 0.16  # 0.1558, 0.175 fitted with the prompt rows

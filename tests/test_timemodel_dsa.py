@@ -160,8 +160,8 @@ def test_vllm_s_decode_runs_its_prompt_s_sparse_kernel_where_it_does_not_walk(
     rows otherwise), not the plain MLA decode class it had been."""
     b = device_batch(_step_core("decode", 1025, 8, kv, heads), load_hardware("H100-SXM"))
     run = engine_dsa_kernel(b, "vllm", fig)
-    variant = "sparse_gen" if unit else "sparse"  # FlashInfer's TensorRT-LLM-gen kernel
-    assert (run.kind, run.dtype, run.variant) == ("mla_decode", "bf16", variant)
+    # FlashMLA's sparse class for FlashInfer's kernel too (dsa_time.DECODE_SPARSE_VARIANT)
+    assert (run.kind, run.dtype, run.variant) == ("mla_decode", "bf16", "sparse")
     assert run.shape["batch"][0] == 8 and run.shape["q_len"][0] == 1
     assert run.shape["kv_len"][0] == 1025 and run.shape["n_heads"][0] == heads
     assert run.shape["unit_heads"][0] == unit and run.shape["kv_split"][0] == split
@@ -639,4 +639,31 @@ def test_a_profile_without_the_walk_class_never_times_it_by_tensorrt_llm_gen_s()
     vllm = load_profile("fit-b200-sxm-vllm")  # FlashMLA's class (SGLang's, a stand-in)
     sparse = vllm.params("B200", "mla_decode", "bf16", variant="sparse")[0]
     assert vllm.params("B200", "mla_decode", "bf16", variant="sparse_walk")[0] == sparse
-    assert vllm.params("B200", "mla_decode", "bf16", variant="sparse_gen")[0] == sparse
+    # TensorRT-LLM-gen's (vLLM's FlashInfer prompt) its own, fitted on vLLM's prompt rows
+    assert vllm.params("B200", "mla_decode", "bf16", variant="sparse_gen")[0] != sparse
+    sglang = load_profile("fit-b200-sxm-sglang")  # none of it: FlashMLA's, then the plain one
+    gen = sglang.params("B200", "mla_decode", "bf16", variant="sparse_gen_wide")[0]
+    assert gen == sglang.params("B200", "mla_decode", "bf16", variant="sparse")[0]
+
+
+@pytest.mark.parametrize(
+    ("engine", "source", "tokens", "variant"),
+    [("vllm", "FLASHINFER_MLA_SPARSE", 49152, "sparse_gen"),
+     ("vllm", "FLASHINFER_MLA_SPARSE", 65536, "sparse_gen_wide"),
+     ("vllm", "FLASHMLA_SPARSE", 65536, "sparse_gen"),
+     ("trtllm", "", 131072, "sparse_gen")],
+)  # fmt: skip
+def test_flashinfer_s_sparse_prompt_past_2e16_tokens_is_a_variant_of_its_own(
+    engine, source, tokens, variant
+):
+    """vLLM's FlashInfer sparse prompt of 65,536 tokens and more in one call runs another
+    path (dsa_time.FLASHINFER_WIDE_TOKENS: its B200 rows' time a token falls there);
+    TensorRT-LLM's own kernel shows no such step. A served vLLM B200 prompt of that many tokens
+    takes the variant as the mapped rows do; its decode queries FlashMLA's class."""
+    from mlacalc.timemodel.dsa_time import gen_sparse_variant
+
+    assert gen_sparse_variant(engine, source, [tokens])[0] == variant
+    if engine != "vllm" or source != "FLASHINFER_MLA_SPARSE":
+        return
+    b = device_batch(_step_core("prefill", tokens, 1, "fp8", 16), load_hardware("B200"))
+    assert engine_dsa_kernel(b, "vllm", B200).variant == variant

@@ -111,11 +111,13 @@ from mlacalc.timemodel.attention_time import (
 from mlacalc.timemodel.comm_time import SGLANG_NCCL_FROM_BYTES
 from mlacalc.timemodel.device import device_figures, mla_decode_kernel
 from mlacalc.timemodel.dsa_time import (
+    DECODE_SPARSE_VARIANT,
     FP8_SPARSE_PROMPT,
     ONE_SPARSE_KERNEL,
     WALK_HEADS,
     absorbed_prompt_core,
     causal_picks,
+    gen_sparse_variant,
     kv_cache_walk,
     sparse_unit_heads,
     walk_heads,
@@ -2298,16 +2300,20 @@ def _one_kernel_decode(b: _Builder, system: str, one, bs, keys, h, topk, g, unit
     g = {k: v[one] for k, v in g.items()}
     lat = g["kv_lora"] + g["rope"]
     a = absorbed_prompt_core(bs, 1.0, keys, h, topk, lat, g["kv_lora"], 2.0)
-    variant = np.where(unit > 0, GEN_SPARSE_VARIANT, "sparse")  # TensorRT-LLM-gen's, FlashMLA's
+    # FlashMLA's sparse class for both kernels: TensorRT-LLM-gen's (vLLM's FlashInfer), fitted
+    # on its prompt rows, is no decode row's (dsa_time.DECODE_SPARSE_VARIANT)
     b.add_by_dtype("mla_decode", "mla_decode", np.full(len(rows), "bf16"), rows, a["flops"],
-                   a["bytes"], variant=variant, batch=bs, q_len=1, kv_len=a["kv_len"], n_heads=h,
-                   n_kv=1, head_dim_qk=lat, head_dim_v=g["kv_lora"], window=0, causal=1,
+                   a["bytes"], variant=DECODE_SPARSE_VARIANT, batch=bs, q_len=1,
+                   kv_len=a["kv_len"], n_heads=h, n_kv=1, head_dim_qk=lat,
+                   head_dim_v=g["kv_lora"], window=0, causal=1,
                    page_size=_PAGE, kv_bytes=2.0, kv_split=0.0 if system == "h100_sxm" else 1.0,
                    operand_reads=1, preprocess_bytes=0, rope_elements=0,
                    unit_heads=unit)  # fmt: skip
 
 
-def _core_variant(walks: np.ndarray, own: np.ndarray, sparse, gen=False) -> np.ndarray:
+def _core_variant(
+    walks: np.ndarray, own: np.ndarray, sparse, gen=False, gen_variant=GEN_SPARSE_VARIANT
+) -> np.ndarray:
     """Per row the class variant of a DSA module row's attention core: a walk of the prompt's
     sparse kernel its own (:data:`~mlacalc.timemodel.mla_time.WALK_VARIANT`), FlashMLA's fp8
     walk and the rows ``sparse`` names (a prompt's sparse kernel) ``sparse``, those of them
@@ -2315,7 +2321,7 @@ def _core_variant(walks: np.ndarray, own: np.ndarray, sparse, gen=False) -> np.n
     (:data:`~mlacalc.timemodel.mla_time.GEN_SPARSE_VARIANT`), any other core the plain class's
     (``""``: a decode core that does not walk, SGLang's B200 prompt of TensorRT-LLM-gen's
     decode kernel)."""
-    prompt = np.where(~walks & gen, GEN_SPARSE_VARIANT, "sparse")
+    prompt = np.where(~walks & gen, gen_variant, "sparse")
     return np.where(walks & ~own, WALK_VARIANT, np.where(walks | sparse, prompt, ""))
 
 
@@ -2457,7 +2463,8 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
         flops, nbytes = (np.where(walks, w[k], a[k]) for k in ("flops", "bytes"))
         b.add_by_dtype("sparse_mla", "mla_decode", np.where(gen | own | f8, kvd, "bf16")[sp], r,
                        flops[sp], nbytes[sp],
-                       variant=_core_variant(walks, own, ~gen, gen_sparse)[sp],
+                       variant=_core_variant(walks, own, ~gen, gen_sparse,
+                                             gen_sparse_variant(t.engine, src, tok))[sp],
                        batch=tok[sp], q_len=1, kv_len=kv[sp], n_heads=hk[sp], n_kv=1,
                        head_dim_qk=lat[sp], head_dim_v=g["kv_lora"][sp], window=0, causal=1,
                        page_size=_PAGE, kv_bytes=np.where(gen | own | f8, kvb, 2.0)[sp],

@@ -26,7 +26,7 @@ from mlacalc.measured.msa_modules import CORE_VARIANTS
 from mlacalc.measured.tables import MeasuredSet, MeasuredTable, bench_sidecar, load_measured
 from mlacalc.timemodel.fit import Observations
 from mlacalc.timemodel.kernel_time import predict_batch
-from mlacalc.timemodel.mla_time import GEN_SPARSE_VARIANT, WALK_VARIANT
+from mlacalc.timemodel.mla_time import GEN_SPARSE_VARIANT, GEN_SPARSE_WIDE_VARIANT, WALK_VARIANT
 from mlacalc.timemodel.profile import Profile, load_profile, shipped_profiles
 from mlacalc.timemodel.terms import class_key
 from mlacalc.words.dtypes import DTYPE_BITS
@@ -149,6 +149,7 @@ RESIDUAL_VARIANTS = frozenset(
         WALK_VARIANT,
         SPARSE_CORE,
         GEN_SPARSE_VARIANT,
+        GEN_SPARSE_WIDE_VARIANT,
         TOPK_KERNEL_VARIANTS[OWN_DECODE_TOPK_CODE - 1],
     }
 )

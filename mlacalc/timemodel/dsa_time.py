@@ -20,13 +20,15 @@ from typing import Any
 import numpy as np
 
 from mlacalc.timemodel.device import DeviceFigures, mla_decode_kernel
-from mlacalc.timemodel.mla_time import GEN_SPARSE_VARIANT, WALK_VARIANT
+from mlacalc.timemodel.mla_time import GEN_SPARSE_VARIANT, GEN_SPARSE_WIDE_VARIANT, WALK_VARIANT
 from mlacalc.timemodel.shared import col
 from mlacalc.words.dtypes import KV_LAYOUTS
 from mlacalc.words.kernels import KernelBatch
 
 __all__ = [
+    "DECODE_SPARSE_VARIANT",
     "DENSE_PROMPT",
+    "FLASHINFER_WIDE_TOKENS",
     "FP8_SPARSE_PROMPT",
     "KV_CACHE_WALK",
     "ONE_SPARSE_KERNEL",
@@ -35,6 +37,7 @@ __all__ = [
     "absorbed_prompt_core",
     "causal_picks",
     "engine_dsa_kernel",
+    "gen_sparse_variant",
     "kv_cache_walk",
     "sparse_unit_heads",
     "walk_heads",
@@ -139,6 +142,41 @@ FP8_SPARSE_PROMPT = frozenset({("trtllm", "tcgen05")})
 #: rows past them the sparse kernels. Every other prompt the walk rule leaves alone runs the
 #: absorbed sparse kernel over the slots its keys fill (:func:`absorbed_prompt_core`).
 DENSE_PROMPT = frozenset({"sglang"})
+
+
+#: The class variant of a decode step's query under :data:`ONE_SPARSE_KERNEL` (vLLM), FlashMLA's
+#: sparse class whichever sparse kernel runs it: vLLM's FlashInfer decode rows (B200) taken by
+#: TensorRT-LLM-gen's sparse class fitted on its prompt rows' residuals
+#: (``GEN_SPARSE_VARIANT``) read 75% off at the median (its prompt and decode rows fitted
+#: together, the prompt rows 9.7% and the decode rows' p90 15.6% -> 17.5%), where FlashMLA's
+#: class (a stand-in from SGLang's fit) times them 6.3%: the one kernel (from recall) is not
+#: one class's time in both phases, and the decode rows keep the class they had.
+DECODE_SPARSE_VARIANT = "sparse"
+
+#: Prompt tokens in one call from which vLLM's FlashInfer sparse MLA (``FLASHINFER_MLA_SPARSE``,
+#: TensorRT-LLM-gen's kernel under FlashInfer's wrapper) runs another path, 2^16: its B200
+#: prompt module rows, the batch doubled at one prompt length, double their time from
+#: 12,288-24,576 to 24,576-49,152 tokens (1,428 pairs, 1.81-2.14x, median 1.98x, every head
+#: count, cache and model) and take a median 1.45x from 32,768-49,152 to 65,536-98,304 (1,092
+#: pairs, 88% under 1.75x; a bf16 cache at 8 and 16 heads 0.8-1.2x), where FlashMLA's rows of
+#: the same shapes double (median 1.99x, 467 of 468 over 1.75x) and TensorRT-LLM's own B200
+#: rows of the kernel show no step. The
+#: table holds no row between 49,152 and 65,536 tokens; why the path changes there is not in
+#: the tables (2^16 is a CUDA grid dimension's limit past 65,535: a guess, not checked).
+FLASHINFER_WIDE_TOKENS = 65536
+
+
+def gen_sparse_variant(engine: str, kernel_source: Any, tokens: Any) -> np.ndarray:
+    """Per call the class variant of TensorRT-LLM-gen's sparse MLA kernel: vLLM's FlashInfer
+    path at :data:`FLASHINFER_WIDE_TOKENS` prompt tokens and more its own
+    (:data:`~mlacalc.timemodel.mla_time.GEN_SPARSE_WIDE_VARIANT`), every other call
+    :data:`~mlacalc.timemodel.mla_time.GEN_SPARSE_VARIANT`. ``tokens``: the call's query
+    tokens (a decode call's are its sequences, far fewer)."""
+    src = np.char.upper(np.asarray(kernel_source, dtype=str))
+    tokens = np.asarray(tokens, dtype=np.float64)
+    wide = (engine == "vllm") & (np.char.find(src, "FLASHINFER") >= 0)
+    wide = wide & (tokens >= FLASHINFER_WIDE_TOKENS)
+    return np.where(wide, GEN_SPARSE_WIDE_VARIANT, GEN_SPARSE_VARIANT)
 
 
 def sparse_unit_heads(engine: str, kernel_source: Any = "") -> np.ndarray:
@@ -307,8 +345,28 @@ def _absorbed_prompt(
         flops=core["flops"],
         bytes=core["bytes"],
         shape=shape,
-        variant="" if gen else (GEN_SPARSE_VARIANT if unit > 0 else "sparse"),
+        variant="" if gen else _absorbed_variant(batch, engine, source, b * q, unit),
     )
+
+
+def _absorbed_variant(
+    batch: KernelBatch, engine: str, source: str, tokens: np.ndarray, unit: float
+) -> str:
+    """The class variant of :func:`_absorbed_prompt`'s kernel: FlashMLA's ``sparse`` (and every
+    decode query's, :data:`DECODE_SPARSE_VARIANT`), TensorRT-LLM-gen's prompt its own
+    (:func:`_gen_variant`)."""
+    if unit <= 0 or batch.kind != "mla_prefill":
+        return "sparse" if unit <= 0 else DECODE_SPARSE_VARIANT
+    return _gen_variant(engine, source, tokens)
+
+
+def _gen_variant(engine: str, source: str, tokens: np.ndarray) -> str:
+    """One batch's TensorRT-LLM-gen sparse variant (:func:`gen_sparse_variant`): a batch is one
+    variant, so a served prompt batch of calls that straddle the switch takes the one most of
+    its tokens run (a step's batch holds one call)."""
+    v = gen_sparse_variant(engine, source, tokens)
+    wide = float(np.sum(np.where(v == GEN_SPARSE_WIDE_VARIANT, tokens, 0.0)))
+    return GEN_SPARSE_WIDE_VARIANT if wide > float(np.sum(tokens)) / 2.0 else GEN_SPARSE_VARIANT
 
 
 def engine_dsa_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelBatch:

@@ -30,6 +30,7 @@ __all__ = [
     "CONVERTING_KERNELS",
     "FLASHMLA_DECODE",
     "GEN_SPARSE_VARIANT",
+    "GEN_SPARSE_WIDE_VARIANT",
     "HOPPER_FP8_MLA_BYTES",
     "MLA_SPLIT_KEYS",
     "SGLANG_EXPANDED_PREFIX",
@@ -347,7 +348,7 @@ def padded_products(batch: KernelBatch) -> np.ndarray:
 #: tokens and more, projections included), and ``glm5_dsa_attn_module_perf``'s 64 heads take
 #: the same time a token on B200 as on H100 (497 against 483 ns: 590 TFLOP/s of real products,
 #: 60% of H100's dense bf16 rate, 26% of B200's), where B200's rate is 2.3x H100's.
-PADDED_PRODUCTS = ("sparse", "sparse_walk", "sparse_gen")
+PADDED_PRODUCTS = ("sparse", "sparse_walk", "sparse_gen", "sparse_gen_wide")
 
 #: The variant of a sparse MLA kernel that walks every top-k slot of a query in passes of
 #: padded heads (:data:`mlacalc.timemodel.dsa_time.SPARSE_WALK`, TensorRT-LLM's Hopper kernel
@@ -360,11 +361,19 @@ WALK_VARIANT = "sparse_walk"
 #: The variant of TensorRT-LLM-gen's sparse MLA kernel (TensorRT-LLM's own on Blackwell, vLLM's
 #: ``FLASHINFER_MLA_SPARSE``: :func:`mlacalc.timemodel.dsa_time.sparse_unit_heads` > 0), a
 #: class apart from FlashMLA's ``sparse`` (fitted on TensorRT-LLM's B200 prompt rows'
-#: residuals); a profile without it times it by its ``sparse`` class, else the plain one
+#: residuals, and vLLM's on its FlashInfer prompt rows'); a profile without it times it by its
+#: ``sparse`` class, else the plain one
 GEN_SPARSE_VARIANT = "sparse_gen"
 
+#: The variant of vLLM's FlashInfer sparse MLA prompt past
+#: :data:`mlacalc.timemodel.dsa_time.FLASHINFER_WIDE_TOKENS` tokens in one call, a path its
+#: B200 rows time at 0.3-0.6 of the per-token core time below it
+#: (:func:`mlacalc.timemodel.dsa_time.gen_sparse_variant`): a class of its own, fitted on
+#: those rows' residuals; a profile without it times it as :data:`GEN_SPARSE_VARIANT`
+GEN_SPARSE_WIDE_VARIANT = "sparse_gen_wide"
+
 #: The sparse MLA kernels' variants: FlashMLA's and TensorRT-LLM's sparse cores
-SPARSE_VARIANTS = ("sparse", WALK_VARIANT, GEN_SPARSE_VARIANT)
+SPARSE_VARIANTS = ("sparse", WALK_VARIANT, GEN_SPARSE_VARIANT, GEN_SPARSE_WIDE_VARIANT)
 
 
 #: Query rows (heads x query tokens) up to which the Blackwell MLA decode kernel the engines run

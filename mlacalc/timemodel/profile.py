@@ -128,12 +128,15 @@ _ELEMENTWISE_LENT = ("fixed_s", "eff_memory")
 #: own class is never the walk's: ``fit-b200-sxm``'s put TensorRT-LLM's H100 prompt module
 #: from B200's fit at +103% where the plain class gives -15.6%, docs/time-model.md, "What
 #: stands in for the walk"); TensorRT-LLM's decode top-k (``cost.compressed.OWN_DECODE_TOPK``)
-#: by SGLang's, which its profiles take in; DeepSeek-V4's v2 top-k past ``LONG_ROW`` pooled
-#: keys (``topk_v2_long``) by its top-last class, which timed those rows before they had one
+#: by SGLang's, which its profiles take in; vLLM's FlashInfer sparse prompt past 2^16 tokens
+#: (``mla_time.GEN_SPARSE_WIDE_VARIANT``) by TensorRT-LLM-gen's sparse class, then that one's
+#: parent; DeepSeek-V4's v2 top-k past ``LONG_ROW`` pooled keys (``topk_v2_long``) by its
+#: top-last class, which timed those rows before they had one
 _PARENT_VARIANTS = {
     "sparse_ragged": "sparse",
     "sparse_walk": "sparse",
     "sparse_gen": "sparse",
+    "sparse_gen_wide": "sparse_gen",
     "topk_trtllm_decode": "topk_flat",
     "topk_v2_long": "topk_v2_top_last",
 }
@@ -173,8 +176,9 @@ class Profile:
         alias = _ALIASES.get(dtype, dtype)
         keys = [class_key(kind, dtype, variant), class_key(kind, alias, variant)] if variant else []
         parent = _PARENT_VARIANTS.get(variant)
-        if parent:  # a variant fitted on part of its parent's kernels: the parent's fit next
+        while parent:  # a variant fitted on part of its parent's kernels: the parent's fit next
             keys += [class_key(kind, dtype, parent), class_key(kind, alias, parent)]
+            parent = _PARENT_VARIANTS.get(parent)
         keys += [class_key(kind, dtype), class_key(kind, alias)]
         if alias in _STAND_INS and not variant:
             first = _KIND_FIRST_STAND_INS.get((kind, alias))
