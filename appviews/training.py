@@ -159,6 +159,15 @@ def _inputs(m: ModelConfig) -> dict:
     kw["lora_rank"] = int(rank) or None
     targets = c[1].selectbox("LoRA targets", list(TARGETS), key="tr_lora_targets")
     kw["lora_targets"] = targets if rank or targets != "attention-mlp" else None  # as left
+    kw["virtual_stages"] = c[3].number_input(
+        "virtual stages (interleaved pipeline)",
+        1,
+        1 << 10,
+        1,
+        key="tr_vp",
+        help="Megatron-LM's interleaved 1F1B: layer chunks a pipeline stage holds (pp x v "
+        "dividing the layers); the bubble / v, v x the pipeline's sends",
+    )
     kw["base_dtype"] = c[2].selectbox(
         "LoRA base weights",
         list(BASE_DTYPES),

@@ -250,3 +250,23 @@ def test_the_training_tab_takes_qlora():
     said = " ".join(str(x.value) for x in at.caption) + " ".join(str(x.value) for x in at.markdown)
     assert "6.98 G linear-layer weights in NF4 (QLoRA)" in said
     assert "MFU of the LoRA step's model FLOPs" in said
+
+
+def test_the_training_tab_takes_virtual_stages():
+    """The virtual stages box runs the interleaved schedule: the step table's bubble is the
+    library's, (pp - 1) / v micro-batch times; a v the layers do not allow is its refusal."""
+    at = run("Training", model="llama-3.1-70b", hw="H100")
+    at.number_input(key="tr_seq").set_value(8192).run()
+    for key, value in (("tr_tp", 8), ("tr_pp", 4), ("tr_dp", 8), ("tr_gb", 64), ("tr_vp", 4)):
+        at.number_input(key=key).set_value(value).run()
+    assert not at.exception and not at.error
+    (table,) = [d.value for d in at.dataframe if "in the step" in d.value.columns]
+    rows = table.set_index("part")["seconds"]
+    c = mlacalc.training_cost(
+        "llama-3.1-70b", 8192, hardware="H100", tp=8, pp=4, dp=8, global_batch=64,
+        virtual_stages=4,
+    )  # fmt: skip
+    assert rows["pipeline bubble"] == pytest.approx(c.time.bubble_s)
+    assert rows["pipeline bubble"] == pytest.approx(3 * rows["micro-batch (stage)"] / 4)
+    at.number_input(key="tr_vp").set_value(3).run()
+    assert any(e.value.startswith("virtual_stages: ") for e in at.error)

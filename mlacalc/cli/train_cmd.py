@@ -185,7 +185,13 @@ def _step_section(c, overlap: bool) -> Section:
             for name, key in _PARTS
             if key != "cp_exposed_s" or lay.cp > 1
         ],
-        note=f"step = {lay.micro_batches:,} x micro-batch + bubble + exposed "
+        note=f"step = {lay.micro_batches:,} x micro-batch + bubble"
+        + (
+            f" (interleaved, {lay.vp} virtual stages: {lay.pp - 1} x micro-batch / {lay.vp})"
+            if lay.vp > 1
+            else ""
+        )
+        + " + exposed "
         "data-parallel comm + optimizer step; the rows above the micro-batch are inside "
         + (
             "it (--overlap: the longer of the communication and the compute); "
@@ -319,6 +325,15 @@ def _blocks(c) -> list[tuple[str, int, int]]:
     "and V passed around a ring (GPUs = tp x cp x pp x dp).",
 )
 @click.option(
+    "--virtual-stages",
+    type=SIZE,
+    default=1,
+    show_default=True,
+    help="Interleaved pipeline (Megatron-LM's interleaved 1F1B): layer chunks a stage holds; "
+    "the bubble / v, v x the pipeline's sends, more activations in flight on the first "
+    "stages (pp x v must divide the layers, pp the micro-batches a rank).",
+)
+@click.option(
     "--lora-rank",
     type=SIZE,
     default=None,
@@ -405,6 +420,7 @@ def command(
     dp,
     ep,
     cp,
+    virtual_stages,
     lora_rank,
     lora_targets,
     base_dtype,
@@ -462,6 +478,7 @@ def command(
         lora_rank=lora_rank,
         lora_targets=lora_targets,
         base_dtype=base_dtype,
+        virtual_stages=virtual_stages,
     )
     if absorption_ranks and not absorption:
         raise click.BadParameter(

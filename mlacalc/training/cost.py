@@ -508,7 +508,7 @@ def _stages(
                 per_block["attention"] + per_block["moe" if m.is_moe_layer(i) else "ffn"]
                 for i in layers
             )
-        in_flight = min(lay.pp - s, lay.micro_batches)
+        in_flight = _in_flight(lay, s)
         # over tp (sequence parallelism) and cp (each context-parallel rank keeps its own
         # 1 / cp of the tokens: every saved tensor is linear in them under flash attention)
         ranks = lay.tp * lay.cp
@@ -546,6 +546,19 @@ def _stages(
             )
         )
     return out
+
+
+def _in_flight(lay: Layout, s: int) -> Fraction:
+    """The micro-batches whose activations stage ``s`` holds at once, in whole-stage units:
+    1F1B's ``min(pp - s, micro-batches)``; the interleaved schedule's warm-up holds
+    ``2 (pp - s - 1) + (vp - 1) pp + 1`` chunks of ``1 / vp`` of the stage's layers (at most
+    ``vp`` x the micro-batches), from recall of Megatron-LM's interleaved schedule: the first
+    stage ``1 + (pp - 1) / (pp vp)`` times 1F1B's ``pp``, the figure of Korthikanti et al.
+    2022."""
+    if lay.vp == 1:
+        return Fraction(min(lay.pp - s, lay.micro_batches))
+    chunks = 2 * (lay.pp - s - 1) + (lay.vp - 1) * lay.pp + 1
+    return Fraction(min(chunks, lay.vp * lay.micro_batches), lay.vp)
 
 
 def _units(m: ModelConfig, lay: Layout) -> list[tuple[float, float]]:
@@ -630,6 +643,7 @@ def training_cost(
     lora_rank: int | None = None,
     lora_targets: str | None = None,
     base_dtype: str = "compute",
+    virtual_stages: int = 1,
 ) -> TrainingCost:
     """FLOPs, memory and (with ``hardware``) the time of one training step.
 
@@ -671,6 +685,11 @@ def training_cost(
         :data:`~mlacalc.training.lora.NF4_BYTES_PER_PARAM` bytes, dequantized to the compute
         dtype before each GEMM that reads them, forward and backward); ``"nf4"`` needs
         ``lora_rank``.
+    virtual_stages
+        Megatron-LM's interleaved 1F1B schedule: each pipeline stage holds this many chunks of
+        ``L / (pp v)`` layers; the bubble ``(pp - 1) / v`` micro-batch times, ``v`` times the
+        pipeline's sends, the first stage's activations ``1 + (pp - 1) / (pp v)`` times
+        1F1B's (:func:`_in_flight`).
     swiglu
         ``"fused"`` (Megatron-LM's and TransformerEngine's kernel: the ``[gate, up]`` output
         and the product saved) or ``"unfused"`` (eager PyTorch: gate, up, SiLU(gate) and the
@@ -690,7 +709,7 @@ def training_cost(
     attention = attention or default_attention(impl)
     zero_given, zero = zero is not None, 1 if zero is None else zero
     reserve = _checked(zero, memory_reserve, optimizer, precision)
-    lay = make_layout(m, tp, pp, dp, ep, micro_batch, global_batch, cp, seq_len)
+    lay = make_layout(m, tp, pp, dp, ep, micro_batch, global_batch, cp, seq_len, virtual_stages)
     if lay.cp > 1 and attention == "materialized":
         raise InvalidArgumentError(
             "cp",
@@ -763,7 +782,7 @@ def training_cost(
             optimizer=optimizer, precision=precision, zero=3, attention=attention,
             profile=profile, overlap=overlap, comm_sms=comm_sms, memory_reserve=memory_reserve,
             swiglu=swiglu, cp=cp, lora_rank=lora_rank, lora_targets=lora_targets,
-            base_dtype=base_dtype,
+            base_dtype=base_dtype, virtual_stages=virtual_stages,
         )  # fmt: skip
     return _with_lever_figures(cost, zero3)
 

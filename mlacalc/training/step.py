@@ -49,7 +49,8 @@ where the device file gives no ``fp32`` peak).
 With ``comm_sms`` (DeepSeek-V3 gives 20 of an H800's 132 SMs to communication while it
 overlaps), the compute kernels take ``sm_count / (sm_count - comm_sms)`` longer.
 
-Step time = ``(micro-batches + pp - 1) x`` the stage's micro-batch time ``+`` the exposed
+Step time = ``(micro-batches + (pp - 1) / vp) x`` the stage's micro-batch time (``vp``
+virtual stages under the interleaved schedule, 1 under 1F1B) ``+`` the exposed
 data-parallel time ``+`` the optimizer step (an element-wise kernel reading and writing the
 rank's weights, gradients and states).
 """
@@ -101,6 +102,9 @@ class Layout:
     global_batch: int
     #: context-parallel ranks: each sequence split over ``cp`` GPUs (:func:`make_layout`)
     cp: int = 1
+    #: virtual pipeline stages a GPU holds (Megatron-LM's interleaved 1F1B schedule: each
+    #: stage's layers cut into ``vp`` chunks of ``L / (pp vp)`` layers, placed round-robin)
+    vp: int = 1
 
     @property
     def gpus(self) -> int:
@@ -128,10 +132,13 @@ def make_layout(
     global_batch: Any = None,
     cp: Any = 1,
     seq_len: int | None = None,
+    virtual_stages: Any = 1,
 ) -> Layout:
     """A checked layout for ``m`` (``global_batch`` defaults to one micro-batch per rank);
     ``cp`` context-parallel ranks split each sequence of ``seq_len`` tokens into ``2 cp``
-    equal chunks, two a rank (the load-balanced split of causal attention)."""
+    equal chunks, two a rank (the load-balanced split of causal attention);
+    ``virtual_stages`` chunks of layers a pipeline stage holds under the interleaved schedule
+    (:func:`check_virtual_stages`)."""
     tp, pp, dp, ep, cp = (
         args.count(n, v, _BIG)
         for n, v in (("tp", tp), ("pp", pp), ("dp", dp), ("ep", ep), ("cp", cp))
@@ -175,7 +182,42 @@ def make_layout(
             f"{ep} expert-parallel ranks must divide the {m.n_routed_experts} experts and the "
             f"{dp * cp * tp:,} {kinds} ranks ({sizes}) they are laid over",
         )
-    return Layout(tp, pp, dp, ep, micro_batch, global_batch, cp)
+    lay = Layout(tp, pp, dp, ep, micro_batch, global_batch, cp)
+    return Layout(**{**lay.__dict__, "vp": check_virtual_stages(m, lay, virtual_stages)})
+
+
+def check_virtual_stages(m: ModelConfig, lay: Layout, virtual_stages: Any) -> int:
+    """The virtual stages of Megatron-LM's interleaved 1F1B schedule (from recall of its
+    ``--num-layers-per-virtual-pipeline-stage`` and its schedule's checks), refused where it
+    cannot run: with one pipeline stage (nothing to interleave), where the layers do not cut
+    into ``pp x v`` equal chunks, or where the micro-batches a step are not a multiple of
+    ``pp`` (the schedule runs them in groups of ``pp``)."""
+    v = args.count("virtual_stages", virtual_stages, _BIG)
+    if v == 1:
+        return v
+    L = m.num_hidden_layers
+    if lay.pp == 1:
+        raise InvalidArgumentError(
+            "virtual_stages",
+            f"{v} virtual stages interleave a pipeline, and pp is 1: give pp > 1, or "
+            "virtual_stages 1",
+        )
+    if L % (lay.pp * v):
+        fits = [x for x in range(2, L // lay.pp + 1) if L % (lay.pp * x) == 0]
+        hint = f"one of {', '.join(map(str, fits[:6]))}" if fits else "1 (none divides them)"
+        raise InvalidArgumentError(
+            "virtual_stages",
+            f"{m.label}'s {L} layers do not cut into pp x virtual_stages = {lay.pp} x {v} "
+            f"equal chunks: use {hint}",
+        )
+    if lay.micro_batches % lay.pp:
+        raise InvalidArgumentError(
+            "virtual_stages",
+            f"the interleaved schedule runs micro-batches in groups of pp = {lay.pp}, and a "
+            f"step has {lay.micro_batches:,} a rank: use a global batch that gives a multiple "
+            f"of {lay.pp} (global_batch a multiple of {lay.pp * lay.micro_batch * lay.dp:,})",
+        )
+    return v
 
 
 def shard(k: Kernel, m: ModelConfig, lay: Layout, n_kv: int | None = None) -> list[Kernel]:
@@ -706,8 +748,8 @@ def step_time(
     if lay.ep > 1:
         ep_comm = 2 * moe_layers * _ep_seconds(m, lay, hw, tokens / lay.tp, gemm_dtype == "fp8", a)
     pp_comm = 0.0
-    if lay.pp > 1:
-        pp_comm = 2 * _comm("p2p", act / lay.tp, 2, hw, lay.tp * lay.cp * lay.dp + 1)
+    if lay.pp > 1:  # interleaved: a micro-batch crosses vp times as many stage boundaries
+        pp_comm = 2 * lay.vp * _comm("p2p", act / lay.tp, 2, hw, lay.tp * lay.cp * lay.dp + 1)
     # context parallelism: the ring passes each layer's K and V cp - 1 times forward, and K, V
     # and their gradients cp - 1 times backward, each step behind an attention block; what
     # outlasts the stage's attention cores is exposed
@@ -721,7 +763,7 @@ def step_time(
     compute = t_f + t_b + t_r
     comm = tp_comm + ep_comm + pp_comm + cp_exposed
     micro = max(compute, comm) if overlap else compute + comm
-    bubble = (lay.pp - 1) * micro
+    bubble = (lay.pp - 1) * micro / lay.vp  # interleaved: (pp - 1) chunks of 1 / vp of it
     n_micro = lay.micro_batches
     dp_comm, exposed = _dp_terms(
         lay, hw, params_per_gpu, expert_params_per_gpu, grad_bytes, zero, t_f, t_b, frozen

@@ -1,0 +1,96 @@
+"""Megatron-LM's interleaved 1F1B pipeline schedule (``virtual_stages``, ``train
+--virtual-stages``): the bubble over ``v``, ``v`` times the pipeline's sends, the warm-up's
+activations in flight by hand, and one-line refusals naming the field (mutation suite)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from mlacalc.training.cost import _in_flight, training_cost
+from mlacalc.training.step import Layout
+from mlacalc.words.errors import MlacalcError
+
+# Llama-3.1-70B (80 layers) at 8K on 256 H100s: TP8 PP4 DP8, 8 micro-batches a rank
+KW = dict(hardware="H100", tp=8, pp=4, dp=8, global_batch=64)
+
+
+@pytest.mark.parametrize("v", [2, 4, 10])
+def test_the_bubble_and_the_sends(v):
+    """(pp - 1) chunks of 1 / v of the stage's micro-batch; v times the sends between stages;
+    the step still the micro-batches, the bubble, the exposed data-parallel traffic and the
+    optimizer step. Before: interleaving was not modelled (the 1F1B bubble, (pp - 1) whole
+    micro-batches)."""
+    one = training_cost("llama-3.1-70b", 8192, **KW)
+    c = training_cost("llama-3.1-70b", 8192, virtual_stages=v, **KW)
+    t, t1 = c.time, one.time
+    assert c.layout.vp == v and c.to_dict()["layout"]["vp"] == v
+    assert t.pp_comm_s == pytest.approx(v * t1.pp_comm_s)
+    assert t.bubble_s == pytest.approx(3 * t.micro_batch_s / v)
+    assert t.micro_batch_s == pytest.approx(t1.micro_batch_s + t.pp_comm_s - t1.pp_comm_s)
+    assert t.step_s == pytest.approx(8 * t.micro_batch_s + t.bubble_s + t.dp_exposed_s
+                                     + t.optimizer_s)  # fmt: skip
+    assert t.step_s < t1.step_s and c.mfu > one.mfu
+
+
+def test_the_activations_in_flight_by_hand():
+    """Megatron-LM's interleaved warm-up on stage s: 2 (pp - s - 1) + (v - 1) pp + 1 chunks
+    of 1 / v of the stage's layers (at most v x the micro-batches); stage 0 holds 1 + (pp - 1)
+    / (pp v) times 1F1B's pp micro-batches (Korthikanti et al. 2022): at pp 4, v 2, 11 chunks,
+    5.5 micro-batches' worth, 1.375 x."""
+    lay = Layout(8, 4, 8, 1, 1, 64, 1, 2)
+    assert [_in_flight(lay, s) for s in range(4)] == [Fraction(11, 2), Fraction(9, 2),
+                                                     Fraction(7, 2), Fraction(5, 2)]  # fmt: skip
+    for v in (2, 4):
+        lay = Layout(8, 4, 8, 1, 1, 64, 1, v)
+        assert _in_flight(lay, 0) / 4 == 1 + Fraction(3, 4 * v)
+    few = Layout(8, 4, 8, 1, 1, 32, 1, 2)  # 4 micro-batches: at most 8 chunks, 4 whole
+    assert _in_flight(few, 0) == 4
+    one = training_cost("llama-3.1-70b", 8192, **KW)
+    c = training_cost("llama-3.1-70b", 8192, virtual_stages=2, **KW)
+    assert c.stage == one.stage == 0
+    assert c.activation_bytes_per_gpu == pytest.approx(1.375 * one.activation_bytes_per_gpu,
+                                                       abs=1)  # fmt: skip
+    assert c.params_per_gpu == one.params_per_gpu
+
+
+BAD = [
+    ({"virtual_stages": 0}, "virtual_stages", "virtual_stages"),
+    ({"virtual_stages": -2}, "virtual_stages", "virtual_stages"),
+    ({"virtual_stages": 2.5}, "virtual_stages", "virtual_stages"),
+    ({"virtual_stages": "2"}, "virtual_stages", "virtual_stages"),
+    ({"virtual_stages": True}, "virtual_stages", "virtual_stages"),
+    ({"virtual_stages": 2, "pp": 1}, "virtual_stages", "give pp > 1"),
+    ({"virtual_stages": 3}, "virtual_stages", "use one of 2, 4, 5, 10, 20"),
+    ({"virtual_stages": 2, "global_batch": 48}, "virtual_stages", "a multiple of 32"),
+]
+
+
+@pytest.mark.parametrize(("kwargs", "field", "fix"), BAD)
+def test_virtual_stage_mutations_name_the_field(kwargs, field, fix):
+    with pytest.raises(MlacalcError) as err:
+        training_cost("llama-3.1-70b", 8192, **{**KW, **kwargs})
+    text = str(err.value)
+    assert text.startswith(f"{field}: ") and "\n" not in text and fix in text
+
+
+def test_llama_405b_at_pp16_is_refused_by_its_layers():
+    """126 layers cut into no 16 x v equal chunks (Meta's run ran an interleaved schedule
+    with its own uneven stages, from recall): the refusal says no v divides them."""
+    with pytest.raises(MlacalcError, match="use 1 \\(none divides them\\)"):
+        training_cost("llama-3.1-405b", 8192, tp=8, pp=16, dp=64, global_batch=2048,
+                      virtual_stages=2)  # fmt: skip
+
+
+def test_cli_virtual_stages(run):
+    argv = ("train", "llama-3.1-70b", "-s", "8k", "--hw", "H100", "--tp", "8", "--pp", "4",
+            "--dp", "8", "--global-batch", "64")  # fmt: skip
+    out, _ = run(*argv, "--virtual-stages", "4")
+    flat = " ".join(out.split())
+    assert (
+        "step = 8 x micro-batch + bubble (interleaved, 4 virtual stages: 3 x micro-batch / 4)"
+        in (flat)
+    )
+    out, err = run(*argv, "--virtual-stages", "3", code=2)
+    assert "--virtual-stages" in err and err.count("\n") == 1 and not out
