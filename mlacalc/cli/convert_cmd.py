@@ -14,6 +14,7 @@ from mlacalc.cli.common import (
     emit,
     format_option,
     load,
+    set_option,
     size_list,
     size_text,
     warn,
@@ -151,6 +152,7 @@ def _side_by_side(cc, t: dict) -> list[list]:
     default=None,
     help="Write the converted model as a YAML file every other command loads.",
 )
+@set_option
 @format_option
 def command(
     model,
@@ -167,6 +169,7 @@ def command(
     hardware,
     ranks,
     save,
+    sets,
     fmt,
 ):
     """Convert a GQA/MQA/MHA model to MLA and show the source beside the result.
@@ -177,7 +180,7 @@ def command(
       mlacalc convert qwen2.5-72b --kv-lora-rank 512 --hardware H100 --ranks 256,512,1k,1984
       mlacalc convert llama-2-7b --method mha2mla --svd split --kv-lora-rank 256 --save m.yaml
     """
-    src = load(model)
+    src = load(model, changes=sets)
     c = convert(
         src,
         method=method,

@@ -34,6 +34,7 @@ from mlacalc.cli.serving_flags import (
     launch_text,
     launch_values,
     memory_options,
+    no_launch_of_a_design,
     plan_engine_options,
     with_kernel_versions,
 )
@@ -288,6 +289,7 @@ def command(
     from mlacalc.serving.plan import plan as make_plan
 
     launch, model_path = launch_values(engine_opts)
+    no_launch_of_a_design(launch, sets)
     serving_engine, chunks = engine, _chunked(mode, isl)  # --engine: whose kernels are timed
     # the engine's defaults are plan's to fill (engine_defaults): one rule for the API and CLI
     engine = engine_option_values(engine_opts, serving_engine)

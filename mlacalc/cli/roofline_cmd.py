@@ -30,6 +30,7 @@ from mlacalc.cli.common import (
     phases,
     profile_option,
     serving_engine_option,
+    set_option,
     size_text,
     warn,
 )
@@ -149,6 +150,7 @@ class ImplList(click.ParamType):
     "turns compute-bound and the absorption crossover (loads sympy: about a second).",
 )
 @serving_engine_option
+@set_option
 @format_option
 def command(
     model,
@@ -169,6 +171,7 @@ def command(
     causal,
     insight,
     engine,
+    sets,
     fmt,
 ):
     """Roofline time of an attention layer or a model step, kernel by kernel, with its bound.
@@ -184,7 +187,7 @@ def command(
       mlacalc roofline deepseek-v3 --hardware B200 --engine sglang --batch 64
       mlacalc roofline deepseek-v4-pro --hardware GB200 --batch 64 --layer-kind csa
     """
-    whole = load(model, weight_dtype=weight_dtype)
+    whole = load(model, changes=sets, weight_dtype=weight_dtype)
     m, kind_said = _of_kind(whole, layer_kind, scope)
     wanted = phases(phase)
     _check_flags(wanted, q_len, causal, mode, profile, calibrate)

@@ -20,6 +20,8 @@ from mlacalc.cli.common import (
     load_profile_option,
     profile_option,
     serving_engine_option,
+    set_option,
+    set_words,
     size_list,
     stored_weight_dtype,
     warn,
@@ -35,6 +37,7 @@ from mlacalc.cli.serving_flags import (
     launch_text,
     launch_values,
     memory_options,
+    no_launch_of_a_design,
     search_engine_options,
     with_kernel_versions,
 )
@@ -537,6 +540,7 @@ def _launch_lines(launch, model_path, hardware, result, engine, isl, loaded) -> 
 @click.option(
     "--all", "all_points", is_flag=True, help="Every point, not only the frontier (csv/json)."
 )
+@set_option
 @format_option
 def command(
     model,
@@ -565,6 +569,7 @@ def command(
     profile,
     engine,
     all_points,
+    sets,
     fmt,
     throughput,
     throughput_of,
@@ -592,6 +597,7 @@ def command(
     from mlacalc.words.arguments import MAX_BATCH
 
     launch, model_path = launch_values(engine_opts)
+    no_launch_of_a_design(launch, sets)
     choices = parse_component_choices(engine_opts.pop("component_choices"))
     _check_output_flags(throughput, throughput_of, all_points, fmt)
     serving_engine = engine  # --engine: whose kernels are timed (the scheduler's options follow)
@@ -606,7 +612,7 @@ def command(
 
     # search checks every list (an empty one refused, naming it), mlacalc.cli.main its flag
     result = search(
-        loaded := load(model, weight_dtype=weight_dtypes),
+        loaded := load(model, changes=sets, weight_dtype=weight_dtypes),
         hardware,
         budget if budget is not None else counts,
         isl=isl,
@@ -661,7 +667,7 @@ def command(
     note = with_kernel_versions(note, result.profile)  # the kernels' engine version too
     if result.best:
         doc["plan_command"] = plan_command(model, hardware, result, result.best, profile)
-        doc["plan_command"] += scheduler_words(serving_engine, engine)
+        doc["plan_command"] += set_words(sets) + scheduler_words(serving_engine, engine)
     text = ""
     if launch and result.best:
         text = doc["launch"] = _launch_lines(
@@ -671,7 +677,7 @@ def command(
         text = f"# no {launch} launch commands: no deployment meets the targets\n"
     if all_points:
         doc["points"] = [with_stored_dtype(r, stored) for r in result.rows()]
-    extra = scheduler_words(serving_engine, engine)
+    extra = set_words(sets) + scheduler_words(serving_engine, engine)
     emit(
         fmt,
         doc,

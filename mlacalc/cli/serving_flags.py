@@ -30,6 +30,7 @@ __all__ = [
     "launch_text",
     "launch_values",
     "memory_options",
+    "no_launch_of_a_design",
     "plan_engine_options",
     "search_engine_options",
     "with_kernel_versions",
@@ -478,3 +479,14 @@ def launch_text(
     for what, command in launch_commands(engine, model_path, pools):
         lines += [f"# {what}", command]
     return "\n".join(lines) + "\n"
+
+
+def no_launch_of_a_design(launch: str | None, sets: dict[str, Any] | None) -> None:
+    """``--launch`` beside ``--set`` refused (plan, search): an engine serves a checkpoint, and
+    the changed design has none; its lines served the unchanged model."""
+    if launch and sets:
+        raise click.BadParameter(
+            "launches a checkpoint, and a --set design has none (its lines would serve the "
+            "model unchanged); drop --launch or --set",
+            param_hint="--launch",
+        )
