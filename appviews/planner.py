@@ -18,6 +18,7 @@ from mlacalc.cost.engine import attention_cost
 from mlacalc.report import attention_kind_labels
 from mlacalc.serving.capacity import ENGINE_MEMORY
 from mlacalc.serving.plan import duration_text
+from mlacalc.serving.provenance import serving_error_words
 from mlacalc.serving.scheduler import defaults_words, model_page_size
 from mlacalc.serving.search import search, throughput_gpus
 from mlacalc.timemodel.device import device_figures
@@ -859,12 +860,16 @@ def prediction_line(route: dict) -> str:
         words += f", {route.get('engine_profile')}'s kernels standing in"
     e = route.get("expected_error")
     shape = f" But {route['geometry_note']}." if route.get("geometry_note") else ""
+    # the kernel tables' error is each kernel's; the served figures' is beside it
+    served = f" Not TTFT's or TPOT's: {serving_error_words()}." if route else ""
     if not e:
-        return f"Expected error of these times: not measured for this route ({words}).{shape}"
+        return (
+            f"Expected error of these times: not measured for this route ({words}).{served}{shape}"
+        )
     p90 = f", p90 {e['p90']:.0%}" if e.get("p90") is not None else ""
     return (
-        f"Expected error of these times: median {e['median']:.1%}{p90} |error| ({words}; "
-        f"README's 'How accurate the times are').{shape}"
+        f"Expected error of these times: median {e['median']:.1%}{p90} |error| of the kernel "
+        f"tables' rows ({words}; README's 'How accurate the times are').{served}{shape}"
     )
 
 

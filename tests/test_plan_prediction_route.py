@@ -10,7 +10,7 @@ import pytest
 from reference_data import ROOT
 
 import mlacalc
-from mlacalc.serving.provenance import ROUTE_ERRORS
+from mlacalc.serving.provenance import ROUTE_ERRORS, SERVING_ERRORS
 
 README = (ROOT / "README.md").read_text()
 LABELS = {"trtllm": "TensorRT-LLM 1.3.0rc20", "sglang": "SGLang 0.5.14", "vllm": "vLLM 0.24.0"}
@@ -87,3 +87,58 @@ def test_an_engine_stand_in_on_an_unfitted_architecture_has_no_error_figure():
     assert r["expected_error"] is None and r["expected_error_source"].startswith("not measured")
     (line,) = _route_lines(p)
     assert "trtllm's kernels stand in for vllm's" in line and "unvalidated" in line
+
+
+SERVING_DOC = (ROOT / "docs" / "serving.md").read_text()
+
+
+def _doc_row(start: str) -> str:
+    """The row of docs/serving.md's published-figures table whose first cell starts so."""
+    rows = [r for r in SERVING_DOC.splitlines() if r.startswith(f"| {start}")]
+    assert len(rows) == 1, start
+    return rows[0]
+
+
+def _pct(text: str) -> list[float]:
+    return [round(float(x) / 100, 6) for x in re.findall(r"[+-]?\d+(?:\.\d+)?(?=%| /)", text)]
+
+
+@pytest.mark.parametrize("key", [k for k in SERVING_ERRORS if "row" in SERVING_ERRORS[k]])
+def test_serving_errors_are_docs_serving_figures(key):
+    """Each serving-level figure a plan's prediction carries is its row's in docs/serving.md
+    (one place of truth): the words in the row, and the numbers those words say."""
+    e = SERVING_ERRORS[key]
+    assert e["said"] in _doc_row(e["row"]).split(" | ")[1], key
+    said = _pct(e["said"])
+    figures = [e[f] for f in ("median_abs", "median", "max_abs") if f in e]
+    if "median_abs" in e:  # "median absolute error 5.4% (signed -3.5%), max 18.2%"
+        assert said == figures
+    else:
+        assert said == [e["median"], e["max_abs"]]
+
+
+def test_the_expert_parallel_range_is_its_rows():
+    e = SERVING_ERRORS["expert_parallel"]
+    signed = []
+    for start, said in e["rows"].items():
+        published = _doc_row(start).split(" | ")[2]
+        assert published.split(" (", 1)[1].startswith(said), start
+        signed += _pct(said)
+    assert (min(signed), max(signed)) == (e["low"], e["high"])
+
+
+def test_the_prediction_says_the_kernel_error_is_not_ttft_or_tpot():
+    """A trial read the plan's expected error (a kernel median) as TTFT's / TPOT's: the
+    prediction carries the served figures beside it and says both in its note, which the CLI
+    prints under the plan's first table."""
+    p = mlacalc.plan("deepseek-v3", "H100", 8, **ARGS)
+    r = p.prediction
+    assert r["expected_error_of"] == "kernels"
+    assert r["serving_error"]["online_tpot"]["median"] == SERVING_ERRORS["online_tpot"]["median"]
+    assert "row" not in r["serving_error"]["online_tpot"]
+    note = r["note"]
+    assert f"median {r['expected_error']['median']:.1%}" in note and "not TTFT or TPOT" in note
+    assert "TPOT (ITL) -11.7%" in note and "TTFT 5.4%" in note and "-11.4% .. +18%" in note
+    from mlacalc.cli.plan_cmd import sections
+
+    assert note in sections(p)[0].note

@@ -594,7 +594,8 @@ def sections(p, model=None) -> list[Section]:
             f"Plan: {p.model}",
             ["quantity", "value"],
             plan_rows(p, bool(model is not None and model.compress_ratios)),
-            note=times_note(p.profile, p.calibration, p.engine),
+            note=times_note(p.profile, p.calibration, p.engine)
+            + (f"\n{p.prediction['note']}" if p.prediction.get("note") else ""),
         )
     ]
     if p.ttft_s is not None:

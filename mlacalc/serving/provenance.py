@@ -27,10 +27,12 @@ from mlacalc.words.kernels import MIN_LATENCY_MOE, KernelBatch
 __all__ = [
     "DEVICE_ROUTES",
     "ROUTE_ERRORS",
+    "SERVING_ERRORS",
     "calibration_of",
     "engine_profile_of",
     "prediction_route",
     "route_warning",
+    "serving_error_words",
     "stand_in_kernels",
 ]
 
@@ -245,6 +247,97 @@ ROUTE_ERRORS: dict[tuple[str, str], tuple[float, float, float]] = {
     ("trtllm", "A100-SXM-80GB"): (6.0, 20.0, 10.3),
 }
 
+#: The serving-level errors: the product's served figures against published runs, as
+#: docs/serving.md's "Checked against published figures" table gives them (signed: product
+#: minus published over published; an absolute median where the table gives one), each with the
+#: table row it is read from (its first cell's start) and the words of its figure there.
+#: ``tests/test_plan_prediction_route.py`` reads docs/serving.md and fails where these drift.
+#: Plan.prediction carries them beside the kernel tables' error (``expected_error``), which is
+#: each measured kernel row's, not TTFT's or TPOT's.
+SERVING_ERRORS: dict[str, dict[str, Any]] = {
+    "online_tpot": {
+        "median": -0.117,
+        "max_abs": 0.234,
+        "of": "TPOT (ITL), TensorRT-LLM v0.14 online, 35 rows (Llama-3.1 70B / 8B, H100 / H200)",
+        "row": "same: ITL",
+        "said": "median -11.7%, max 23.4%",
+    },
+    "online_ttft": {
+        "median_abs": 0.054,
+        "median": -0.035,
+        "max_abs": 0.182,
+        "of": "TTFT, the same rows",
+        "row": "same: TTFT",
+        "said": "median absolute error 5.4% (signed -3.5%), max 18.2%",
+    },
+    "online_throughput": {
+        "median": 0.026,
+        "max_abs": 0.14,
+        "of": "output tokens/s, the same rows",
+        "row": "TensorRT-LLM v0.14 online",
+        "said": "median error +2.6%, max 14%",
+    },
+    "offline_throughput": {
+        "median_abs": 0.086,
+        "median": 0.084,
+        "max_abs": 0.376,
+        "of": "tokens/s, TensorRT-LLM v0.17 offline max throughput, 70 rows",
+        "row": "TensorRT-LLM v0.17 offline",
+        "said": "median absolute error 8.6% (signed +8.4%: optimistic on nearly every row), max "
+        "37.6%",
+    },
+    "expert_parallel": {
+        "low": -0.114,
+        "high": 0.18,
+        "of": "tokens/s per node, DeepSeek's and SGLang's expert-parallel runs (H800 EP32-EP144, "
+        "H100 EP32 / EP72)",
+        "rows": {
+            "DeepSeek profile, H800 decode": "+2.0%",
+            "DeepSeek profile, H800 prefill": "-4.8%",
+            "DeepSeek Day-6": "+12.8%",
+            "SGLang 9 x 8 H100 decode": "-11.4%",
+            "SGLang 4 x 8 H100 prefill": "+14 / +16 / +18%",
+        },
+    },
+}
+
+#: Where :data:`SERVING_ERRORS` are read
+SERVING_ERROR_SOURCE = "docs/serving.md 'Checked against published figures'"
+
+
+def serving_error_words() -> str:
+    """The serving-level errors in one clause (:data:`SERVING_ERRORS`)."""
+    e = SERVING_ERRORS
+    tpot, ttft = e["online_tpot"], e["online_ttft"]
+    ep = e["expert_parallel"]
+    return (
+        f"served TPOT (ITL) {tpot['median']:+.1%} at the median (max {tpot['max_abs']:.1%}), TTFT "
+        f"{ttft['median_abs']:.1%} median |error| (max {ttft['max_abs']:.1%}) against TensorRT-"
+        f"LLM's online Llama runs, offline throughput {e['offline_throughput']['median_abs']:.1%} "
+        f"median |error|, expert-parallel runs' tokens/s {ep['low']:+.1%} .. {ep['high']:+.0%} "
+        f"({SERVING_ERROR_SOURCE})"
+    )
+
+
+def prediction_note(route: dict) -> str:
+    """One sentence on how far a plan's times may be off: the kernel tables' error for its route
+    (each measured kernel row's, not TTFT's or TPOT's), the serving-level errors beside it, and
+    where the model's MLA geometry is not measured, that neither is its."""
+    e = route.get("expected_error")
+    if e:
+        p90 = f", p90 {e['p90']:.1%}" if e.get("p90") is not None else ""
+        kernel = (
+            f"the kernel tables' median {e['median']:.1%}{p90} |error| (each measured kernel's "
+            "time, not TTFT or TPOT)"
+        )
+    else:
+        kernel = "the kernel tables' error for this route is not measured"
+    text = f"Expected error: {kernel}; {serving_error_words()}"
+    if route.get("geometry_note"):
+        text += f"; {route['geometry_note']}"
+    return text + "."
+
+
 #: The measured device whose tables leave-one-device-out predicts from a fit of the key's
 _OTHER_DEVICE = {"H100-SXM": "B200", "B200": "H100-SXM", "A100-SXM-80GB": "H100-SXM"}
 
@@ -295,7 +388,10 @@ def prediction_route(
     model assumes and, where its clock is one of them and slower than the fitted device's, what
     that does to its fixed costs. ``geometry_note``: where ``model`` is MLA at a latent rank or
     head widths no measured row has, that the expected error is not this geometry's
-    (:func:`geometry_note`)."""
+    (:func:`geometry_note`). ``expected_error`` is the kernel tables' (``expected_error_of``:
+    "kernels"), not TTFT's or TPOT's: ``serving_error`` holds the served figures' against
+    published runs (:data:`SERVING_ERRORS`), and ``note`` says both in one sentence
+    (:func:`prediction_note`)."""
     prof = load_profile(profile)
     fig = _device_figures(hw)
     route, fit = _device_route(prof, hw)
@@ -312,6 +408,13 @@ def prediction_route(
         "assumed": sorted(f.split(" = ")[0] for f in fig.fallbacks) if fig else [],
         "clock_note": "",
         "geometry_note": geometry_note(model),
+        "expected_error_of": "kernels",
+        "serving_error": {
+            k: {f: v for f, v in e.items() if f not in ("row", "said", "rows")}
+            for k, e in SERVING_ERRORS.items()
+        },
+        "serving_error_source": SERVING_ERROR_SOURCE,
+        "note": "",
     }
     label = ENGINE_LABELS.get(theirs, theirs)
     measured = ROUTE_ERRORS.get((theirs, fit or ""))
@@ -361,6 +464,7 @@ def prediction_route(
                 f"in clocks, so it takes {ratio:.2f}x {fit}'s, and a step of small kernels "
                 f"comes out {'slower' if ratio > 1 else 'faster'} than on {fit} by up to that"
             )
+    out["note"] = prediction_note(out)
     return out
 
 
