@@ -12,7 +12,7 @@ import pytest
 import mlacalc
 from mlacalc.training.cost import training_cost
 from mlacalc.training.flops import training_flops
-from mlacalc.training.lora import lora_params
+from mlacalc.training.lora import lora_params, max_rank
 from mlacalc.words.errors import MlacalcError
 
 
@@ -124,6 +124,28 @@ def test_lora_mutations_name_the_field(kwargs, field):
         training_cost("llama-3-8b", **{"seq_len": 1024, **kwargs})
     text = str(err.value)
     assert text.startswith(f"{field}: ") and "\n" not in text
+
+
+def test_lora_rank_is_bounded_by_the_narrowest_adapted_matrix():
+    """A trial found rank 5,000 on Llama-3.1-8B taken with 13.11 G trainable against an
+    8.03 G model: a rank past a matrix's narrower side adds parameters and no capacity. The
+    bound is the narrowest targeted matrix's narrower side (k_proj's 1,024 on Llama-3.1-8B and
+    -70B; DeepSeek-V3's 512-wide latent kv_b_proj input), the rank at it taken, one past it
+    refused in one line naming lora_rank and the largest that works; a huge rank says its
+    figure as an integer (it said 1e+05 against a generic 2^16 bound)."""
+    for model, top in (("llama-3.1-8b", 1024), ("llama-3.1-70b", 1024), ("deepseek-v3", 512)):
+        m = mlacalc.load_model(model)
+        assert max_rank(m) == top == max_rank(m, "attention")
+        assert training_cost(m, 128, lora_rank=top).lora_rank == top
+        for rank in (top + 1, 100_000):
+            with pytest.raises(MlacalcError) as err:
+                training_cost(m, 128, lora_rank=rank)
+            text = str(err.value)
+            assert text.startswith("lora_rank: ") and "\n" not in text
+            assert f"{rank:,} is above {top:,}, the largest rank" in text and "e+" not in text
+    # a rank at the bound counts fewer trainable parameters than the model holds
+    c = training_cost("llama-3.1-8b", 128, lora_rank=1024)
+    assert c.trainable_params == 1024 * 32 * 81_920 < 8.03e9
 
 
 def test_lora_refuses_layouts_it_does_not_count():

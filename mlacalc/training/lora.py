@@ -35,6 +35,7 @@ __all__ = [
     "check_lora",
     "layer_blocks",
     "lora_params",
+    "max_rank",
     "stage_lora_params",
 ]
 
@@ -117,7 +118,8 @@ def check_lora(m: ModelConfig, rank: Any, targets: Any) -> tuple[int | None, str
     targets = args.choice("lora_targets", targets, TARGETS)
     if rank is None:
         return None, targets
-    rank = args.count("lora_rank", rank, 1 << 16)
+    # the model's own bound is checked below; this one only refuses what is not a count
+    rank = args.count("lora_rank", rank, 1 << 62)
     if m.family not in ("llama", "deepseek", "minicpm3"):
         raise InvalidArgumentError(
             "lora_rank",
@@ -125,7 +127,24 @@ def check_lora(m: ModelConfig, rank: Any, targets: Any) -> tuple[int | None, str
             f"gated MLP); {m.label}'s {m.family} layout is not built: train every weight "
             "(no LoRA rank)",
         )
+    narrowest = min(adapted_matrices(m, targets), key=lambda a: min(a.d_in, a.d_out))
+    top = max_rank(m, targets)
+    if rank > top:
+        raise InvalidArgumentError(
+            "lora_rank",
+            f"{rank:,} is above {top:,}, the largest rank for {m.label} on {targets}: an "
+            f"adapter's rank is at most the narrower side of the matrix it adapts, and "
+            f"{narrowest.name} is {narrowest.d_in:,} x {narrowest.d_out:,} (a larger rank "
+            "adds parameters and no capacity); use lora_rank 1 .. " + f"{top:,}",
+        )
     return rank, targets
+
+
+def max_rank(m: ModelConfig, targets: str = "attention-mlp") -> int:
+    """The largest LoRA rank on ``targets``: the narrower side of the narrowest adapted
+    matrix (``A B`` has rank at most ``min(d_in, d_out)``, so past it the adapters only add
+    parameters; at it they hold as many as a full update of that matrix or more)."""
+    return min(min(a.d_in, a.d_out) for a in adapted_matrices(m, targets))
 
 
 def adapted_matrices(m: ModelConfig, targets: str = "attention-mlp") -> list[Adapted]:
