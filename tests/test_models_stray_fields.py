@@ -72,6 +72,16 @@ def test_each_stray_field_is_warned_once_naming_it_and_the_fix():
     assert not any("ignored" in s for s in said)  # null: nothing to ignore
 
 
+def test_a_dense_type_ignores_the_experts_its_moe_sibling_reads():
+    """qwen3 (Qwen3Config) reads no num_experts: a file with one counted a MoE (and, once its
+    expert widths were dropped, was refused for missing them); transformers builds it dense."""
+    data = {**_trial("qwen_shared"), "model_type": "qwen3"}
+    data.pop("n_shared_experts")
+    model, said = _load(data)
+    assert not model.n_routed_experts and param_counts(model).total == 197_053_440
+    assert any("num_experts = 64 ignored, as transformers' Qwen3Config" in s for s in said)
+
+
 def test_a_stray_field_in_text_config_is_dropped_too():
     base = _trial("qwen_shared")
     inner = {**base, "model_type": "qwen3_vl_moe_text"}
@@ -112,6 +122,11 @@ def _class_reads(model_type: str) -> set[str] | None:
     return found[1] | (_vendored_keys(model_type) or set())
 
 
+#: types whose family reads a spelling of the experts' count their class does not (DeepSeek's
+#: num_experts, num_local_experts): kept, as n_routed_experts is required of them all the same
+_SPELLINGS_KEPT = ("deepseek_v2", "deepseek_v3", "kimi_k2", "minimax_m3")
+
+
 def test_each_family_ignores_exactly_the_fields_its_class_does_not_read():
     pytest.importorskip("transformers")
     wrong = []
@@ -123,6 +138,9 @@ def test_each_family_ignores_exactly_the_fields_its_class_does_not_read():
             want = [f for f in _MOE_STRUCTURE if f not in reads]
             if not unit.moe:
                 want = [f for f in want if f != "n_routed_experts"]  # refused instead
+            if model_type not in _SPELLINGS_KEPT:  # the family's spellings the class ignores
+                moe = _MOE_STRUCTURE
+                want += [k for k, v in unit.renames.items() if v in moe and k not in reads]
             if sorted(want) != sorted(stray_fields(unit, model_type)):
                 wrong.append(f"{model_type}: want {want}, got {stray_fields(unit, model_type)}")
             for field in stray_fields(unit, model_type):  # the spelling a warning offers

@@ -314,7 +314,9 @@ class Family:
         drops every such field but ``n_routed_experts``, which it refuses.
         ``tests/test_models_stray_fields.py`` checks both lists against transformers.
     stray_by_type
-        model_type -> further ``stray`` fields for that type (Qwen3's dense type).
+        model_type -> further ``stray`` fields for that type (Qwen3's dense type), and the
+        family's spellings of them its class does not read either (``num_experts``, which
+        ``Qwen3MoeConfig`` reads and ``Qwen3Config`` does not).
     """
 
     name: str

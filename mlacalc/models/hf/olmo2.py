@@ -31,7 +31,7 @@ FAMILY = register(
             "moe_intermediate_size",
         ),
         stray_by_type={
-            "olmo2": ("num_experts_per_tok",),
+            "olmo2": ("num_experts_per_tok", "num_experts", "num_local_experts"),
         },
         renames={"num_experts": "n_routed_experts", "num_local_experts": "n_routed_experts"},
         defaults={

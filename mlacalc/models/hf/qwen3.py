@@ -34,7 +34,7 @@ FAMILY = register(
             "topk_method",
         ),
         stray_by_type={
-            "qwen3": ("moe_intermediate_size", "num_experts_per_tok"),
+            "qwen3": ("moe_intermediate_size", "num_experts_per_tok", "num_experts"),
         },
         renames={"num_experts": "n_routed_experts"},
         defaults={

@@ -134,7 +134,7 @@ FAMILY = register(
             "topk_method",
         ),
         stray_by_type={
-            "qwen3_5_text": ("moe_intermediate_size", "num_experts_per_tok"),
+            "qwen3_5_text": ("moe_intermediate_size", "num_experts_per_tok", "num_experts"),
         },
         renames=_RENAMES,
         defaults=_LINEAR_DEFAULTS,

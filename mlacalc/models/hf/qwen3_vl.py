@@ -58,7 +58,7 @@ FAMILY = register(
             "topk_method",
         ),
         stray_by_type={
-            "qwen3_vl_text": ("moe_intermediate_size", "num_experts_per_tok"),
+            "qwen3_vl_text": ("moe_intermediate_size", "num_experts_per_tok", "num_experts"),
         },
         renames=_RENAMES,
         defaults={
