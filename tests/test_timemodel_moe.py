@@ -370,7 +370,9 @@ def test_pre_1_0_power_law_calls_of_few_tokens_stay_on_the_measured_rank():
 
     from mlacalc.measured.mapping import _moe_pre_1_0
 
-    assert _moe_pre_1_0("1.0.0") and not _moe_pre_1_0("1.3.0rc20")
+    assert _moe_pre_1_0("trtllm", "1.0.0") and not _moe_pre_1_0("trtllm", "1.3.0rc20")
+    # SGLang's and vLLM's version numbers are their own, not TensorRT-LLM's
+    assert not _moe_pre_1_0("sglang", "0.5.14") and not _moe_pre_1_0("vllm", "0.24.0")
     root = MEASURED
     pytest.importorskip("pyarrow")
     from mlacalc.measured.mapping import map_table
@@ -383,6 +385,61 @@ def test_pre_1_0_power_law_calls_of_few_tokens_stay_on_the_measured_rank():
     assert np.all(s["active_experts"][one] == 8) and np.all(s["assignments"][one] == 8)
     many = (s["experts_total"] == 256) & (s["ep"] == 32) & (s["tokens"] == 8)
     assert many.any() and np.all(s["assignments"][many] < 64 / 2)
+
+
+@pytest.mark.parametrize(("framework", "version"), [("sglang", "0.5.14"), ("vllm", "0.24.0")])
+def test_engine_power_law_calls_of_few_tokens_spread_as_balanced_ones(framework, version):
+    """SGLang's and vLLM's tables are of the later collector, whatever their version number:
+    a power-law call of one token (8 pairs over 256 experts, EP 32) gets the balanced call's
+    loads on the measured rank (one assignment), not every pair (TensorRT-LLM 1.0's rule)."""
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.tables import MeasuredTable
+
+    dist = np.array(["balanced", "power_law_1.01", "power_law_1.2"])
+    n = len(dist)
+    table = MeasuredTable(
+        table="moe_perf", system="test", device="B200", family="moe", framework=framework,
+        version=version, provenance="test", source="test",
+        columns={
+            "moe_dtype": np.array(["bfloat16"] * n), "num_tokens": np.full(n, 1),
+            "hidden_size": np.full(n, 2048), "inter_size": np.full(n, 512),
+            "topk": np.full(n, 8), "num_experts": np.full(n, 256),
+            "moe_tp_size": np.full(n, 1), "moe_ep_size": np.full(n, 32), "distribution": dist,
+            "kernel_source": np.array(["test_kernel"] * n),
+        },
+        seconds=np.full(n, 1e-4),
+    )  # fmt: skip
+    part = next(p for p in map_table(table, quirks=False).parts if p.batch.kind == "moe")
+    s = part.batch.shape
+    assert s["assignments"][np.argsort(part.rows)].tolist() == [1.0, 1.0, 1.0]
+
+
+def test_engine_power_law_rows_of_few_tokens_are_predicted_as_the_balanced_ones():
+    """The measured evidence: SGLang's B200 and H100 power-law rows of tokens x top-k at most
+    E/16 take their balanced row's time (median ratio 1.00, quartiles 0.98-1.02), and are
+    predicted within 2% of it (before: 1.15x on B200, 1.30x on H100, all pairs on the rank)."""
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+
+    for system, prof in (("b200_sxm", "fit-b200-sxm-sglang"), ("h100_sxm", "fit-h100-sxm-sglang")):
+        path = MEASURED / system / "moe" / "sglang" / "0.5.14" / "moe_perf.parquet"
+        (t,) = load_measured(path).tables
+        pred = predict_mapped(map_table(t), profile=prof)
+        c = t.columns
+        named = ("kernel_source", "moe_dtype", "num_tokens", "hidden_size", "inter_size",
+                 "topk", "num_experts", "moe_tp_size", "moe_ep_size")  # fmt: skip
+        keys = np.stack([c[k].astype(str) for k in named]).T
+        dist = c["distribution"].astype(str)
+        balanced = {tuple(k): i for i, k in enumerate(keys) if dist[i] == "balanced"}
+        few = (dist != "balanced") & (c["num_tokens"] * c["topk"] * 16 <= c["num_experts"])
+        pairs = [(i, balanced[tuple(keys[i])]) for i in np.nonzero(few)[0]
+                 if tuple(keys[i]) in balanced]  # fmt: skip
+        assert len(pairs) > 1000
+        i, j = np.array(pairs).T
+        assert np.median(t.seconds[i] / t.seconds[j]) == pytest.approx(1.0, abs=0.01)
+        assert np.median(pred[i] / pred[j]) == pytest.approx(1.0, abs=0.02)
 
 
 def test_block_scaled_experts_rescale_every_k_block():
@@ -1535,9 +1592,11 @@ def test_vllm_per_tensor_fp8_moe_on_h100_leaving_the_device_out():
     2.1-5.6x slower than TensorRT-LLM's own CUTLASS MoE at the same calls, the Blackwell build
     B200 times is not: docs/time-model.md). 69.2% / 77.2% with the power-law rows' experts
     padded one by one (moe_time.ROW_TILES_COL, B200's variant refitted with it): bounds 0.69 /
-    0.77 loosened."""
+    0.77 loosened. 69.9% / 77.3% with SGLang's and vLLM's power-law rows of few tokens spread as
+    balanced ones (the later collector's rule; B200's variant refitted on its rows so mapped):
+    median bound 0.695 -> 0.705."""
     e = _left_out_moe_errors("h100_sxm", "fit-b200-sxm-vllm", "fit-b200-sxm", "vllm", "fp8")
-    assert len(e) > 14000 and np.median(e) <= 0.695 and np.percentile(e, 90) <= 0.775
+    assert len(e) > 14000 and np.median(e) <= 0.705 and np.percentile(e, 90) <= 0.775
 
 
 @pytest.mark.slow

@@ -1584,11 +1584,14 @@ def _version_key(version: str) -> tuple[int, ...] | None:
         return None
 
 
-def _moe_pre_1_0(version: str) -> bool:
-    """Whether a ``moe_perf`` table of TensorRT-LLM ``version`` came from the collector used
-    up to 1.0 (``collect_moe_pre_1_0.py``)."""
+def _moe_pre_1_0(framework: str, version: str) -> bool:
+    """Whether a ``moe_perf`` table came from TensorRT-LLM's collector used up to its 1.0
+    (``collect_moe_pre_1_0.py``). The version is TensorRT-LLM's only: SGLang's 0.5 and vLLM's
+    0.24 tables are of the later collector (their power-law rows of one or two tokens take the
+    balanced row's time, docs/time-model.md, "SGLang's and vLLM's power-law rows of few
+    tokens")."""
     key = _version_key(version)
-    return key is not None and key <= (1, 0)
+    return framework == "trtllm" and key is not None and key <= (1, 0)
 
 
 def _draws_round_to_zero(pairs: np.ndarray, experts: np.ndarray, alpha: np.ndarray) -> np.ndarray:
@@ -1681,7 +1684,7 @@ def _moe_rank_loads(
     # the power-law rows' row tiles, each expert's rows padded on its own
     # (moe_time.ROW_TILES_COL)
     row_tiles = loads.row_tiles.copy()
-    if _moe_pre_1_0(t.version):
+    if _moe_pre_1_0(t.framework, t.version):
         # the collector of TensorRT-LLM 1.0 (collect_moe_pre_1_0.py; the A100 table) puts a
         # power-law call of very few tokens (tokens x top-k at most E/16) wholly on the
         # measured rank: it computes every assignment, on min(tokens x top-k, E/ep) experts.
