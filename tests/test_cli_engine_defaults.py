@@ -74,7 +74,9 @@ def test_no_engine_no_defaults_and_the_output_says_which(run):
     )
     assert "(from --engine-defaults)" in out
     out, _ = run(*PLAN[:-2])
-    assert "scheduler defaults" not in out
+    # no defaults line; the engine line says the default engine's defaults were not applied
+    assert "# scheduler defaults" not in out
+    assert "the default engine, its kernels timed but not its scheduler defaults" in out
 
 
 def test_search_engine_takes_its_admission_defaults(run):

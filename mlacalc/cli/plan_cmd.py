@@ -531,11 +531,15 @@ def decode_at(p) -> str:
     return text
 
 
-def times_note(profile: str, calibration: str, engine: str = "trtllm") -> str:
-    """The provenance of the times: the serving engine whose kernels are timed, the profile and
-    how the device was predicted with it."""
+def times_note(
+    profile: str, calibration: str, engine: str = "trtllm", default_note: str = ""
+) -> str:
+    """The provenance of the times: the serving engine whose kernels are timed (with
+    ``default_note``, Plan.default_engine_note: the default engine, its scheduler defaults not
+    applied), the profile and how the device was predicted with it."""
     calibrated = f"profile {profile}: {calibration}" if profile else calibration
-    how = "; ".join(part for part in (f"engine {engine}", calibrated) if part)
+    named = f"engine {engine}" + (f", {default_note}" if default_note else "")
+    how = "; ".join(part for part in (named, calibrated) if part)
     return (
         "Times are the kernel time model's predictions"
         + f" ({how})"
@@ -594,7 +598,7 @@ def sections(p, model=None) -> list[Section]:
             f"Plan: {p.model}",
             ["quantity", "value"],
             plan_rows(p, bool(model is not None and model.compress_ratios)),
-            note=times_note(p.profile, p.calibration, p.engine)
+            note=times_note(p.profile, p.calibration, p.engine, p.default_engine_note)
             + (f"\n{p.prediction['note']}" if p.prediction.get("note") else ""),
         )
     ]

@@ -146,7 +146,12 @@ from mlacalc.serving.provenance import (
     stand_in_kernels,
 )
 from mlacalc.serving.ranks import synced_groups
-from mlacalc.serving.scheduler import overlap_idle_note, with_engine_defaults
+from mlacalc.serving.scheduler import (
+    engine_settings,
+    model_page_size,
+    overlap_idle_note,
+    with_engine_defaults,
+)
 from mlacalc.serving.step_report import kernel_rows, kernels_scope, links_seconds, step_bound
 from mlacalc.timemodel.attention_time import PACKING_DECODE, XQA_HEAD_PACK
 from mlacalc.timemodel.device import device_figures
@@ -331,6 +336,11 @@ class Plan:
     prediction: dict[str, Any] = field(default_factory=dict)
     #: the serving engine whose kernels were timed (trtllm, sglang, vllm)
     engine: str = "trtllm"
+    #: where no engine was named and no engine's defaults taken (``engine`` left out,
+    #: ``engine_defaults`` left out or ``"none"``, as the CLI without --engine): that ``engine``
+    #: is the default, whose kernels are timed but whose scheduler defaults are not applied,
+    #: and what naming it would fill (:func:`default_engine_note`); "" where one was named
+    default_engine_note: str = ""
     #: what caps ``max_batch``: "kv capacity" (memory) or "engine max_running" (the batch the
     #: engine admits, ``max_running`` per attention group)
     admission: str = "kv capacity"
@@ -665,6 +675,8 @@ def plan(
     common = plan_fields(req, cap)
     common["scheduler_defaults"] = args["scheduler_defaults"]
     common["scheduler_defaults_applied"] = args["scheduler_defaults_applied"]
+    if engine is None and args["scheduler_defaults"] is None:  # no engine named, none's taken
+        common["default_engine_note"] = default_engine_note(req, args)
     common["warnings"] += overlap_idle_note(overlap_schedule, req.scheduler)
     if not cap.fits and cap.max_batch < 1:
         unfit = unfitted_plan(common, cap, "weights" if cap.budget <= 0 else "kv capacity")
@@ -681,6 +693,35 @@ def plan(
     if req.isl is None:
         return with_tp_network_warning(req, with_tbo_warning(capacity_plan(req, cap, common, sm)))
     return with_tp_network_warning(req, with_tbo_warning(serving_plan(req, cap, common, sm)))
+
+
+def default_engine_note(req: PlanRequest, args: dict[str, Any]) -> str:
+    """A plan of no engine named times the default engine's kernels but takes no engine's
+    scheduler defaults: said, with what naming it (``--engine``, ``engine=``) fills of the
+    options left out, the page size among them (a model-architect trial's plan gave max_batch
+    1,328 at 16-token pages, and 1,312 at TensorRT-LLM's 32 once ``--engine trtllm`` was typed,
+    both saying "engine trtllm")."""
+    filled = [
+        f"{name} {_setting_words(value)}"
+        for name, value in engine_settings(req.engine, args.get("mtp_tokens")).items()
+        if args.get(name) is None and value is not None
+        and (name != "chunked_prefill" or (req.isl is not None and req.mode != "disaggregated"))
+    ]  # fmt: skip
+    page = model_page_size(req.engine, req.m, req.hw)
+    if args.get("page_size") is None and page != req.page_size:
+        filled.append(f"page_size {page} (here {req.page_size})")
+    what = f", setting {', '.join(filled)}" if filled else ""
+    return (
+        "the default engine, its kernels timed but not its scheduler defaults: --engine "
+        f"{req.engine} (engine='{req.engine}') applies them{what}"
+    )
+
+
+def _setting_words(value: Any) -> str:
+    """A scheduler setting's value in words: on / off, a count with thousands separators."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return f"{value:,}" if isinstance(value, int) else str(value)
 
 
 def with_tp_network_warning(req: PlanRequest, p: Plan) -> Plan:
