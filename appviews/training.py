@@ -269,7 +269,8 @@ def render(sc: Scenario) -> None:
         scope=f"Memory per GPU: {human_si(d['params_per_gpu'])} parameters per GPU"
         + (
             f"; LoRA rank {d['lora_rank']} on {d['lora_targets']}: "
-            f"{human_si(d['trainable_params_per_gpu'])} trainable a GPU, the rest frozen in "
+            f"{human_si(d['trainable_params_per_gpu'])} of adapters, trainable, and "
+            f"{human_si(d['base_params_per_gpu'])} of the model's, frozen in "
             + (
                 f"the compute dtype, {human_si(d['nf4_params_per_gpu'])} linear-layer weights "
                 "in NF4 (QLoRA)"

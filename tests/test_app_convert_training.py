@@ -249,6 +249,11 @@ def test_the_training_tab_takes_qlora():
     assert metrics(at)["memory per GPU"] == mlacalc.render.human_bytes(c.memory_per_gpu)
     said = " ".join(str(x.value) for x in at.caption) + " ".join(str(x.value) for x in at.markdown)
     assert "6.98 G linear-layer weights in NF4 (QLoRA)" in said
+    # the parameters per GPU count the adapters, as the weights do, and say both apart
+    assert c.params_per_gpu == c.base_params_per_gpu + 41_943_040
+    h = mlacalc.render.human_si
+    assert f"{h(c.params_per_gpu)} parameters per GPU; LoRA rank 16 on attention-mlp: " in said
+    assert f"{h(41_943_040)} of adapters, trainable, and {h(c.base_params_per_gpu)} of the " in said
     assert "MFU of the LoRA step's model FLOPs" in said
 
 

@@ -148,6 +148,28 @@ def test_lora_rank_is_bounded_by_the_narrowest_adapted_matrix():
     assert c.trainable_params == 1024 * 32 * 81_920 < 8.03e9
 
 
+def test_parameters_per_gpu_count_the_adapters(run):
+    """A trial found "parameters per GPU" without the adapters while the weights held them
+    (rank 5,000 on Llama-3.1-8B: 8.03 G a GPU, 42.27 GB of weights = (8.03 + 13.11) G x 2 B).
+    params_per_gpu is every parameter the weights count, base_params_per_gpu the model's own,
+    in the CLI's note, the JSON and the app (tests/test_app_convert_training.py)."""
+    base = training_cost("llama-3.1-8b", 1024)
+    c = training_cost("llama-3.1-8b", 1024, lora_rank=1024)
+    assert c.base_params_per_gpu == base.params_per_gpu == base.base_params_per_gpu
+    assert c.params_per_gpu == c.base_params_per_gpu + c.trainable_params_per_gpu
+    assert (
+        c.states_per_gpu["weights"] == 2 * c.params_per_gpu == 2 * (8_030_261_248 + 2_684_354_560)
+    )
+    d = c.to_dict()
+    assert (d["params_per_gpu"], d["base_params_per_gpu"]) == (10_714_615_808, 8_030_261_248)
+    out, _ = run("train", "llama-3.1-8b", "-s", "1k", "--lora-rank", "1024")
+    flat = " ".join(out.split())
+    assert (
+        "10.71 G parameters per GPU (LoRA rank 1024 on attention-mlp: 8.03 G of the model's" in flat
+    )
+    assert "and 2.68 G of adapters, trainable" in flat
+
+
 def test_lora_refuses_layouts_it_does_not_count():
     with pytest.raises(MlacalcError, match=r"^lora_rank: .*gpt2 layout is not built"):
         training_cost("gpt2", 512, lora_rank=8)
@@ -164,7 +186,9 @@ def test_cli_lora_errors_are_one_line(run, argv, fragment):
 
 def test_cli_lora_says_what_trains(run):
     out, _ = run("train", "llama-3-8b", "-s", "1k", "--lora-rank", "16")
-    assert "LoRA rank 16 on attention-mlp" in out and "41,943,040 in the model" in out
+    flat = " ".join(out.split())
+    assert "LoRA rank 16 on attention-mlp" in flat
+    assert "41,943,040 adapter parameters in the model" in flat
 
 
 def test_lora_mfu_by_hand():
@@ -222,7 +246,7 @@ def test_qlora_weights_by_hand():
     c = training_cost("llama-3-8b", 4096, lora_rank=16, base_dtype="nf4")
     lora = training_cost("llama-3-8b", 4096, lora_rank=16)
     assert c.nf4_params_per_gpu == q == 6_979_321_856 and lora.nf4_params_per_gpu == 0
-    want = q * 0.515869140625 + (c.params_per_gpu - q) * 2 + 41_943_040 * 2
+    want = q * 0.515869140625 + (c.base_params_per_gpu - q) * 2 + 41_943_040 * 2
     assert c.states_per_gpu["weights"] == pytest.approx(want, abs=1)
     assert c.states_per_gpu["weights"] / 2**30 == pytest.approx(5.39, abs=0.01)  # 15.04 in bf16
     for k in ("gradients", "master_weights", "optimizer_states"):
@@ -282,4 +306,4 @@ def test_cli_qlora(run):
     assert "weights (6.98 G in NF4 at 4.127 bits, scales in; the rest in the compute dtype)" in (
         flat
     )
-    assert "the rest frozen in NF4 where a linear layer's, QLoRA" in flat
+    assert "of the model's, frozen in NF4 where a linear layer's (QLoRA)" in flat

@@ -121,13 +121,14 @@ def _sections(c, table, overlap: bool = False, gated: bool = True) -> list[Secti
             note=f"{human_si(c.params_per_gpu)} parameters per GPU"
             + (
                 f" (LoRA rank {c.lora_rank} on {c.lora_targets}: "
-                f"{human_si(c.trainable_params_per_gpu)} trainable a GPU, "
-                f"{c.trainable_params:,} in the model; the rest frozen in "
+                f"{human_si(c.base_params_per_gpu)} of the model's, frozen in "
                 + (
-                    "NF4 where a linear layer's, QLoRA)"
+                    "NF4 where a linear layer's (QLoRA)"
                     if c.base_dtype == "nf4"
-                    else "the compute dtype)"
+                    else "the compute dtype"
                 )
+                + f", and {human_si(c.trainable_params_per_gpu)} of adapters, trainable; "
+                f"{c.trainable_params:,} adapter parameters in the model)"
                 if c.lora_rank
                 else ""
             )

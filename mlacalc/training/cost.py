@@ -135,6 +135,8 @@ class TrainingCost:
     activations: tuple[ActivationTensor, ...]
     activation_bytes_per_gpu: int
     states_per_gpu: dict[str, int]
+    #: every parameter the busiest stage's GPU holds, whose weights ``states_per_gpu`` counts:
+    #: the model's share and, under LoRA, its adapters (``trainable_params_per_gpu``)
     params_per_gpu: int
     time: StepTime | None
     peak_flops_per_s: float | None
@@ -175,6 +177,12 @@ class TrainingCost:
     #: without a gated FFN, a ZeRO stage given over one data-parallel rank, LoRA targets
     #: without a rank), one sentence each: the CLI prints them as warnings, the app shows them
     warnings: tuple[str, ...] = ()
+
+    @property
+    def base_params_per_gpu(self) -> int:
+        """The model's own parameters on the busiest stage's GPU (frozen under LoRA):
+        :attr:`params_per_gpu` less the adapters."""
+        return self.params_per_gpu - (self.trainable_params_per_gpu if self.lora_rank else 0)
 
     @property
     def usable_memory_bytes(self) -> int | None:
@@ -366,6 +374,7 @@ class TrainingCost:
             "activation_bytes_per_gpu": self.activation_bytes_per_gpu,
             "states_per_gpu": self.states_per_gpu,
             "params_per_gpu": self.params_per_gpu,
+            "base_params_per_gpu": self.base_params_per_gpu,
             "stage": self.stage,
             "stage_layers": self.stage_layers,
             "recomputed_layer_bytes": self.recomputed_layer_bytes,
@@ -754,7 +763,7 @@ def training_cost(
         activations=acts,
         activation_bytes_per_gpu=busiest.activations,
         states_per_gpu=busiest.states,
-        params_per_gpu=busiest.dense + busiest.experts,
+        params_per_gpu=busiest.dense + busiest.experts + busiest.lora,
         time=time,
         stage=busiest.index,
         stage_layers=busiest.layers,
