@@ -133,3 +133,25 @@ def test_cli_cp_shows_the_ring(run):
     assert "Step on 32 x H100" in out
     plain, _ = run("train", "llama-3-8b", "-s", "32k", "--hw", "H100", "--tp", "8")
     assert "context-parallel" not in plain
+
+
+def test_the_help_example_is_the_documented_layout(run):
+    """train --help's 128K example gave --global-batch 16 (MFU 12.4%) where docs/training.md
+    runs Meta's long-context layout at 64 (16 sequences a data-parallel rank, from recall;
+    MFU 30.8%), and a lone backslash in the docstring ran its two lines together. Every
+    example in the help is one command a line (continuations marked), and the 128K one is the
+    documented one."""
+    from pathlib import Path
+
+    out, _ = run("train", "--help")
+    lines = out.split("Examples:")[1].split("Options:")[0].strip().splitlines()
+    examples, now = [], ""
+    for line in lines:
+        now += " " + line.strip()
+        if not now.endswith("\\"):
+            examples.append(" ".join(now.replace("\\", " ").split()))
+            now = ""
+    assert all(e.startswith("mlacalc train ") and e.count("mlacalc") == 1 for e in examples)
+    (long,) = [e for e in examples if "-s 128k" in e]
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "training.md").read_text()
+    assert f"$ {long}\n" in docs and long.endswith("--global-batch 64")

@@ -442,8 +442,8 @@ def command(
     Examples:
       mlacalc train deepseek-v3 --seq-len 4k --recompute kv_up --absorption 1k,4k,16k,64k
       mlacalc train llama-3.1-405b -s 8k --hw H100 --tp 8 --pp 16 --dp 64 --global-batch 2048
-      mlacalc train llama-3.1-405b -s 128k --hw H100 --tp 8 --cp 16 --pp 16 --dp 4 \
-          --global-batch 16
+      mlacalc train llama-3.1-405b -s 128k --hw H100 --tp 8 --cp 16 --pp 16 --dp 4 \\
+          --global-batch 64
       mlacalc train deepseek-v3 --hw H800 --pp 16 --dp 128 --ep 64 --global-batch 15360 \\
           --precision fp8-mixed --overlap
       mlacalc train llama-3.1-8b --set num_key_value_heads=4   # a new design's fields
