@@ -346,7 +346,7 @@ def test_training_cost_mutations_name_the_field(kwargs, field):
         ("deepseek-v3", {"impl": "absorbed", "recompute": "kv_up"}, "the absorbed path"),
         ("deepseek-v3", {"ep": 3, "dp": 3, "global_batch": 3}, "ep:"),
         ("qwen3-next-80b-a3b", {}, "linear"),
-        ("nemotron-3-super-120b-a12b", {}, "mamba"),
+        ("nemotron-3-super-120b-a12b", {}, "Mamba-2 mixers"),
         ("deepseek-v3.2", {}, "dsa"),
         ("mimo-v2-flash", {}, r"MiMo-V2-Flash \(mimo_v2_flash\) is not built \(attention sinks in"),
         ("step-3.7-flash", {}, r"not built \(a gate on the attention's output\)"),
@@ -623,6 +623,25 @@ def test_refusal_of_a_hybrid_reads_whole_and_says_what_to_do():
         training_cost("qwen3-next-80b-a3b", 1024)
     text = str(e.value)
     assert "are not built (only decoder layers" in text and text.endswith("for this model")
+    assert "layers with linear attention are not built" in text
+
+
+def test_refusal_names_no_op_blocks_in_words():
+    """Nemotron-Super-49B's NAS layers skip their attention or their FFN: the refusal said
+    "none, FFN none layers"; it says "no attention / no FFN (the block a no-op)", one line."""
+    from pathlib import Path
+
+    ref = Path(
+        "/work/shared/reference/hf-configs-2/nvidia--Llama-3_3-Nemotron-Super-49B-v1.config.json"
+    )
+    if not ref.exists():
+        pytest.skip("the shared reference configs are not here")
+    with pytest.raises(MlacalcError) as e:
+        training_cost(mlacalc.load_model(str(ref)), 1024)
+    text = str(e.value)
+    assert text.startswith("model: ") and "\n" not in text
+    assert "layers with no attention / no FFN (the block a no-op) are not built" in text
+    assert "none" not in text
 
 
 def test_fp32_training_is_single_precision_throughout():

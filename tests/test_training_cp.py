@@ -155,3 +155,16 @@ def test_the_help_example_is_the_documented_layout(run):
     (long,) = [e for e in examples if "-s 128k" in e]
     docs = (Path(__file__).resolve().parent.parent / "docs" / "training.md").read_text()
     assert f"$ {long}\n" in docs and long.endswith("--global-batch 64")
+
+
+def test_the_ep_help_says_the_ranks_the_check_counts(run):
+    """--ep's help said "divide --dp x --tp" while the check lays the experts over dp x cp x
+    tp (--ep 8 --cp 8 --dp 1 is taken): the help names the three, and the check agrees."""
+    out, _ = run("train", "--help")
+    assert "the --dp x --cp x --tp ranks" in " ".join(out.split())
+    c = training_cost("deepseek-v3", 4096, ep=8, cp=8)
+    assert (c.layout.ep, c.layout.cp, c.layout.dp) == (8, 8, 1)
+    with pytest.raises(
+        MlacalcError, match=r"^ep: 16 expert-parallel ranks must divide .* \(1 x 8 x 1\)"
+    ):
+        training_cost("deepseek-v3", 4096, ep=16, cp=8)

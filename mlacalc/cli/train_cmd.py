@@ -315,7 +315,8 @@ def _blocks(c) -> list[tuple[str, int, int]]:
     type=SIZE,
     default=1,
     show_default=True,
-    help="Expert-parallel ranks (divide --dp x --tp and the experts).",
+    help="Expert-parallel ranks: they divide the experts and the --dp x --cp x --tp ranks "
+    "the experts are laid over.",
 )
 @click.option(
     "--cp",

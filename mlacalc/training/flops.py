@@ -98,18 +98,34 @@ def training_stage(k: Kernel) -> str:
 _TRAINABLE = ("full", "sliding", "chunked", "mla")
 
 
+#: how the refusal names a layer kind training does not build (others: "X attention")
+_KIND_WORDS = {"none": "no attention", "mamba": "Mamba-2 mixers", "mamba1": "Mamba-1 mixers"}
+
+
 def _refuse(m: ModelConfig) -> None:
     pattern = layer_pattern(m).layers
-    odd = sorted({k.attention for k in pattern if k.attention not in _TRAINABLE})
-    odd += sorted({k.label for k in pattern if k.mamba})  # Falcon-H1: Mamba-2 beside attention
-    odd += sorted({f"FFN {k.ffn}" for k in pattern if k.ffn not in ("dense", "moe")})
+    odd = [
+        _KIND_WORDS.get(k, f"{k} attention")
+        for k in sorted({k.attention for k in pattern if k.attention not in _TRAINABLE})
+    ]
+    # Falcon-H1: Mamba-2 beside attention
+    odd += sorted({f"{k.label} (Mamba-2 beside attention)" for k in pattern if k.mamba})
+    odd += sorted(
+        {"no FFN" if k.ffn == "none" else f"a {k.ffn} FFN" for k in pattern}
+        - {"a dense FFN", "a moe FFN"}
+    )
     if m.linear_num_key_heads is not None or m.index_topk is not None or odd:
-        kinds = ", ".join(odd) or "linear or sparse (DSA) attention"
+        kinds = " / ".join(odd) or "linear or sparse (DSA) attention"
+        noop = (
+            " (the block a no-op)"
+            if any(k.attention == "none" or k.ffn == "none" for k in pattern)
+            else ""
+        )
         raise InvalidArgumentError(
             "model",
-            f"training costs of {m.label}'s {kinds} layers are not built (only decoder layers "
-            "of full, sliding or chunked MHA/GQA/MQA/MLA attention with a dense or MoE FFN are); "
-            "use serving's commands (report, roofline, plan) for this model",
+            f"training costs of {m.label}'s layers with {kinds}{noop} are not built (only "
+            "decoder layers of full, sliding or chunked MHA/GQA/MQA/MLA attention with a dense "
+            "or MoE FFN are); use serving's commands (report, roofline, plan) for this model",
         )
 
 
