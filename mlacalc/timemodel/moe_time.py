@@ -44,6 +44,8 @@ __all__ = [
     "ENGINE_MOE_KERNEL",
     "FLASHINFER_HOPPER_TILE",
     "FLASHINFER_TILED_KERNELS",
+    "FUSED_SORT_TOKENS",
+    "FUSED_SORT_TOPK",
     "FUSED_TOPK_MAX",
     "GEN_ROWS8_MOE",
     "MARLIN_COLS",
@@ -933,6 +935,21 @@ def _remote_pair_bytes(hidden: np.ndarray, inter: np.ndarray, mats: np.ndarray) 
 #: top-1 to top-8 share one fixed cost, top-10 and top-22 pay more
 FUSED_TOPK_MAX = 8
 
+#: The most tokens TensorRT-LLM's CUTLASS MoE sorts its (token, expert) pairs by expert in one
+#: thread block (``sort_pair_s`` a pair, on one SM); a larger call sorts them in more kernels
+#: over the SMs (a block's prefix sums, their global sum, the merge), ``sort_s`` a call
+#: (:func:`moe_terms`). The kernel is templated on the block
+#: size and the top-k, so only some top-k have the one-block path (:data:`FUSED_SORT_TOPK`).
+#: Both from recall (no copy of the source at hand); the step is in the tables: from 256 to 320
+#: tokens every sweep of TensorRT-LLM's own MoE (CUTLASS, its non-gated path, DeepGEMM) takes
+#: 1.5-5 us more than its trend, on H100 and B200, every dtype, EP, TP and routing alike
+#: (docs/time-model.md, "The sort of TensorRT-LLM's MoE past 256 tokens")
+FUSED_SORT_TOKENS = 256
+#: The top-k whose rows show the one-block sort's step (1, 2, 4, 6, 8 and 22); the top-10 rows
+#: (one shape, 512 experts) show none at any EP, TP, dtype or device: their sort takes the
+#: kernels of a larger call at every token count
+FUSED_SORT_TOPK = (1, 2, 4, 6, 8, 22)
+
 
 def _drawn_per_sm(batch: KernelBatch, fig: DeviceFigures, sync: np.ndarray) -> np.ndarray:
     """Factor on the weight stream of a MoE whose warps load its weights (Marlin's,
@@ -989,6 +1006,14 @@ def _around_gemms_s(
     # ``row_s`` of one SM's work on each (token, expert) row of the rank, whatever its width,
     # in the same kernels (:data:`PAIR_TILE_MOE`, :data:`CUTLASS_ROWS_MOE`; default 0)
     extra = extra + np.where(trt_rows, prm["row_s"], 0.0) * assignments / sms
+    # the sort of the call's (token, expert) pairs by expert in the same kernels: up to
+    # :data:`FUSED_SORT_TOKENS` tokens (for the top-k of :data:`FUSED_SORT_TOPK`) one thread
+    # block's, ``sort_pair_s`` a pair on its one SM; past them the sort's further kernels, which
+    # spread the pairs over the SMs, ``sort_s`` once a call (both default 0)
+    sortable = trt_rows & np.isin(col(batch, "topk", 1), FUSED_SORT_TOPK) & (tokens > 0)
+    one_block = sortable & (tokens <= FUSED_SORT_TOKENS)
+    extra = extra + np.where(one_block, prm["sort_pair_s"] * tokens * col(batch, "topk", 1), 0.0)
+    extra = extra + np.where(sortable & ~one_block, prm["sort_s"], 0.0)
     # routing every token entering the rank: top-k selection and the gather/scatter indices
     # of all its (token, expert) pairs, local or not, ``route_s`` of one SM's work per pair;
     # behind DeepEP the rank's own tokens, routed before the dispatch (:data:`DEEPEP_ROUTED`)
