@@ -106,6 +106,7 @@ from mlacalc.timemodel.attention_time import (
     QUERY_CONVERT_KERNELS,
     UNIT_LATENCY_DECODE,
     XQA_HEAD_PACK,
+    cache_write_block_weight,
     encoder_kernel_shape,
 )
 from mlacalc.timemodel.comm_time import SGLANG_NCCL_FROM_BYTES
@@ -896,7 +897,10 @@ def _token_rows(
     if not context:
         return np.zeros(len(t))
     if t.engine == "vllm":
-        return tok * 1.0
+        # a block of min(K elements, 512) threads a token: fewer resident on an SM as the KV
+        # heads and head dim grow (attention_time.cache_write_block_weight)
+        hkv, hd = _f(t.column("num_key_value_heads")), _f(t.column("head_dim"))
+        return tok * cache_write_block_weight(hkv * hd)
     return np.where((t.engine == "sglang") & (q_convert > 0), tok, 0.0)
 
 

@@ -53,6 +53,8 @@ __all__ = [
     "ALWAYS_COMBINE_DECODE",
     "ALWAYS_COMBINE_S",
     "BF16_CACHE_WRITE_HBM",
+    "CACHE_WRITE_BLOCK_THREADS",
+    "CACHE_WRITE_REFERENCE_THREADS",
     "FA3_FP8_FIRST_V_CLOCKS",
     "FA3_FP8_PROMPT_BUILDS",
     "FA3_QUERY_CAST_KERNELS",
@@ -77,6 +79,8 @@ __all__ = [
     "QUERY_CONVERT_BYTES",
     "QUERY_CONVERT_KERNELS",
     "ROW_PADDED_VARIANTS",
+    "SM_RESIDENT_BLOCKS",
+    "SM_RESIDENT_THREADS",
     "TENSOR_WALK_VARIANTS",
     "TRITON_MAX_KV_SPLITS",
     "TRITON_SPLIT_VARIANTS",
@@ -89,6 +93,7 @@ __all__ = [
     "XQA_HEAD_PACK",
     "attention_shape",
     "attention_time",
+    "cache_write_block_weight",
     "call_fixed_s",
     "decode_splits",
     "decode_terms",
@@ -153,6 +158,33 @@ FLASH_ENCODER_TCGEN05_RATE = 0.65
 #: bf16 cache's rows take 1.07 and 0.62 ms (0.52 and 0.36 clocks), SGLang's and TensorRT-LLM's
 #: fp8 rows 0.09-0.44 ms
 FP8_CACHE_WRITE_CLOCKS = 0.68
+
+#: vLLM's cache write (``reshape_and_cache_flash``) launches a thread block a token of
+#: ``min(K elements a token, 512)`` threads (K elements: KV heads x head dim; as recalled of
+#: vLLM's launcher, csrc/cache_kernels.cu, not checked against a stored copy); an SM holds at
+#: most :data:`SM_RESIDENT_THREADS` threads and :data:`SM_RESIDENT_BLOCKS` blocks at once, so
+#: the blocks it runs together fall from 16 (128 threads) to 4 (512 and more) as the KV heads
+#: grow, and a block's fixed time (its slot lookup and dependent loads: ``token_row_s``,
+#: fitted, for a 128-thread block) is shared by fewer (:func:`cache_write_block_weight`)
+CACHE_WRITE_BLOCK_THREADS = 512.0
+SM_RESIDENT_THREADS = 2048.0
+SM_RESIDENT_BLOCKS = 32.0
+#: The block size ``token_row_s`` is fitted for (its weight 1)
+CACHE_WRITE_REFERENCE_THREADS = 128.0
+
+
+def cache_write_block_weight(elements: np.ndarray) -> np.ndarray:
+    """The share of an SM's time a token's block of vLLM's cache write holds, per a
+    128-thread block's (:data:`CACHE_WRITE_BLOCK_THREADS`): the SM's resident blocks at 128
+    threads over those at the block's ``min(elements, 512)`` threads (0.5 at 64 elements,
+    1 at 128, 2 at 256, 4 from 512)."""
+    threads = np.clip(np.asarray(elements, dtype=np.float64), 1.0, CACHE_WRITE_BLOCK_THREADS)
+
+    def resident(t: np.ndarray | float) -> np.ndarray:
+        return np.minimum(SM_RESIDENT_BLOCKS, np.floor(SM_RESIDENT_THREADS / t))
+
+    return resident(CACHE_WRITE_REFERENCE_THREADS) / resident(threads)
+
 
 #: Share of the HBM's bandwidth vLLM's write of a prompt's new K/V rows into a bf16 cache
 #: (``cache_write_elements``: 2 bytes read and 2 written an element) draws, in place of the
