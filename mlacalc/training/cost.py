@@ -710,6 +710,7 @@ def training_cost(
     >>> round(c.flops.per_token / 1e9, 1)
     250.5
     """
+    given = dict(locals())  # the inputs as given, for the ZeRO-3 lever's re-run
     m = model_argument(model)
     seq_len = args.count("seq_len", seq_len, _MAX_SEQ)
     engine_impl(m, impl)
@@ -719,29 +720,13 @@ def training_cost(
     zero_given, zero = zero is not None, 1 if zero is None else zero
     reserve = _checked(zero, memory_reserve, optimizer, precision)
     lay = make_layout(m, tp, pp, dp, ep, micro_batch, global_batch, cp, seq_len, virtual_stages)
-    if lay.cp > 1 and attention == "materialized":
-        raise InvalidArgumentError(
-            "cp",
-            f"context parallelism runs a flash kernel around the ring; the {impl} path's "
-            "materialized probabilities are not split by it: use cp 1, or impl expanded",
-        )
+    _check_cp(lay, attention, impl)
     rank, targets = check_lora(m, lora_rank, lora_targets or "attention-mlp")
     base = check_base_dtype(base_dtype, rank, precision, zero)
     lora = None if rank is None else (rank, targets)
-    frozen = lora is not None
-    flops = training_flops(m, seq_len, lay.micro_batch, impl, recompute, attention, frozen=frozen)
-    model_flops = None  # the model's count: the expanded path's, whichever path runs
-    if impl != "expanded":
-        expanded = training_flops(m, seq_len, lay.micro_batch, "expanded", frozen=frozen)
-        model_flops = _adapted(expanded, m, lora, "none").model_flops
-    flops = _adapted(flops, m, lora, recompute)
     act_dtype = "fp32" if precision == "fp32" else "bf16"
-    acts = tuple(layer_activations(m, seq_len, lay.micro_batch, impl, recompute, act_dtype, swiglu))
-    if lora is not None and recompute != "full":
-        acts += tuple(_adapter_activations(m, lora, lay.micro_batch * seq_len, act_dtype))
-    rerun = {}
-    if recompute == "full":
-        rerun = recomputed_layer_bytes(m, seq_len, lay.micro_batch, impl, act_dtype, swiglu)
+    flops, model_flops = _step_flops(m, seq_len, lay.micro_batch, impl, recompute, attention, lora)
+    acts, rerun = _saved(m, seq_len, lay.micro_batch, impl, recompute, act_dtype, swiglu, lora)
     stages = _stages(m, lay, acts, optimizer, precision, zero, rerun, lora, base == "nf4")
     busiest = max(stages, key=lambda st: st.total)
     time = peak = memory = None
@@ -784,16 +769,60 @@ def training_cost(
         warnings=_said(m, lay, swiglu, zero if zero_given else None, rank, lora_targets),
     )
     zero3 = None
-    if cost.fits is False and "ZeRO-3" in cost.levers:
-        zero3 = training_cost(
-            m, seq_len=seq_len, micro_batch=micro_batch, impl=impl, recompute=recompute,
-            hardware=hardware, tp=tp, pp=pp, dp=dp, ep=ep, global_batch=global_batch,
-            optimizer=optimizer, precision=precision, zero=3, attention=attention,
-            profile=profile, overlap=overlap, comm_sms=comm_sms, memory_reserve=memory_reserve,
-            swiglu=swiglu, cp=cp, lora_rank=lora_rank, lora_targets=lora_targets,
-            base_dtype=base_dtype, virtual_stages=virtual_stages,
-        )  # fmt: skip
+    if cost.fits is False and "ZeRO-3" in cost.levers:  # the same inputs at ZeRO-3
+        zero3 = training_cost(**{**given, "model": m, "zero": 3})
     return _with_lever_figures(cost, zero3)
+
+
+def _check_cp(lay: Layout, attention: str, impl: str) -> None:
+    """Context parallelism refused under materialized attention (one line)."""
+    if lay.cp > 1 and attention == "materialized":
+        raise InvalidArgumentError(
+            "cp",
+            f"context parallelism runs a flash kernel around the ring; the {impl} path's "
+            "materialized probabilities are not split by it: use cp 1, or impl expanded",
+        )
+
+
+def _step_flops(
+    m: ModelConfig,
+    seq_len: int,
+    micro_batch: int,
+    impl: str,
+    recompute: str,
+    attention: str,
+    lora: tuple[int, str] | None,
+) -> tuple[TrainingFlops, int | None]:
+    """A micro-batch's FLOPs (LoRA's adapters added, :func:`_adapted`) and, off the expanded
+    path, the model's count (the expanded path's, whichever path runs; else None)."""
+    frozen = lora is not None
+    flops = training_flops(m, seq_len, micro_batch, impl, recompute, attention, frozen=frozen)
+    model_flops = None
+    if impl != "expanded":
+        expanded = training_flops(m, seq_len, micro_batch, "expanded", frozen=frozen)
+        model_flops = _adapted(expanded, m, lora, "none").model_flops
+    return _adapted(flops, m, lora, recompute), model_flops
+
+
+def _saved(
+    m: ModelConfig,
+    seq_len: int,
+    micro_batch: int,
+    impl: str,
+    recompute: str,
+    act_dtype: str,
+    swiglu: str,
+    lora: tuple[int, str] | None,
+) -> tuple[tuple[ActivationTensor, ...], dict[str, int]]:
+    """A layer's saved activations (the adapters' with LoRA, unless recompute is full) and,
+    under full recompute, the bytes of the layer whose forward runs again (else empty)."""
+    acts = tuple(layer_activations(m, seq_len, micro_batch, impl, recompute, act_dtype, swiglu))
+    if lora is not None and recompute != "full":
+        acts += tuple(_adapter_activations(m, lora, micro_batch * seq_len, act_dtype))
+    rerun = {}
+    if recompute == "full":
+        rerun = recomputed_layer_bytes(m, seq_len, micro_batch, impl, act_dtype, swiglu)
+    return acts, rerun
 
 
 def _said(
