@@ -307,3 +307,23 @@ def test_cli_qlora(run):
         flat
     )
     assert "of the model's, frozen in NF4 where a linear layer's (QLoRA)" in flat
+
+
+def test_qlora_that_does_not_fit_offers_no_zero3():
+    """QLoRA at dp 2 (ZeRO-1) that does not fit: the ZeRO-3 lever was run again with the NF4
+    base and refused ('nf4' under ZeRO-3 is not built), so the plan was an error; it is left
+    out of the levers and the plan said."""
+    kw = {"hardware": "H100", "lora_rank": 16, "dp": 2, "global_batch": 2}
+    c = training_cost("llama-3.1-70b", 16384, base_dtype="nf4", **kw)
+    assert c.fits is False and c.zero == 1
+    assert not any("ZeRO-3" in x for x in c.levers)
+    plain = training_cost("llama-3.1-70b", 16384, **kw)  # the compute-dtype base keeps it
+    assert any(x.startswith("ZeRO-3") for x in plain.levers)
+
+
+def test_cli_qlora_over_memory_prints_the_plan(run):
+    out, _ = run(
+        "train", "llama-3.1-70b", "-s", "16k", "--hw", "H100", "--lora-rank", "16",
+        "--base-dtype", "nf4", "--dp", "2", "--global-batch", "2",
+    )  # fmt: skip
+    assert "DOES NOT FIT" in " ".join(out.split()) and "ZeRO-3" not in out

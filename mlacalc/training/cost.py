@@ -394,7 +394,13 @@ class TrainingCost:
 
 
 def _levers(
-    m: ModelConfig, lay: Layout, recompute: str, zero: int, seq_len: int, attention: str
+    m: ModelConfig,
+    lay: Layout,
+    recompute: str,
+    zero: int,
+    seq_len: int,
+    attention: str,
+    nf4: bool = False,
 ) -> tuple[str, ...]:
     """The modelled settings that would lower a GPU's share from this layout, leaving out
     those already in use or at their limit: full recompute; more pipeline ranks (up to one a
@@ -404,7 +410,9 @@ def _levers(
     under materialized attention, whose probabilities context parallelism does not split);
     ZeRO-3 (it shards nothing over one data-parallel
     rank: there, or at ZeRO-3, more data-parallel ranks; it gathers the weights twice a
-    micro-batch, so it costs step time where the link binds); a smaller micro-batch."""
+    micro-batch, so it costs step time where the link binds; not with an NF4 base, whose
+    ZeRO-3 is not built, :func:`~mlacalc.training.lora.check_base_dtype`); a smaller
+    micro-batch."""
     out = [] if recompute == "full" else ["full recompute"]
     more = [
         name
@@ -419,7 +427,9 @@ def _levers(
         out.append(f"more {'/'.join(more)}-parallel ranks")
     if seq_len % (4 * lay.cp) == 0 and attention != "materialized":
         out.append("more context-parallel ranks")
-    if lay.dp > 1 and zero < 3:
+    if nf4:
+        pass  # QLoRA under ZeRO-3 is refused: no ZeRO-3 lever to offer
+    elif lay.dp > 1 and zero < 3:
         out.append("ZeRO-3")
     else:
         out.append("more data-parallel ranks under ZeRO-3")
@@ -756,7 +766,7 @@ def training_cost(
         peak_flops_per_s=peak,
         device_memory_bytes=memory,
         memory_reserve=reserve,
-        levers=_levers(m, lay, recompute, zero, seq_len, attention),
+        levers=_levers(m, lay, recompute, zero, seq_len, attention, base == "nf4"),
         model_flops_per_micro_batch=model_flops,
         global_batch_defaulted=global_batch is None,
         swiglu=swiglu,
