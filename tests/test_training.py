@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from reference_data import HF_CONFIGS_2
 
 import mlacalc
 from mlacalc.training.cost import absorption_table, training_cost
@@ -629,12 +630,7 @@ def test_refusal_of_a_hybrid_reads_whole_and_says_what_to_do():
 def test_refusal_names_no_op_blocks_in_words():
     """Nemotron-Super-49B's NAS layers skip their attention or their FFN: the refusal said
     "none, FFN none layers"; it says "no attention / no FFN (the block a no-op)", one line."""
-    from pathlib import Path
-
-    ref = (
-        Path(__file__).parent
-        / "data/hf-configs-2/nvidia--Llama-3_3-Nemotron-Super-49B-v1.config.json"
-    )
+    ref = HF_CONFIGS_2 / "nvidia--Llama-3_3-Nemotron-Super-49B-v1.config.json"
     with pytest.raises(MlacalcError) as e:
         training_cost(mlacalc.load_model(str(ref)), 1024)
     text = str(e.value)

@@ -17,6 +17,7 @@ from click.core import ParameterSource
 from mlacalc.models.architecture import count_warnings
 from mlacalc.models.loading import beyond_positions, load_model
 from mlacalc.models.quantization import unread_quantization_warning
+from mlacalc.models.schema import LIST_KINDS, SPECS
 from mlacalc.render import (
     Section,
     render_csv,
@@ -533,8 +534,6 @@ def _parse_sets(ctx, param, values) -> dict[str, Any]:
 
 def _is_list_field(field: str) -> bool:
     """Whether the schema's ``field`` holds a list (``shared_indexer_layers``, ``block_types``)."""
-    from mlacalc.models.schema import LIST_KINDS, SPECS
-
     return field in SPECS and SPECS[field].kind in LIST_KINDS
 
 

@@ -28,6 +28,7 @@ from mlacalc.cost.convert_cost import (
 from mlacalc.cost.params import param_counts
 from mlacalc.models.convert import CONVERSION_METHODS, ROPE_STRATEGIES, SVD_MODES, convert
 from mlacalc.render import human_bytes, human_seconds, human_si, model_yaml
+from mlacalc.timemodel.predict import mla_geometry_note
 from mlacalc.words import defaults as D
 
 
@@ -246,8 +247,6 @@ def command(
     geometry = ""
     if hardware is not None:
         # the converted model's and each swept rank's MLA geometry no measured row has
-        from mlacalc.timemodel.predict import mla_geometry_note
-
         swept = [c.model.with_changes(kv_lora_rank=r.rank) for r in sweep if r.rank]
         geometry = mla_geometry_note(c.model, *swept)
         document["warnings"] = [geometry] if geometry else []

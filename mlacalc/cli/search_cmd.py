@@ -593,7 +593,7 @@ def command(
     """
     # deferred: the search loads numpy; `mlacalc --help` stays light
     from mlacalc.serving.scheduler import Scheduler
-    from mlacalc.serving.search import MAX_BUDGET, ROW_FIELDS, search
+    from mlacalc.serving.search import MAX_BUDGET, search
     from mlacalc.words.arguments import MAX_BATCH
 
     launch, model_path = launch_values(engine_opts)
@@ -652,12 +652,7 @@ def command(
         engine["overlap_schedule"] = True
     stored = stored_weight_dtype(loaded) if fmt in ("json", "csv") else None
     if fmt == "csv":
-        rows = result.rows() if all_points else [result.row(p) for p in result.frontier]
-        rows = [with_stored_dtype(r, stored) for r in rows]
-        if not rows:  # nothing timed: the header alone says what the columns would be
-            click.echo(",".join(ROW_FIELDS))
-            return
-        emit(fmt, rows, list, rows_csv=True)
+        _emit_csv(result, all_points, stored)
         return
     doc = result.to_dict()
     target = _throughput_target(result, doc, throughput, throughput_of)
@@ -694,6 +689,20 @@ def command(
         if limited:
             note = f"# searched under: {limited}\n" + note
         click.echo(note + text, nl=False)
+
+
+def _emit_csv(result, all_points: bool, stored: str | None) -> None:
+    """The frontier's rows (every point's with --all) as CSV; nothing timed: the header alone
+    says what the columns would be."""
+    # deferred: the search loads numpy; `mlacalc --help` stays light
+    from mlacalc.serving.search import ROW_FIELDS
+
+    rows = result.rows() if all_points else [result.row(p) for p in result.frontier]
+    rows = [with_stored_dtype(r, stored) for r in rows]
+    if not rows:
+        click.echo(",".join(ROW_FIELDS))
+        return
+    emit("csv", rows, list, rows_csv=True)
 
 
 def _check_output_flags(throughput, throughput_of: str, all_points: bool, fmt: str) -> None:

@@ -1363,8 +1363,7 @@ def search(
         engine_memory_of=req.engine_memory and req.engine_memory[0],
         page_size=req.page_size,
         best_calibration=best_cal + req.engine_note if best_cal else "",
-        warnings=((req.engine_note.removeprefix("; "),) if req.engine_note else ())
-        + ((mla_geometry_note(req.m),) if mla_geometry_note(req.m) else ()),
+        warnings=_search_warnings(req),
         budget=req.budget,
         **req.scheduler_record,
         limits=req.limits,
@@ -1372,6 +1371,13 @@ def search(
         routing=dict(req.routing),
         prefix_cache_hit=req.prefix_cache_hit,
     )
+
+
+def _search_warnings(req: SearchRequest) -> tuple[str, ...]:
+    """What the search says beside its points: the engine that stood in for another's
+    kernels, and the MLA geometry no measured row has."""
+    said = [req.engine_note.removeprefix("; "), mla_geometry_note(req.m)]
+    return tuple(w for w in said if w)
 
 
 def _backend_of_points(req: SearchRequest, points: list[dict]) -> None:
