@@ -569,9 +569,11 @@ def test_fit_advice_lists_only_settings_not_in_use_that_lower_the_share():
     moe = training_cost(
         "deepseek-v3", 4096, hardware="H800", pp=8, dp=16, ep=16, micro_batch=2, global_batch=64
     )
-    assert "modelled: full recompute, more pipeline/tensor/expert-parallel ranks, ZeRO-3 (" in (
-        moe.fit_advice
-    )
+    assert (
+        "modelled: full recompute, more pipeline/tensor/expert-parallel ranks, ZeRO-2 (the "
+        "gradients sharded: "
+    ) in moe.fit_advice  # the ZeRO stages cheapest first: ZeRO-2, then ZeRO-3
+    assert "), ZeRO-3 (" in moe.fit_advice
     assert moe.fit_advice.endswith("), a smaller micro-batch")
 
 
@@ -1169,3 +1171,70 @@ def test_zero3_memory_counts_the_gathered_working_set(run):
     flat = " ".join(out.split())
     assert "ZeRO-3 gathered (the largest layer, embedding or head whole, the next one " in flat
     assert "prefetched, its unsharded gradient) │ 3.91 GiB" in flat
+
+
+def test_the_lower_zero_stages_are_levers_with_their_cost():
+    """A trial found the advice never offered ZeRO-2 (nor ZeRO-1 from 0) where it fits the
+    layout: Meta's 405B layout at ZeRO-1 is 11.45 GiB over and ZeRO-2 fits it (step 19.02 s)
+    where the offered ZeRO-3 costs 27.29 s. Each stage above the one in use is a lever,
+    cheapest first, saying what it shards, what it saves against what is over and what it
+    costs: ZeRO-2's reduce-scatter a micro-batch in place of the one all-reduce."""
+    from mlacalc.render import human_seconds
+
+    kw = dict(hardware="H100", tp=8, pp=16, dp=64, global_batch=2048)
+    c = training_cost("llama-3.1-405b", 8192, **kw)
+    two = training_cost("llama-3.1-405b", 8192, zero=2, **kw)
+    assert c.fits is False and two.fits and two.time.step_s < c.time.step_s * 1.5
+    names = [x.split(" (")[0] for x in c.levers]
+    assert names.index("ZeRO-2") + 1 == names.index("ZeRO-3") and "ZeRO-1" not in names
+    lever = next(x for x in c.levers if x.startswith("ZeRO-2"))
+    saved = human_bytes(c.memory_per_gpu - two.memory_per_gpu)
+    over = human_bytes(c.memory_per_gpu - c.usable_memory_bytes)
+    assert lever == (
+        f"ZeRO-2 (the gradients sharded: {saved} less a GPU against {over} over, enough to "
+        "fit; for 32 gradient reduce-scatters a step, one a micro-batch, in place of ZeRO-1's "
+        f"one all-reduce: data-parallel traffic {human_seconds(c.time.dp_comm_s)} -> "
+        f"{human_seconds(two.time.dp_comm_s)} a step, {human_seconds(c.time.dp_exposed_s)} -> "
+        f"{human_seconds(two.time.dp_exposed_s)} exposed, step {human_seconds(c.time.step_s)} "
+        f"-> {human_seconds(two.time.step_s)})"
+    )
+    assert "step 13.20 s -> 19.02 s" in lever
+    # from ZeRO-0 both lower stages; ZeRO-1 shards the states for the same traffic
+    zero = training_cost("llama-3.1-405b", 8192, zero=0, **kw)
+    names = [x.split(" (")[0] for x in zero.levers]
+    assert names[names.index("ZeRO-1") :][:3] == ["ZeRO-1", "ZeRO-2", "ZeRO-3"]
+    one = next(x for x in zero.levers if x.startswith("ZeRO-1"))
+    assert one.startswith("ZeRO-1 (the master weights and optimizer states sharded: ")
+    assert "; the same data-parallel traffic: step " in one
+    # at ZeRO-2 only ZeRO-3 is left; a layout that fits is given no figured lower stage
+    assert not any(x.startswith(("ZeRO-1", "ZeRO-2")) for x in two.levers)
+    fits = training_cost("llama-3.1-8b", 1024, hardware="H100", tp=8, dp=2, zero=0)
+    assert fits.fits and not any(x.startswith(("ZeRO-1", "ZeRO-2", "nf4")) for x in fits.levers)
+    # Llama-3.1-70B 4K TP8 DP8: 231.76 MiB over, ZeRO-2 saves about 28.8 GiB
+    c = training_cost("llama-3.1-70b", 4096, hardware="H100", tp=8, dp=8, global_batch=512)
+    assert "ZeRO-2 (the gradients sharded: 28.75 GiB less a GPU against 231.76 MiB over" in (
+        c.fit_advice
+    )
+
+
+def test_a_lora_run_over_on_frozen_weights_is_pointed_to_qlora():
+    """A trial found Llama-3.1-70B LoRA at 2K on one H100 told that only sharding settings fit
+    it, while base_dtype nf4 fits (43.82 GiB, 1.44 s). Under LoRA with its base in the compute
+    dtype the advice offers the NF4 base, with the weights before and after and its step; not
+    under ZeRO-3 or fp8-mixed (which refuse nf4), nor without LoRA."""
+    kw = dict(hardware="H100", recompute="full", lora_rank=16)
+    c = training_cost("llama-3.1-70b", 2048, **kw)
+    q = training_cost("llama-3.1-70b", 2048, base_dtype="nf4", **kw)
+    assert c.fits is False and c.states_fit is False and q.fits
+    assert round(q.memory_per_gpu / 2**30, 2) == 43.82 and round(q.time.step_s, 2) == 1.44
+    lever = next(x for x in c.levers if x.startswith("base_dtype nf4"))
+    assert lever.startswith("base_dtype nf4 (QLoRA: weights 131.80 GiB -> 37.19 GiB a GPU, ")
+    assert "enough to fit; its weights dequantized before each GEMM: step 1.27 s -> 1.44 s)" in (
+        lever
+    )
+    assert "only the settings that shard them or shrink them (QLoRA's NF4 base)" in c.fit_advice
+    for other in (dict(zero=3, dp=2), dict(precision="fp8-mixed"), dict(base_dtype="nf4")):
+        said = training_cost("llama-3.1-70b", 2048, **{**kw, **other}).levers
+        assert not any("nf4" in x for x in said)
+    full = training_cost("llama-3.1-70b", 2048, hardware="H100", recompute="full")
+    assert not any("nf4" in x for x in full.levers)

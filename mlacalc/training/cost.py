@@ -18,6 +18,7 @@ over the ``dp x tp / ep`` ranks that hold the same experts,
 from __future__ import annotations
 
 import math
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
@@ -259,6 +260,11 @@ class TrainingCost:
                 + f" alone are {human_bytes(states)}, "
                 f"{human_bytes(states - self.usable_memory_bytes)} over before any activation: "
                 "no activation saving fits it, only the settings that shard them"
+                + (
+                    " or shrink them (QLoRA's NF4 base)"
+                    if any(x.startswith("base_dtype nf4") for x in self.levers)
+                    else ""
+                )
             )
         if save["both"]:
             enough = "enough to fit" if save["both"] >= over else "not enough alone"
@@ -401,6 +407,7 @@ def _levers(
     seq_len: int,
     attention: str,
     nf4: bool = False,
+    nf4_lever: bool = False,
 ) -> tuple[str, ...]:
     """The modelled settings that would lower a GPU's share from this layout, leaving out
     those already in use or at their limit: full recompute; more pipeline ranks (up to one a
@@ -408,11 +415,13 @@ def _levers(
     routed experts, up to one an expert); more context-parallel ranks (while ``4 cp`` divides
     the sequence: twice the ranks, ``2 cp`` chunks each; :func:`_cp_lever` gives figures; not
     under materialized attention, whose probabilities context parallelism does not split);
-    ZeRO-3 (it shards nothing over one data-parallel
-    rank: there, or at ZeRO-3, more data-parallel ranks; it gathers the weights twice a
-    micro-batch, so it costs step time where the link binds; not with an NF4 base, whose
-    ZeRO-3 is not built, :func:`~mlacalc.training.lora.check_base_dtype`); a smaller
-    micro-batch."""
+    under LoRA with its frozen base in the compute dtype (``nf4_lever``: not under fp8-mixed
+    or ZeRO-3, which refuse NF4), QLoRA's NF4 base; each ZeRO stage above ``zero``, cheapest
+    first (ZeRO-1 shards the master weights and optimizer states for the same traffic, ZeRO-2
+    the gradients too for a reduce-scatter every micro-batch, ZeRO-3 the weights too for two
+    all-gathers every micro-batch; they shard nothing over one data-parallel rank: there, or
+    at ZeRO-3, more data-parallel ranks; not ZeRO-3 with an NF4 base, ``nf4``, whose ZeRO-3
+    is not built, :func:`~mlacalc.training.lora.check_base_dtype`); a smaller micro-batch."""
     out = [] if recompute == "full" else ["full recompute"]
     more = [
         name
@@ -427,11 +436,11 @@ def _levers(
         out.append(f"more {'/'.join(more)}-parallel ranks")
     if seq_len % (4 * lay.cp) == 0 and attention != "materialized":
         out.append("more context-parallel ranks")
-    if nf4:
-        pass  # QLoRA under ZeRO-3 is refused: no ZeRO-3 lever to offer
-    elif lay.dp > 1 and zero < 3:
-        out.append("ZeRO-3")
-    else:
+    if nf4_lever and zero != 3:  # LoRA's base in the compute dtype: QLoRA's NF4 holds less
+        out.append("nf4")
+    if lay.dp > 1 and zero < 3:
+        out += [f"ZeRO-{z}" for z in range(zero + 1, 3 if nf4 else 4)]
+    elif not nf4:  # QLoRA under ZeRO-3 is refused: no ZeRO-3 lever to offer
         out.append("more data-parallel ranks under ZeRO-3")
     if lay.micro_batch > 1:
         out.append("a smaller micro-batch")
@@ -720,7 +729,7 @@ def training_cost(
     >>> round(c.flops.per_token / 1e9, 1)
     250.5
     """
-    given = dict(locals())  # the inputs as given, for the ZeRO-3 lever's re-run
+    given = dict(locals())  # the inputs as given, for the ZeRO and NF4 levers' re-runs
     m = model_argument(model)
     seq_len = args.count("seq_len", seq_len, _MAX_SEQ)
     engine_impl(m, impl)
@@ -766,7 +775,7 @@ def training_cost(
         peak_flops_per_s=peak,
         device_memory_bytes=memory,
         memory_reserve=reserve,
-        levers=_levers(m, lay, recompute, zero, seq_len, attention, base == "nf4"),
+        levers=_levers(m, lay, recompute, zero, seq_len, attention, *_nf4(base, lora, precision)),
         model_flops_per_micro_batch=model_flops,
         global_batch_defaulted=global_batch is None,
         swiglu=swiglu,
@@ -778,10 +787,37 @@ def training_cost(
         nf4_params_per_gpu=busiest.nf4,
         warnings=_said(m, lay, swiglu, zero if zero_given else None, rank, lora_targets),
     )
-    zero3 = None
-    if cost.fits is False and "ZeRO-3" in cost.levers:  # the same inputs at ZeRO-3
-        zero3 = training_cost(**{**given, "model": m, "zero": 3})
-    return _with_lever_figures(cost, zero3)
+    return _with_lever_figures(cost, _alternatives(cost, given, m))
+
+
+def _alternatives(cost: TrainingCost, given: dict, m: ModelConfig) -> dict[str, TrainingCost]:
+    """Where ``cost`` does not fit, the same inputs (``given``) at each ZeRO lever's stage and
+    under QLoRA's NF4 base (the levers "ZeRO-z" and "nf4"); those runs' own levers are left
+    bare (:data:`_BARE`). Nothing where it fits."""
+    others: dict[str, TrainingCost] = {}
+    if cost.fits is not False or _BARE.get():
+        return others
+    token = _BARE.set(True)
+    try:
+        for lever in cost.levers:
+            if lever.startswith("ZeRO-"):
+                others[lever] = training_cost(**{**given, "model": m, "zero": int(lever[5:])})
+            elif lever == "nf4":
+                others[lever] = training_cost(**{**given, "model": m, "base_dtype": "nf4"})
+    finally:
+        _BARE.reset(token)
+    return others
+
+
+#: set while training_cost figures a lever's alternative: that one's levers are left bare
+_BARE: ContextVar[bool] = ContextVar("mlacalc_training_bare_levers", default=False)
+
+
+def _nf4(base: str, lora: tuple[int, str] | None, precision: str) -> tuple[bool, bool]:
+    """Whether QLoRA's NF4 base is in use, and whether it is a lever (``_levers``' ``nf4``
+    and ``nf4_lever``): LoRA with the base in the compute dtype, not under fp8-mixed (ZeRO-3,
+    which refuses nf4 too, leaves it out in :func:`_levers`)."""
+    return base == "nf4", lora is not None and base == "compute" and precision != "fp8-mixed"
 
 
 def _check_cp(lay: Layout, attention: str, impl: str) -> None:
@@ -872,13 +908,23 @@ def _checked(zero: Any, memory_reserve: Any, optimizer: Any, precision: Any) -> 
     return check_number("memory_reserve", memory_reserve, 0.0, 1.0, allow_none=False)
 
 
-def _with_lever_figures(cost: TrainingCost, zero3: TrainingCost | None) -> TrainingCost:
-    """``cost`` with its ZeRO-3 lever said with figures (``zero3``: the same layout at
-    ZeRO-3, run where it does not fit) and its context-parallel one where the activations
-    are what does not fit (left out elsewhere)."""
-    if zero3 is not None:
-        said = _zero3_lever(cost, zero3)
-        cost = replace(cost, levers=tuple(said if x == "ZeRO-3" else x for x in cost.levers))
+def _with_lever_figures(cost: TrainingCost, others: dict[str, TrainingCost]) -> TrainingCost:
+    """``cost`` with its ZeRO and NF4 levers said with figures (``others``: the same layout
+    at each lever's setting, run where it does not fit; a lower ZeRO stage or NF4 that saves
+    nothing is left out) and its context-parallel one where the activations are what does not
+    fit (left out elsewhere). Without ``others`` (it fits, or an alternative being figured)
+    the bare ZeRO-1 and ZeRO-2 and NF4 levers are left out: ZeRO-3's stands for them."""
+    said = {}
+    for lever, other in others.items():
+        if lever == "ZeRO-3":
+            said[lever] = _zero3_lever(cost, other)
+        elif cost.memory_per_gpu - other.memory_per_gpu >= 1:
+            said[lever] = _nf4_lever(cost, other) if lever == "nf4" else _zero_lever(cost, other)
+    levers = (
+        said.get(x) if x == "nf4" or x in ("ZeRO-1", "ZeRO-2") else said.get(x, x)
+        for x in cost.levers
+    )
+    cost = replace(cost, levers=tuple(x for x in levers if x))
     if any(x.startswith("more context") for x in cost.levers):
         said = _cp_lever(cost) if cost.fits is False else None
         levers = (said if x.startswith("more context") else x for x in cost.levers)
@@ -1000,6 +1046,68 @@ def _zero3_lever(now: TrainingCost, zero3: TrainingCost) -> str:
         f": data-parallel traffic {human_seconds(a.dp_comm_s)} -> {human_seconds(b.dp_comm_s)} "
         f"a step, {human_seconds(a.dp_exposed_s)} -> {human_seconds(b.dp_exposed_s)} exposed, "
         f"step {human_seconds(a.step_s)} -> {human_seconds(b.step_s)})"
+    )
+
+
+def _lever_cost(now: TrainingCost, other: TrainingCost) -> str:
+    """What a lever's setting does to the step (``now`` -> ``other``): the data-parallel
+    traffic a step and its exposed part where they change, and the step time; "" without a
+    device."""
+    a, b = now.time, other.time
+    if a is None or b is None:
+        return ""
+    text = ""
+    if (a.dp_comm_s, a.dp_exposed_s) != (b.dp_comm_s, b.dp_exposed_s):
+        text = (
+            f"data-parallel traffic {human_seconds(a.dp_comm_s)} -> "
+            f"{human_seconds(b.dp_comm_s)} a step, {human_seconds(a.dp_exposed_s)} -> "
+            f"{human_seconds(b.dp_exposed_s)} exposed, "
+        )
+    return f": {text}step {human_seconds(a.step_s)} -> {human_seconds(b.step_s)}"
+
+
+def _saving(now: TrainingCost, other: TrainingCost) -> str:
+    """What a lever takes off a GPU's share against what is over, and whether it is enough."""
+    saved = now.memory_per_gpu - other.memory_per_gpu
+    over = now.memory_per_gpu - (now.usable_memory_bytes or 0)
+    enough = "enough to fit" if saved >= over else "not enough alone"
+    return f"{human_bytes(saved)} less a GPU against {human_bytes(over)} over, {enough}"
+
+
+def _zero_lever(now: TrainingCost, other: TrainingCost) -> str:
+    """A ZeRO-1 or ZeRO-2 lever with what it saves and costs: ZeRO-1 shards the master
+    weights and optimizer states over the data-parallel ranks for the same traffic (a
+    reduce-scatter and an all-gather a step in place of the all-reduce) and a shard's
+    optimizer step; ZeRO-2 the gradients too, for a gradient reduce-scatter every micro-batch
+    (a sharded gradient buffer cannot accumulate) where ZeRO 0-1 reduce once a step."""
+    z, n = other.zero, now.layout.micro_batches
+    shards = (
+        "the master weights and optimizer states"
+        if z == 1
+        else "the gradients" + (", master weights and optimizer states" if now.zero == 0 else "")
+    )
+    text = f"ZeRO-{z} ({shards} sharded: {_saving(now, other)}; "
+    if z == 1:
+        text += "the same data-parallel traffic"
+    elif n > 1:
+        text += (
+            f"for {n:,} gradient reduce-scatters a step, one a micro-batch, in place of "
+            f"ZeRO-{now.zero}'s one all-reduce"
+        )
+    else:
+        text += "the same traffic at one micro-batch a step"
+    return text + _lever_cost(now, other) + ")"
+
+
+def _nf4_lever(now: TrainingCost, other: TrainingCost) -> str:
+    """QLoRA's lever (base_dtype nf4): the frozen base's weights a GPU before and after, what
+    that saves against what is over, and the step it costs (each pass dequantizes them)."""
+    w, w4 = now.states_per_gpu["weights"], other.states_per_gpu["weights"]
+    return (
+        f"base_dtype nf4 (QLoRA: weights {human_bytes(w)} -> {human_bytes(w4)} a GPU, "
+        f"{_saving(now, other)}; its weights dequantized before each GEMM"
+        + _lever_cost(now, other)
+        + ")"
     )
 
 
