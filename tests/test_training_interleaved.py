@@ -4,10 +4,12 @@ activations in flight by hand, and one-line refusals naming the field (mutation 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 
 import pytest
 
+from mlacalc.models.loading import load_model
 from mlacalc.training.cost import _in_flight, training_cost
 from mlacalc.training.step import Layout
 from mlacalc.words.errors import MlacalcError
@@ -94,3 +96,21 @@ def test_cli_virtual_stages(run):
     )
     out, err = run(*argv, "--virtual-stages", "3", code=2)
     assert "--virtual-stages" in err and err.count("\n") == 1 and not out
+
+
+def test_round_robin_chunks_place_a_mixed_model_s_layers_by_hand():
+    """Interleaved, stage s holds chunks s, s + pp, ...: Qwen3-30B-A3B with an MoE layer every
+    4th (layers 0, 4, 8, ...), pp 4, v 2, chunks of 6 layers: stage 0 holds layers 0-5 and
+    24-29, 4 MoE layers, where 1F1B's block 0-11 holds 3. One MoE layer for a dense one: 128
+    experts x 3 x 2048 x 768 + the router's 2048 x 128, less the dense FFN's 3 x 2048 x 6144,
+    566,493,184 parameters more on stage 0. Before, the interleaved stages took 1F1B's blocks
+    (the same params_per_gpu as v 1)."""
+    m = replace(load_model("qwen3-30b-a3b"), moe_layer_freq=4)
+    kw = dict(hardware="H100", pp=4, global_batch=8)
+    one = training_cost(m, 4096, **kw)
+    two = training_cost(m, 4096, virtual_stages=2, **kw)
+    assert one.stage == two.stage == 0 and two.stage_layers == 12
+    moe = 128 * 3 * 2048 * 768 + 2048 * 128
+    dense = 3 * 2048 * 6144
+    assert two.params_per_gpu - one.params_per_gpu == moe - dense == 566_493_184
+    assert sum(m.is_moe_layer(i) for i in [*range(6), *range(24, 30)]) == 4

@@ -505,14 +505,14 @@ def _stages(
     parameters as the serving layout splits a stage's layers over ``tp`` (K/V heads replicated
     beyond ``n_kv`` ranks, MLA's latent down-projections, norms and the router whole, the
     embedding on the first stage, the head and the final norm on the last; the first
-    ``L mod pp`` stages hold one layer more), the routed experts over ``ep``; the activations
-    of the stage's layers over ``tp`` times the micro-batches in flight on it under 1F1B
-    (``min(pp - s, micro)``), the head's on the last; with ``recompute="full"`` also the one
-    layer whose forward runs again in the backward (``rerun``,
+    ``L mod pp`` stages hold one layer more; interleaved, round-robin chunks,
+    :func:`_stage_parts`), the routed experts over ``ep``; the activations of the stage's
+    layers over ``tp`` times the micro-batches in flight on it (:func:`_in_flight`: 1F1B's
+    ``min(pp - s, micro)`` or the interleaved warm-up's), the head's on the last; with
+    ``recompute="full"`` also the one layer whose forward runs again in the backward (``rerun``,
     :func:`recomputed_layer_bytes`; the stage's largest); ``nf4`` (QLoRA): the frozen linear
     layers' weights (attention, dense FFN, shared and routed experts; not the embedding, head,
     norms or router) at :data:`NF4_BYTES_PER_PARAM` bytes."""
-    serving = ServingLayout(lay.gpus, lay.tp, lay.dp, lay.pp, lay.ep, False, lay.ep, 1)
     L = m.num_hidden_layers
     per_block: dict[str, Fraction] = {}
     kv = _kv_replication(m, lay.tp)
@@ -523,7 +523,7 @@ def _stages(
     # the final norm is the last stage's (the serving layout spreads it over the layers)
     final = (2 if m.layer_norm else 1) * m.hidden_size
     units = _units(m, lay) if zero == 3 else []
-    for s, (parts, layers, last) in enumerate(stage_breakdowns(m, serving)):
+    for s, (parts, layers, last) in enumerate(_stage_parts(m, lay)):
         parts = {**parts, "norms": parts["norms"] + final * (last - len(layers) / L)}
         experts = math.ceil(parts.get("routed_experts", 0))
         dense = math.ceil(sum(parts.values())) - experts
@@ -576,6 +576,34 @@ def _stages(
     return out
 
 
+def _stage_parts(m: ModelConfig, lay: Layout) -> list[tuple[dict[str, float], list[int], bool]]:
+    """Each pipeline stage's parameters on one of its GPUs (the serving layout's parts), its
+    layers and whether it is the last. Under 1F1B a stage's layers are one block (the serving
+    layout's split); under the interleaved schedule (``vp > 1``) stage ``s`` holds chunks
+    ``s, s + pp, ...`` of ``L / (pp vp)`` layers each (Megatron-LM's round-robin placement,
+    from recall), its parts the sum of its layers' (the split with one stage a layer): a model
+    whose layers differ (MoE every few layers) puts a different mix on each stage than 1F1B.
+    The first chunk, with the embedding, is stage 0's, the last, with the head, stage
+    ``pp - 1``'s, as under 1F1B."""
+    if lay.vp == 1:
+        serving = ServingLayout(lay.gpus, lay.tp, lay.dp, lay.pp, lay.ep, False, lay.ep, 1)
+        return [(p, list(layers), last) for p, layers, last in stage_breakdowns(m, serving)]
+    L = m.num_hidden_layers
+    one = ServingLayout(lay.tp * lay.dp * L, lay.tp, lay.dp, L, lay.ep, False, lay.ep, 1)
+    per_layer = [parts for parts, _, _ in stage_breakdowns(m, one)]
+    size = L // (lay.pp * lay.vp)
+    out = []
+    for s in range(lay.pp):
+        chunks = range(s, lay.pp * lay.vp, lay.pp)
+        layers = [i for c in chunks for i in range(c * size, (c + 1) * size)]
+        parts: dict[str, float] = {}
+        for i in layers:
+            for k, v in per_layer[i].items():
+                parts[k] = parts.get(k, 0.0) + v
+        out.append((parts, layers, s == lay.pp - 1))
+    return out
+
+
 def _in_flight(lay: Layout, s: int) -> Fraction:
     """The micro-batches whose activations stage ``s`` holds at once, in whole-stage units:
     1F1B's ``min(pp - s, micro-batches)``; the interleaved schedule's warm-up holds
@@ -613,7 +641,7 @@ def _gathered(
     m: ModelConfig,
     lay: Layout,
     units: list[tuple[float, float]],
-    layers: range,
+    layers: list[int],
     first: bool,
     last: bool,
     optimizer: str,
