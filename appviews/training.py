@@ -130,8 +130,18 @@ def _inputs(m: ModelConfig) -> dict:
             if name == "cp"
             else None,
         )
+    # the box follows micro-batch x dp (one micro-batch a rank) until a value is typed in it
+    follow, state = int(kw["micro_batch"] * kw["dp"]), st.session_state
+    if state.get("tr_gb") in (None, state.get("tr_gb_follows")):
+        state["tr_gb"] = follow
+    state["tr_gb_follows"] = follow
     kw["global_batch"] = c[5].number_input(
-        "global batch (sequences)", 1, 1 << 24, int(kw["micro_batch"] * kw["dp"]), key="tr_gb"
+        "global batch (sequences)",
+        1,
+        1 << 24,
+        key="tr_gb",
+        help="sequences a step, a multiple of micro-batch x dp; it follows micro-batch x dp "
+        "(one micro-batch a rank) until set",
     )
     c = st.columns(5)
     kw["optimizer"] = c[0].selectbox("optimizer", list(OPTIMIZERS), key="tr_opt")

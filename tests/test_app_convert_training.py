@@ -275,3 +275,23 @@ def test_the_training_tab_takes_virtual_stages():
     assert rows["pipeline bubble"] == pytest.approx(3 * rows["micro-batch (stage)"] / 4)
     at.number_input(key="tr_vp").set_value(3).run()
     assert any(e.value.startswith("virtual_stages: ") for e in at.error)
+
+
+def test_the_global_batch_box_follows_dp_until_set():
+    """A trial set dp 128 and got only "global_batch: 1 sequences do not split ... use a
+    multiple of 128": the box kept its first default. It follows micro-batch x dp until a value
+    is typed in it; a typed value that stops splitting is the library's refusal, which offers
+    the multiples on either side."""
+    at = run("Training", model="llama-3-8b", hw="H100")
+    at.number_input(key="tr_dp").set_value(128).run()
+    assert at.number_input(key="tr_gb").value == 128 and not at.error and not at.exception
+    at.number_input(key="tr_mb").set_value(2).run()
+    assert at.number_input(key="tr_gb").value == 256 and not at.error
+    at.number_input(key="tr_gb").set_value(512).run()
+    at.number_input(key="tr_dp").set_value(64).run()  # typed: kept, and it still splits
+    assert at.number_input(key="tr_gb").value == 512 and not at.error
+    at.number_input(key="tr_dp").set_value(48).run()
+    assert [e.value for e in at.error] == [
+        "global_batch: 512 sequences do not split into micro-batches of 2 on 48 data-parallel "
+        "ranks; use a multiple of 96 (480 or 576)"
+    ]

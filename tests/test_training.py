@@ -1238,3 +1238,14 @@ def test_a_lora_run_over_on_frozen_weights_is_pointed_to_qlora():
         assert not any("nf4" in x for x in said)
     full = training_cost("llama-3.1-70b", 2048, hardware="H100", recompute="full")
     assert not any("nf4" in x for x in full.levers)
+
+
+@pytest.mark.parametrize(
+    ("batch", "offered"), [(12, "(8 or 16)"), (3, "(8)"), (1001, "(1,000 or 1,008)")]
+)
+def test_a_global_batch_that_does_not_split_is_offered_the_multiples(batch, offered):
+    with pytest.raises(MlacalcError) as e:
+        training_cost("llama-3-8b", 1024, dp=8, global_batch=batch)
+    text = str(e.value)
+    assert text.startswith("global_batch: ") and "\n" not in text
+    assert text.endswith(f"use a multiple of 8 {offered}")

@@ -157,7 +157,9 @@ def make_layout(
         raise InvalidArgumentError(
             "global_batch",
             f"{global_batch:,} sequences do not split into micro-batches of {micro_batch} on "
-            f"{dp} data-parallel ranks; use a multiple of {micro_batch * dp:,}",
+            f"{dp} data-parallel ranks; use a multiple of {micro_batch * dp:,} ("
+            + " or ".join(f"{n:,}" for n in _multiples(global_batch, micro_batch * dp))
+            + ")",
         )
     if m.num_attention_heads % tp:
         raise InvalidArgumentError(
@@ -184,6 +186,13 @@ def make_layout(
         )
     lay = Layout(tp, pp, dp, ep, micro_batch, global_batch, cp)
     return Layout(**{**lay.__dict__, "vp": check_virtual_stages(m, lay, virtual_stages)})
+
+
+def _multiples(n: int, unit: int) -> list[int]:
+    """The multiples of ``unit`` on either side of ``n`` (the one above alone below ``unit``):
+    what a global batch that does not split is offered."""
+    below = n // unit * unit
+    return ([below] if below else []) + [below + unit]
 
 
 def check_virtual_stages(m: ModelConfig, lay: Layout, virtual_stages: Any) -> int:
