@@ -119,6 +119,10 @@ def fp8_without_fp8_units(device: str, optimizer: str) -> str:
     return text + f", and {optimizer} keeps no optimizer states: it saves nothing over bf16-mixed"
 
 
+#: the levers (:func:`_levers`) that lower only a GPU's activations, not its weights or states
+_ACTIVATIONS_ONLY = ("full recompute", "a smaller micro-batch", "more context-parallel")
+
+
 @dataclass(frozen=True)
 class TrainingCost:
     """One training step: FLOPs, memory and (with a device) time."""
@@ -242,7 +246,9 @@ class TrainingCost:
     @property
     def fit_advice(self) -> str | None:
         """Where a GPU's share does not fit: by how much, what the unmodelled savings would
-        take off (and whether that closes the gap), and what is modelled to try."""
+        take off (and whether that closes the gap), and what is modelled to try; where the
+        weights and states alone are over, neither the unmodelled savings nor the levers that
+        lower only the activations (:data:`_ACTIVATIONS_ONLY`), which cannot fit it."""
         if self.fits is not False or self.usable_memory_bytes is None:
             return None
         over = self.memory_per_gpu - self.usable_memory_bytes
@@ -266,6 +272,10 @@ class TrainingCost:
                     else ""
                 )
             )
+        levers = self.levers
+        if not self.states_fit:  # the activation savings cannot close it: left unsaid
+            save = dict.fromkeys(save, 0)
+            levers = tuple(x for x in levers if not x.startswith(_ACTIVATIONS_ONLY))
         if save["both"]:
             enough = "enough to fit" if save["both"] >= over else "not enough alone"
             text += (
@@ -275,9 +285,9 @@ class TrainingCost:
                 f"{human_bytes(save['fp8_linear_inputs'])}, both about "
                 f"{human_bytes(save['both'])}: {enough}"
             )
-        if not self.levers:
+        if not levers:
             return text + "; every modelled setting is already at its limit"
-        return text + "; modelled: " + ", ".join(self.levers)
+        return text + "; modelled: " + ", ".join(levers)
 
     @property
     def model_flops(self) -> int:
