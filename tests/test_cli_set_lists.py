@@ -67,3 +67,31 @@ def test_the_errors_example_is_a_value_that_works(run):
 def test_a_text_field_keeps_its_commas(run):
     out, _ = run("report", "llama-3-8b", "--set", "display_name=Mine, wider", "--format", "json")
     assert json.loads(out)["model"]["display_name"] == "Mine, wider"
+
+
+@pytest.mark.parametrize(
+    "value, words",
+    [
+        ("1", "names layer 1, which has no earlier layer's top-k to reuse (list layers 2 to 78)"),
+        ("[2, 100]", "names layer 100, past num_hidden_layers 78 (1-based) (list layers 2 to 78)"),
+        ("[4, 4]", "must list each layer once"),
+    ],
+)
+def test_shared_indexer_layers_are_checked_against_the_model(run, value, words):
+    _, err = run("report", "glm-5.1", "--set", f"shared_indexer_layers={value}", code=2)
+    assert err.count("\n") == 1 and "--set shared_indexer_layers" in err and words in err, err
+
+
+@pytest.mark.parametrize("layers", [[1], [100], [1, 2]])
+def test_with_changes_checks_shared_indexer_layers_too(layers):
+    glm = mlacalc.load_model("glm-5.1")
+    with pytest.raises(mlacalc.ConfigError) as info:
+        glm.with_changes(shared_indexer_layers=layers)
+    assert info.value.field == "shared_indexer_layers"
+    assert glm.with_changes(shared_indexer_layers=[2, 78]).shared_indexer_layers == (2, 78)
+
+
+@pytest.mark.parametrize("model", ["deepseek-v4-pro", "llama-3-8b"])
+def test_shared_indexer_layers_only_on_a_dsa_model(run, model):
+    _, err = run("report", model, "--set", "shared_indexer_layers=2", code=2)
+    assert err.count("\n") == 1 and "is read only for a DSA model" in err, err

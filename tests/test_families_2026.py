@@ -318,7 +318,7 @@ def test_glm_dsa_shared_layers_skip_the_indexer_work(phase):
     def flops(m):
         return sum(mlacalc.attention_cost(m, phase, 4096).stage_flops.values())
 
-    indexer = flops(one) - flops(one.with_changes(shared_indexer_layers=(1,)))
+    indexer = flops(one) - flops(one.replaced(shared_indexer_layers=(1,)))
     assert indexer > 0
     n = len(shared.shared_indexer_layers)
     assert flops(full) - flops(shared) == n * indexer

@@ -421,7 +421,7 @@ def test_every_dataclass_field_is_declared_in_the_schema():
     from mlacalc.models.schema import SPECS, ModelConfig
 
     names = [f.name for f in dataclasses.fields(ModelConfig)]
-    assert [n for n in names if n not in SPECS] == ["origin", "derived"]
+    assert [n for n in names if n not in SPECS] == ["origin", "derived", "view"]
     assert list(mlacalc.models.loading.FIELDS) == list(SPECS)
     for name, spec in SPECS.items():
         if spec.kind in ("positive integer", "non-negative integer", "positive integer or null"):

@@ -452,8 +452,9 @@ class ModelConfig:
     )
     shared_indexer_layers: tuple[int, ...] = _spec(
         INTS,
-        "1-based DSA layers that reuse the previous layer's top-k: no indexer weights, no "
-        "indexer key cached (GLM-DSA's indexer_types 'shared'); empty: every layer has one",
+        "1-based DSA layers (2 to num_hidden_layers) that reuse the previous layer's top-k: no "
+        "indexer weights, no indexer key cached (GLM-DSA's indexer_types 'shared'); empty: "
+        "every layer has one",
         hi=MAX_LAYERS,
         default=(),
     )
@@ -722,6 +723,8 @@ class ModelConfig:
     )
     origin: str = field(default="<dict>", metadata={"internal": True})
     derived: tuple[str, ...] = field(default=(), compare=False, metadata={"internal": True})
+    #: mlacalc's own view of a model (:meth:`replaced`), not a model a user states
+    view: bool = field(default=False, compare=False, repr=False, metadata={"internal": True})
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -729,6 +732,8 @@ class ModelConfig:
                 object.__setattr__(self, f.name, _plain(getattr(self, f.name)))
         values = {f.name: getattr(self, f.name) for f in fields(self) if "spec" in f.metadata}
         problems = check_values(values)
+        if not problems and not self.view:
+            problems = shared_layer_problems(self.shared_indexer_layers, self.num_hidden_layers)
         if problems:
             raise_problems(self.origin, problems)
 
@@ -954,13 +959,13 @@ class ModelConfig:
             changes.setdefault("aliases", ())
         if "name" in changes and "display_name" not in changes:
             changes["display_name"] = changes["name"]
-        return _warned(self._copy(changes, origin), stacklevel=3)
+        return _warned(self._copy({**changes, "view": False}, origin), stacklevel=3)
 
     def replaced(self, **changes: Any) -> ModelConfig:
         """A copy with some fields changed that keeps the name, label and source: mlacalc's
         own views of the same model (one layer of it, one kind of its layers, a measured
         module's heads). A what-if model is :meth:`with_changes`'s."""
-        return self._copy(changes, self.origin)
+        return self._copy({**changes, "view": True}, self.origin)
 
     def _copy(self, changes: dict[str, Any], origin: str) -> ModelConfig:
         for key in (
@@ -1194,7 +1199,7 @@ def _relations(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
     out += _expert_problems(v, have, unit)
     out += _mtp_problems(v, have, unit)
     out += _indexer_problems(v, have, unit)
-    out += _shared_indexer_problems(v, have)
+    out += _shared_indexer_problems(v, have, unit)
     out += _sparse_block_problems(v, have)
     out += _compressed_problems(v, have, unit)
     out += _linear_problems(v, have, unit)
@@ -1794,13 +1799,42 @@ def _compressed_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> lis
     return out
 
 
-def _shared_indexer_problems(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
-    """Shared indexer layers: a DSA model's (a layer past num_hidden_layers is none)."""
+def _shared_indexer_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[Problem]:
+    """Shared indexer layers: a DSA model's, not DeepSeek-V4's (its compressed layers would
+    ignore them). Which layers: :func:`shared_layer_problems`, on a model a file, ``--set`` or
+    ``with_changes`` states."""
     if "shared_indexer_layers" not in have or not v["shared_indexer_layers"]:
         return []
     name = "shared_indexer_layers"
     if "index_topk" in have and v["index_topk"] is None:
         return [(name, "is read only for a DSA model (index_topk set)", "remove it")]
+    if _compressed_family(unit):
+        return [(name, "is read only for a DSA model, not DeepSeek-V4's csa layers", "remove it")]
+    return []
+
+
+def shared_layer_problems(layers: Iterable[int], n: int) -> list[Problem]:
+    """A stated model's shared indexer layers: 2 to ``n`` (layer 1 has no earlier top-k to
+    reuse). mlacalc's own views (:meth:`ModelConfig.replaced`: one kind of layer, fewer
+    layers) are not checked: a view of the shared kind alone lists every layer."""
+    layers = list(layers)
+    name = "shared_indexer_layers"
+    if layers and layers[-1] > n:
+        return [
+            (
+                name,
+                f"names layer {layers[-1]}, past num_hidden_layers {n} (1-based)",
+                f"list layers 2 to {n}",
+            )
+        ]
+    if layers and layers[0] == 1:
+        return [
+            (
+                name,
+                "names layer 1, which has no earlier layer's top-k to reuse",
+                f"list layers 2 to {n}",
+            )
+        ]
     return []
 
 
