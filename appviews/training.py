@@ -8,9 +8,14 @@ import streamlit as st
 
 from mlacalc.models.loading import ModelConfig
 from mlacalc.render import human_seconds
-from mlacalc.training.cost import absorption_table, fp8_without_fp8_units, training_cost
+from mlacalc.training.cost import (
+    absorption_table,
+    fp8_without_fp8_units,
+    state_label,
+    training_cost,
+)
 from mlacalc.training.flops import RECOMPUTE_POLICIES, TRAINING_STAGES
-from mlacalc.training.lora import BASE_DTYPES, TARGETS
+from mlacalc.training.lora import BASE_DTYPES, NF4_BYTES_PER_PARAM, TARGETS
 from mlacalc.training.memory import OPTIMIZERS, PRECISIONS, SWIGLU
 from mlacalc.words.errors import MlacalcError
 from mlacalc.words.units import human_bytes, human_si
@@ -23,6 +28,12 @@ TITLE = "Training"
 @st.cache_data(show_spinner=False)
 def _cost(model: ModelConfig, hardware: str, **kw) -> dict:
     return training_cost(model, hardware=hardware, **kw).to_dict()
+
+
+def _label(key: str, d: dict) -> str:
+    """A memory row's name, the CLI's (:func:`~mlacalc.training.cost.state_label`)."""
+    return state_label(key, d["optimizer"], d["precision"], d["lora_rank"], d["base_dtype"],
+                       d["nf4_params_per_gpu"])  # fmt: skip
 
 
 @st.cache_data(show_spinner=False)
@@ -117,8 +128,8 @@ def _inputs(m: ModelConfig) -> dict:
             "product; unfused (eager PyTorch): also SiLU(gate)",
         ),
     }
-    c = st.columns(6)
-    for col, name in zip(c, ("tp", "cp", "pp", "dp", "ep")):
+    c = st.columns(7)  # the virtual stages beside pp
+    for col, name in zip((*c[:3], *c[4:]), ("tp", "cp", "pp", "dp", "ep")):
         kw[name] = col.number_input(
             name,
             1,
@@ -135,7 +146,16 @@ def _inputs(m: ModelConfig) -> dict:
     if state.get("tr_gb") in (None, state.get("tr_gb_follows")):
         state["tr_gb"] = follow
     state["tr_gb_follows"] = follow
-    kw["global_batch"] = c[5].number_input(
+    kw["virtual_stages"] = c[3].number_input(
+        "virtual stages",
+        1,
+        1 << 10,
+        1,
+        key="tr_vp",
+        help="Megatron-LM's interleaved 1F1B: layer chunks a pipeline stage holds, placed "
+        "round-robin (pp x v dividing the layers); the bubble / v, v x the pipeline's sends",
+    )
+    kw["global_batch"] = c[6].number_input(
         "global batch (sequences)",
         1,
         1 << 24,
@@ -169,21 +189,13 @@ def _inputs(m: ModelConfig) -> dict:
     kw["lora_rank"] = int(rank) or None
     targets = c[1].selectbox("LoRA targets", list(TARGETS), key="tr_lora_targets")
     kw["lora_targets"] = targets if rank or targets != "attention-mlp" else None  # as left
-    kw["virtual_stages"] = c[3].number_input(
-        "virtual stages (interleaved pipeline)",
-        1,
-        1 << 10,
-        1,
-        key="tr_vp",
-        help="Megatron-LM's interleaved 1F1B: layer chunks a pipeline stage holds (pp x v "
-        "dividing the layers); the bubble / v, v x the pipeline's sends",
-    )
     kw["base_dtype"] = c[2].selectbox(
         "LoRA base weights",
         list(BASE_DTYPES),
         key="tr_base_dtype",
         help="compute: the frozen base in the compute dtype; nf4: QLoRA, the linear layers' "
-        "weights in 4-bit NormalFloat (4.127 bits with the block scales), dequantized for "
+        f"weights in 4-bit NormalFloat ({NF4_BYTES_PER_PARAM * 8:.3f} bits with the block "
+        "scales), dequantized for "
         "each pass",
     )
     return {k: (int(v) if isinstance(v, float) else v) for k, v in kw.items()}
@@ -274,7 +286,7 @@ def render(sc: Scenario) -> None:
         "Face's unfused layers save more, docs/training.md).",
     )
     show_table(
-        [{"part": p, "bytes": round(v)} for p, v in d["states_per_gpu"].items()]
+        [{"part": _label(p, d), "bytes": round(v)} for p, v in d["states_per_gpu"].items()]
         + [{"part": "activations in flight", "bytes": round(d["activation_bytes_per_gpu"])}],
         scope=f"Memory per GPU: {human_si(d['params_per_gpu'])} parameters per GPU"
         + (

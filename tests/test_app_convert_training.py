@@ -301,3 +301,25 @@ def test_the_global_batch_box_follows_dp_until_set():
         "global_batch: 512 sequences do not split into micro-batches of 2 on 48 data-parallel "
         "ranks; use a multiple of 96 (480 or 576)"
     ]
+
+
+def test_training_memory_table_says_the_cli_s_row_names():
+    """The memory table's rows read as the CLI's (one label map): it showed the raw keys
+    (master_weights, optimizer_states, zero3_gathered)."""
+    at = run("Training", model="llama-3-8b", hw="H100")
+    at.number_input(key="tr_dp").set_value(2)
+    at.selectbox(key="tr_zero").set_value(3)
+    at.run()
+    assert not at.exception
+    (table,) = [d.value for d in at.dataframe if "bytes" in d.value.columns]
+    parts = list(table["part"])
+    assert "master weights" in parts
+    assert "optimizer states (2 x fp32 = 8 B a parameter)" in parts
+    assert any(p.startswith("ZeRO-3 gathered (the largest layer") for p in parts)
+    assert not any("_" in p for p in parts)
+
+
+def test_training_virtual_stages_sit_beside_pp():
+    at = run("Training", model="llama-3-8b", hw="H100")
+    boxes = [w.label for w in at.number_input]
+    assert boxes[boxes.index("pp") + 1] == "virtual stages"

@@ -113,7 +113,7 @@ def _sections(c, table, overlap: bool = False, gated: bool = True) -> list[Secti
             + f"pp {lay.pp}, dp {lay.dp}, ep {lay.ep}; "
             f"{c.optimizer}, {c.precision}, ZeRO-{c.zero})",
             ["part", "bytes"],
-            [[_state_label(k, c), human_bytes(v)] for k, v in c.states_per_gpu.items()]
+            [[_label(k, c), human_bytes(v)] for k, v in c.states_per_gpu.items()]
             + [
                 ["activations (micro-batches in flight)", human_bytes(c.activation_bytes_per_gpu)],
                 ["total", human_bytes(c.memory_per_gpu)],
@@ -236,29 +236,13 @@ def _step_section(c, overlap: bool) -> Section:
     )
 
 
-def _state_label(key: str, c) -> str:
-    """A memory row's name; the optimizer's says its bytes a parameter, in which dtype (fp8-mixed
-    keeps Adam's moments in bf16, as DeepSeek-V3 trained: half of bf16-mixed's fp32)."""
-    if key == "zero3_gathered":
-        grad = "" if c.lora_rank else ", its unsharded gradient"
-        return (
-            "ZeRO-3 gathered (the largest layer, embedding or head whole, the next one "
-            f"prefetched{grad})"
-        )
-    label = key.replace("_", " ")
-    if key == "weights" and c.base_dtype == "nf4":
-        return (
-            f"weights ({human_si(c.nf4_params_per_gpu)} in NF4 at "
-            f"{NF4_BYTES_PER_PARAM * 8:.3f} bits, scales in; the rest in the compute dtype)"
-        )
-    if key != "optimizer_states" or not OPTIMIZERS[c.optimizer]:
-        return label
-    n, per = OPTIMIZERS[c.optimizer], PRECISIONS[c.precision][3]
-    dtype = {4: "fp32", 2: "bf16"}[per]
-    text = f"{label} ({n} x {dtype} = {n * per} B a parameter"
-    if c.precision == "fp8-mixed":
-        text += f"; {n * PRECISIONS['bf16-mixed'][3]} under bf16-mixed"
-    return text + ")"
+def _label(key: str, c) -> str:
+    """A memory row's name, the app's too (:func:`mlacalc.training.cost.state_label`)."""
+    # deferred: the training model loads numpy and the time model; --help stays light
+    from mlacalc.training.cost import state_label
+
+    return state_label(key, c.optimizer, c.precision, c.lora_rank, c.base_dtype,
+                       c.nf4_params_per_gpu)  # fmt: skip
 
 
 def _blocks(c) -> list[tuple[str, int, int]]:
@@ -357,7 +341,8 @@ def _blocks(c) -> list[tuple[str, int, int]]:
     default="compute",
     show_default=True,
     help="LoRA's frozen base, with --lora-rank: in the compute dtype, or nf4 (QLoRA: the "
-    "linear layers' weights in 4-bit NormalFloat with block scales, 4.127 bits a weight, "
+    "linear layers' weights in 4-bit NormalFloat with block scales, "
+    f"{NF4_BYTES_PER_PARAM * 8:.3f} bits a weight, "
     "dequantized to the compute dtype for each pass that reads them).",
 )
 @click.option(

@@ -48,6 +48,7 @@ from mlacalc.training.lora import (
 )
 from mlacalc.training.memory import (
     OPTIMIZERS,
+    PRECISIONS,
     ActivationTensor,
     check_swiglu,
     layer_activations,
@@ -59,7 +60,7 @@ from mlacalc.training.step import Layout, StepTime, expert_dp, make_layout, step
 from mlacalc.words import arguments as args
 from mlacalc.words import defaults as D
 from mlacalc.words.errors import InvalidArgumentError
-from mlacalc.words.units import human_bytes, human_seconds
+from mlacalc.words.units import human_bytes, human_seconds, human_si
 
 __all__ = ["TrainingCost", "absorption_table", "fp8_without_fp8_units", "training_cost"]
 
@@ -407,6 +408,39 @@ class TrainingCost:
             "hfu": self.hfu,
             "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
         }
+
+
+def state_label(
+    key: str,
+    optimizer: str,
+    precision: str,
+    lora_rank: int | None,
+    base_dtype: str,
+    nf4_params: int,
+) -> str:
+    """A memory row's name (a key of :attr:`TrainingCost.states_per_gpu`), as the CLI's and the
+    app's tables say it; the optimizer's says its bytes a parameter, in which dtype (fp8-mixed
+    keeps Adam's moments in bf16, as DeepSeek-V3 trained: half of bf16-mixed's fp32)."""
+    if key == "zero3_gathered":
+        grad = "" if lora_rank else ", its unsharded gradient"
+        return (
+            "ZeRO-3 gathered (the largest layer, embedding or head whole, the next one "
+            f"prefetched{grad})"
+        )
+    label = key.replace("_", " ")
+    if key == "weights" and base_dtype == "nf4":
+        return (
+            f"weights ({human_si(nf4_params)} in NF4 at {NF4_BYTES_PER_PARAM * 8:.3f} bits, "
+            "scales in; the rest in the compute dtype)"
+        )
+    if key != "optimizer_states" or not OPTIMIZERS[optimizer]:
+        return label
+    n, per = OPTIMIZERS[optimizer], PRECISIONS[precision][3]
+    dtype = {4: "fp32", 2: "bf16"}[per]
+    text = f"{label} ({n} x {dtype} = {n * per} B a parameter"
+    if precision == "fp8-mixed":
+        text += f"; {n * PRECISIONS['bf16-mixed'][3]} under bf16-mixed"
+    return text + ")"
 
 
 def _levers(
