@@ -127,8 +127,8 @@ def check_lora(m: ModelConfig, rank: Any, targets: Any) -> tuple[int | None, str
             f"gated MLP); {m.label}'s {m.family} layout is not built: train every weight "
             "(no LoRA rank)",
         )
-    narrowest = min(adapted_matrices(m, targets), key=lambda a: min(a.d_in, a.d_out))
-    top = max_rank(m, targets)
+    narrowest = narrowest_matrix(m, targets)
+    top = min(narrowest.d_in, narrowest.d_out)
     if rank > top:
         raise InvalidArgumentError(
             "lora_rank",
@@ -144,7 +144,13 @@ def max_rank(m: ModelConfig, targets: str = "attention-mlp") -> int:
     """The largest LoRA rank on ``targets``: the narrower side of the narrowest adapted
     matrix (``A B`` has rank at most ``min(d_in, d_out)``, so past it the adapters only add
     parameters; at it they hold as many as a full update of that matrix or more)."""
-    return min(min(a.d_in, a.d_out) for a in adapted_matrices(m, targets))
+    a = narrowest_matrix(m, targets)
+    return min(a.d_in, a.d_out)
+
+
+def narrowest_matrix(m: ModelConfig, targets: str = "attention-mlp") -> Adapted:
+    """The adapted matrix with the narrowest side, which bounds the rank (:func:`max_rank`)."""
+    return min(adapted_matrices(m, targets), key=lambda a: min(a.d_in, a.d_out))
 
 
 def adapted_matrices(m: ModelConfig, targets: str = "attention-mlp") -> list[Adapted]:
