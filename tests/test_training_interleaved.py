@@ -10,7 +10,7 @@ from fractions import Fraction
 import pytest
 
 from mlacalc.models.loading import load_model
-from mlacalc.training.cost import _in_flight, training_cost
+from mlacalc.training.cost import _held, _in_flight, training_cost
 from mlacalc.training.step import Layout
 from mlacalc.words.errors import MlacalcError
 
@@ -114,3 +114,16 @@ def test_round_robin_chunks_place_a_mixed_model_s_layers_by_hand():
     dense = 3 * 2048 * 6144
     assert two.params_per_gpu - one.params_per_gpu == moe - dense == 566_493_184
     assert sum(m.is_moe_layer(i) for i in [*range(6), *range(24, 30)]) == 4
+
+
+def test_the_warm_up_holds_each_chunk_s_own_layers():
+    """Interleaved warm-up on stage 0, pp 4, v 2, 8 micro-batches: 11 chunk forwards, the k-th
+    running chunk (k // 4) mod 2: 4 of chunk 0, 4 of chunk 1, 3 of chunk 0, so 7 x chunk 0's
+    bytes + 4 x chunk 1's. A stage whose chunks differ (1 and 100 a layer, 6 layers each):
+    7 x 6 + 4 x 600 = 2,442, where the stage's average (606 x 11 / 2) says 3,333."""
+    lay = Layout(8, 4, 8, 1, 1, 64, 1, 2)
+    each = [Fraction(1)] * 6 + [Fraction(100)] * 6
+    assert _held(lay, 0, each) == 7 * 6 + 4 * 600 == 2442
+    assert _held(lay, 0, [Fraction(5)] * 12) == 60 * _in_flight(lay, 0)  # alike: the average
+    one = Layout(8, 4, 8, 1, 1, 64, 1, 1)
+    assert _held(one, 1, each) == 606 * 3  # 1F1B: min(pp - s, micro) whole stages

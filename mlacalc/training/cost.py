@@ -573,18 +573,17 @@ def _stages(
         dense = math.ceil(sum(parts.values())) - experts
         again = 0
         if "layer" in per_block:  # recompute="full": each layer keeps its input alone
-            layer_bytes = per_block["layer"] * len(layers)
+            each = [per_block["layer"]] * len(layers)
             again = max(rerun["moe" if m.is_moe_layer(i) else "ffn"] for i in layers)
         else:
-            layer_bytes = sum(
+            each = [
                 per_block["attention"] + per_block["moe" if m.is_moe_layer(i) else "ffn"]
                 for i in layers
-            )
-        in_flight = _in_flight(lay, s)
+            ]
         # over tp (sequence parallelism) and cp (each context-parallel rank keeps its own
         # 1 / cp of the tokens: every saved tensor is linear in them under flash attention)
         ranks = lay.tp * lay.cp
-        act = (layer_bytes * in_flight + again) / ranks
+        act = (_held(lay, s, each) + again) / ranks
         act += per_block["head"] / ranks if last else 0
         # ZeRO shards over the data-parallel ranks with the context-parallel ones folded in
         dp = lay.dp * lay.cp
@@ -646,6 +645,21 @@ def _stage_parts(m: ModelConfig, lay: Layout) -> list[tuple[dict[str, float], li
                 parts[k] = parts.get(k, 0.0) + v
         out.append((parts, layers, s == lay.pp - 1))
     return out
+
+
+def _held(lay: Layout, s: int, each: list[Fraction]) -> Fraction:
+    """The activation bytes stage ``s`` holds at once, ``each`` its layers' bytes a
+    micro-batch (in the order :func:`_stage_parts` gives them): 1F1B, all of them times
+    :func:`_in_flight`; interleaved, each chunk forward of the warm-up its own chunk's layers,
+    the ``k``-th forward running chunk ``(k // pp) mod vp`` (Megatron-LM's
+    ``get_model_chunk_id``, from recall: ``pp`` micro-batches through a chunk, then the
+    next), so a stage whose chunks differ (MoE on some layers) holds more of its first."""
+    if lay.vp == 1:
+        return sum(each, Fraction(0)) * _in_flight(lay, s)
+    size = len(each) // lay.vp
+    chunks = [sum(each[c * size : (c + 1) * size], Fraction(0)) for c in range(lay.vp)]
+    n = _in_flight(lay, s) * lay.vp  # the chunk forwards in flight
+    return sum((chunks[(k // lay.pp) % lay.vp] for k in range(int(n))), Fraction(0))
 
 
 def _in_flight(lay: Layout, s: int) -> Fraction:
