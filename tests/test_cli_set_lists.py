@@ -95,3 +95,23 @@ def test_with_changes_checks_shared_indexer_layers_too(layers):
 def test_shared_indexer_layers_only_on_a_dsa_model(run, model):
     _, err = run("report", model, "--set", "shared_indexer_layers=2", code=2)
     assert err.count("\n") == 1 and "is read only for a DSA model" in err, err
+
+
+def test_a_list_change_is_shown_and_named_by_its_values():
+    glm = mlacalc.load_model("glm-5.1")
+    a = glm.with_changes(shared_indexer_layers=[2, 4, 6])
+    b = glm.with_changes(shared_indexer_layers=[2, 4, 8])
+    assert a.label == "GLM-5.1 with shared_indexer_layers=[2, 4, 6]"
+    assert a.name == "glm-5.1-shared-indexer-layers-2-4-6" and a.name != b.name
+    assert glm.with_changes(shared_indexer_layers=[]).label.endswith("=[]")
+    long_a = glm.with_changes(shared_indexer_layers=list(range(2, 40)))
+    long_b = glm.with_changes(shared_indexer_layers=list(range(2, 41)))
+    assert long_a.name != long_b.name and len(long_a.name) <= 200
+
+
+@pytest.mark.parametrize(
+    "value, words", [("a,b", "'a' is not an integer"), ("[2, 0]", "0 is not a layer number")]
+)
+def test_a_bad_entry_is_named(run, value, words):
+    _, err = run("report", "glm-5.1", "--set", f"shared_indexer_layers={value}", code=2)
+    assert err.count("\n") == 1 and words in err and "tuple" not in err, err

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import warnings
+import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields, replace
 from difflib import get_close_matches
@@ -147,14 +148,14 @@ class Spec:
                 )
             return None
         if kind == INTS:
-            if not isinstance(value, (list, tuple)) or not all(
-                whole(i) is not None and 0 < i <= (self.hi or 0) for i in value
-            ):
-                return (
-                    name,
-                    f"must be a {kind} up to {self.hi:,}, got {_show(value)}",
-                    "list 1-based layer numbers such as [4, 8, 12]",
-                )
+            fix = "list 1-based layer numbers such as [4, 8, 12]"
+            if not isinstance(value, (list, tuple)):
+                return (name, f"must be a {kind} up to {self.hi:,}, got {_show(value)}", fix)
+            for i in value:
+                if whole(i) is None:
+                    return (name, f"{_show(i)} is not an integer", fix)
+                if not 0 < i <= (self.hi or 0):
+                    return (name, f"{i} is not a layer number from 1 to {self.hi:,}", fix)
             if list(value) != sorted(set(value)):
                 return (name, "must list each layer once, in increasing order", None)
             return None
@@ -1022,6 +1023,10 @@ def _name_part(key: str, value: Any) -> str:
         return f"{key}-{str(value).lower()}"
     if whole(value) is not None or isinstance(value, str):
         return f"{key}-{value}"[:60]
+    if isinstance(value, (list, tuple)):  # its entries: [2, 4, 6] -> key-2-4-6
+        text = "-".join([key, *(str(v) for v in value)] if value else [key, "none"])
+        # a long list cut keeps a checksum of the whole, so two lists stay two names
+        return text if len(text) <= 60 else f"{text[:51]}-{zlib.crc32(text.encode()):08x}"
     return key
 
 
@@ -1113,11 +1118,12 @@ def _show(value: Any) -> str:
         )
     if isinstance(value, float) and not math.isfinite(value):
         return repr(value)
-    text = (
-        repr(value)
-        if not isinstance(value, (dict, list, tuple))
-        else f"a {type(value).__name__} of {len(value)} entries"
-    )
+    if isinstance(value, (list, tuple)):  # as a file or --set writes it: [2, 4, 6]
+        text = "[" + ", ".join(_show(v) for v in value[:20]) + "]"
+    elif isinstance(value, dict):
+        text = f"a mapping of {len(value)} entries"
+    else:
+        text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
