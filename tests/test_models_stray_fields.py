@@ -101,6 +101,23 @@ def test_a_dense_family_still_refuses_routed_experts_and_ignores_the_rest():
         import_hf_config({**data, "n_routed_experts": 160}, "config.json")
 
 
+def test_experts_in_a_dense_family_are_the_one_problem(tmp_path, capsys):
+    """A llama file with n_routed_experts and moe_intermediate_size: the experts are the
+    problem, not the expert fields a dense class drops (they had read 'is missing')."""
+    data = {k: v for k, v in _trial("mixtral_stray").items() if k != "num_local_experts"}
+    data.update(model_type="llama", n_routed_experts=8, moe_intermediate_size=2048)
+    data.pop("num_experts_per_tok", None)
+    with pytest.raises(ConfigError) as info:
+        import_hf_config(data, "config.json")
+    assert [p[0] for p in info.value.problems] == ["n_routed_experts"]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(data))
+    assert main(["report", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "is missing" not in err and err.count("\n") == 1, err
+    assert "model_type llama has no MoE layers" in err
+
+
 def test_the_command_line_warns_and_counts_what_transformers_builds(capsys):
     assert main(["report", str(TRIAL / "gqa8.json"), "--format", "json"]) == 0
     out, err = capsys.readouterr()

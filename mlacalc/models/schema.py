@@ -1451,7 +1451,7 @@ def _expert_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[Pr
                 (
                     "n_routed_experts",
                     f"model_type {v['model_type']} has no MoE layers",
-                    "use a model_type whose family has experts (mixtral, deepseek_v3, ...)",
+                    "use a model_type whose family has experts, such as mixtral or deepseek_v3",
                 )
             )
         if _valid(have, "moe_intermediate_size") and v["moe_intermediate_size"] is None:
@@ -2153,7 +2153,8 @@ def _missing(unit: registry.Family | None, values: dict[str, Any], bad: set[str]
     elif (unit is None or not unit.mla) and "head_dim" not in required:
         required.append("head_dim")
     experts = values.get("n_routed_experts")
-    if isinstance(experts, int) and not isinstance(experts, bool) and experts > 0:
+    moe = unit is None or unit.moe  # experts in a dense family: that is the one problem said
+    if moe and isinstance(experts, int) and not isinstance(experts, bool) and experts > 0:
         required += list(_MOE_REQUIRED)
     if unit is None:
         if "model_type" in values and "model_type" not in bad:
