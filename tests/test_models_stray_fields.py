@@ -182,3 +182,38 @@ def test_trial_counts_are_what_transformers_builds_on_meta():
         with torch.device("meta"):
             built = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
         assert sum(p.numel() for p in built.parameters()) == total, name
+
+
+@pytest.mark.parametrize(
+    "model_type, field, cls",
+    [
+        ("qwen3_moe", "tie_word_embeddings", "Qwen3MoeConfig"),
+        ("qwen3_moe", "head_dim", "Qwen3MoeConfig"),
+        ("qwen3", "tie_word_embeddings", "Qwen3Config"),
+        ("qwen3_5_moe_text", "head_dim", "Qwen3_5MoeTextConfig"),
+    ],
+)
+def test_a_default_note_names_the_files_class(model_type, field, cls):
+    from mlacalc.models.registry import family_of
+
+    why = family_of(model_type).defaults_for(model_type)[field].why
+    assert why.split(" ")[0].rstrip(":") == cls, why
+
+
+def test_every_default_note_names_its_own_class():
+    """A note naming one class of a family names the file's (a qwen3_moe file's
+    tie_word_embeddings had said 'Qwen3Config default')."""
+    import re
+
+    from mlacalc.models.registry import families
+
+    for family in families().values():
+        for t in family.model_types:
+            others = {family.class_name(o) for o in family.model_types} - {family.class_name(t)}
+            for field, rule in family.defaults_for(t).items():
+                named = set(re.findall(r"\w+Config\b", rule.why))
+                assert not named or family.class_name(t) in named or not named & others, (
+                    t,
+                    field,
+                    rule.why,
+                )

@@ -13,8 +13,9 @@ This module imports nothing from the rest of mlacalc, so the schema can import i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from difflib import get_close_matches
 from typing import Any
 
@@ -359,8 +360,17 @@ class Family:
         return names[0]
 
     def defaults_for(self, model_type: str) -> dict[str, Default]:
-        """Every default rule that applies to ``model_type``."""
-        out = dict(self.defaults)
+        """Every default rule that applies to ``model_type``. A family-wide rule whose reason
+        names one of the family's classes names ``model_type``'s own (a qwen3_5_moe_text file's
+        default is Qwen3_5MoeTextConfig's, which the family states equal)."""
+        own = self.class_name(model_type)
+        classes = {self.class_name(t) for t in self.model_types} - {own}
+        out = {}
+        for key, rule in self.defaults.items():
+            named = [c for c in classes if re.search(rf"\b{re.escape(c)}\b", rule.why)]
+            if len(named) == 1 and not re.search(rf"\b{re.escape(own)}\b", rule.why):
+                rule = replace(rule, why=re.sub(rf"\b{re.escape(named[0])}\b", own, rule.why))
+            out[key] = rule
         out.update(self.defaults_by_type.get(model_type, {}))
         return out
 

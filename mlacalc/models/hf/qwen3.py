@@ -37,13 +37,15 @@ FAMILY = register(
             "qwen3": ("moe_intermediate_size", "num_experts_per_tok", "num_experts"),
         },
         renames={"num_experts": "n_routed_experts"},
-        defaults={
-            "head_dim": Default("Qwen3Config / Qwen3MoeConfig default", value=128),
-            "tie_word_embeddings": Default("Qwen3Config default", value=False),
-        },
-        defaults_by_type={
-            "qwen3": {"num_key_value_heads": Default("Qwen3Config default", value=32)},
+        defaults_by_type={  # each note names the file's own class
+            "qwen3": {
+                "head_dim": Default("Qwen3Config default", value=128),
+                "tie_word_embeddings": Default("Qwen3Config default", value=False),
+                "num_key_value_heads": Default("Qwen3Config default", value=32),
+            },
             "qwen3_moe": {
+                "head_dim": Default("Qwen3MoeConfig default", value=128),
+                "tie_word_embeddings": Default("Qwen3MoeConfig default", value=False),
                 "num_key_value_heads": Default("Qwen3MoeConfig default", value=4),
                 "n_routed_experts": Default("Qwen3MoeConfig num_experts default", value=128),
                 "num_experts_per_tok": Default("Qwen3MoeConfig default", value=8),
