@@ -12,6 +12,7 @@ def test_nulling_the_latent_points_at_the_variants(run):
     assert err.count("\n") == 1 and len(err) < 240, err
     assert "is an MLA field" not in err and "head_dim" not in err, err
     assert "half MLA" in err and "mlacalc compare deepseek-v3 --as-variants" in err, err
+    assert err.count("(") == 1, err  # one sentence: only the command's --help pointer
     out, _ = run("compare", "deepseek-v3", "--as-variants", "--format", "json")
     assert "GQA" in out  # the command it names shows the model as GQA
     with pytest.raises(mlacalc.ConfigError, match="half MLA"):

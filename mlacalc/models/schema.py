@@ -1002,8 +1002,9 @@ def _refuse_half_mla(model: ModelConfig, changes: dict[str, Any], origin: str) -
             [
                 (
                     "kv_lora_rank",
-                    f"null would leave {model.name} half MLA (its other MLA widths stay)",
-                    f"to see it as MHA, GQA or MQA: mlacalc compare {model.name} --as-variants",
+                    f"null would leave {model.name} half MLA, its other MLA widths kept; to "
+                    f"see it as MHA, GQA or MQA, run mlacalc compare {model.name} --as-variants",
+                    None,
                 )
             ],
         )
