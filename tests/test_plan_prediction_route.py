@@ -61,7 +61,8 @@ def test_b300_says_its_route_its_expected_error_and_its_clock():
         "own",
     )
     # the B200 profile's leave-one-device-out median (on H100's tables)
-    assert r["expected_error"] == {"median": ROUTE_ERRORS[("sglang", "B200")][2] / 100, "p90": None}
+    assert r["expected_error"]["p90"] is None
+    assert r["expected_error"]["median"] == pytest.approx(ROUTE_ERRORS[("sglang", "B200")][2] / 100)
     assert "README.md" in r["expected_error_source"] and "clock_hz" in r["assumed"]
     # its fixed costs are clocks at an assumed 1,717 MHz against B200's 1,856
     assert "1,717 MHz" in r["clock_note"] and "1.08x B200's" in r["clock_note"]
@@ -75,7 +76,7 @@ def test_a_fitted_device_and_engine_is_not_warned():
     p = mlacalc.plan("deepseek-v3.2", "B200", 8, engine="sglang", **ARGS)
     r = p.prediction
     assert (r["device_route"], r["engine_route"], r["clock_note"]) == ("fitted", "own", "")
-    assert r["expected_error"] == {"median": 0.068, "p90": 0.238}
+    assert r["expected_error"] == {"median": 0.068, "p90": 0.233}
     assert _route_lines(p) == []
 
 
