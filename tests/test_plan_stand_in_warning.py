@@ -13,7 +13,7 @@ ARGS = dict(tp=8, ep=8, weight_dtype="fp8", isl=2000, osl=500)
 
 
 def _stand_ins(p) -> list[str]:
-    return [w for w in p.warnings if "is timed by the" in w]
+    return [w for w in p.warnings if re.search(r"\b(is|are) timed by the", w)]
 
 
 def test_sglang_fp8_experts_timed_by_trtllm_are_warned_with_their_share():
@@ -46,3 +46,14 @@ def test_the_cli_prints_it_and_json_carries_it(run):
     assert "routed_experts (" in out and "is timed by the moe:fp8" in " ".join(
         out.replace("│", " ").split()
     )
+
+
+def test_a_kernel_of_several_layer_kinds_is_named_once():
+    """GLM-5.1 with shared indexer layers runs 'attention' in its dsa and dsa-shared layers:
+    the stand-in line named it once per layer kind ('attention, attention ... is timed by')."""
+    glm = mlacalc.load_model("glm-5.1").with_changes(shared_indexer_layers=[2, 4, 6, 8])
+    p = mlacalc.plan(glm, "B200", 8, engine="vllm", **ARGS)
+    (w,) = [w for w in _stand_ins(p) if "mla_decode" in w]
+    names = w.split(" (")[0].split(", ")
+    assert names == ["attention"] and "attention is timed by" not in w, w
+    assert w.startswith("attention (") and ") is timed by the mla_decode" in w, w

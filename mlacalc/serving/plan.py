@@ -1162,7 +1162,8 @@ def stand_in_warnings(req: PlanRequest, kernels: list[dict[str, Any]]) -> tuple[
         )
         if share >= STAND_IN_WARN_SHARE:
             out.append(
-                f"{', '.join(names)} ({share:.0%} of the decode step's kernel time) is timed by "
+                f"{', '.join(names)} ({share:.0%} of the decode step's kernel time) "
+                f"{'is' if len(names) == 1 else 'are'} timed by "
                 f"the {key} fit {how}{applied}: that part of the step is not timed by "
                 f"{_engine_label(req)}'s own kernel tables, so engines compared on it are "
                 "compared on one table"

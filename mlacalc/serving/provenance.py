@@ -165,7 +165,9 @@ def stand_in_kernels(
         if how:
             how, names, total, timed = out.get(key, (how, [], 0.0, set()))
             timed = timed | ({class_key(*ran)} - {key})
-            out[key] = (how, [*names, k["name"]], total + seconds, timed)
+            # a kernel of several layer kinds (attention of dsa and dsa-shared): named once
+            named = names if k["name"] in names else [*names, k["name"]]
+            out[key] = (how, named, total + seconds, timed)
     return [
         (key, how, names, total, sorted(timed))
         for key, (how, names, total, timed) in sorted(out.items())
