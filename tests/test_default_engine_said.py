@@ -48,3 +48,28 @@ def test_the_cli_engine_line_and_json_say_it(capsys):
     assert SAID not in out and "(engine trtllm;" in out
     assert main(["plan", DESIGN, "-H", "H100", *FLAGS, "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["default_engine_note"].startswith(SAID)
+
+
+SEARCH = ["search", "llama-3.1-8b", "-H", "H100-SXM", "--gpus", "1", "--isl", "1000",
+          "--osl", "200"]  # fmt: skip
+
+
+def test_search_says_it_in_plans_words():
+    """search had plan's ambiguity: no engine named, 'engine trtllm' said, its scheduler
+    defaults not applied (the page 16, TensorRT-LLM's 32)."""
+    r = mlacalc.search("llama-3.1-8b", "H100-SXM", 1, isl=1000, osl=200)
+    p = mlacalc.plan("llama-3.1-8b", "H100-SXM", 1, isl=1000, osl=200)
+    assert r.default_engine_note == p.default_engine_note  # one helper, one sentence
+    assert (
+        r.default_engine_note.startswith(SAID) and "page_size 32 (here 16)" in r.default_engine_note
+    )
+    assert r.to_dict()["default_engine_note"] == r.default_engine_note
+    named = mlacalc.search("llama-3.1-8b", "H100-SXM", 1, isl=1000, osl=200, engine="trtllm")
+    assert named.default_engine_note == "" and named.page_size == 32
+
+
+def test_the_search_cli_says_it(capsys):
+    assert main(SEARCH) == 0
+    assert f"engine trtllm, {SAID}" in " ".join(capsys.readouterr().out.split())
+    assert main([*SEARCH, "--engine", "trtllm"]) == 0
+    assert SAID not in " ".join(capsys.readouterr().out.split())

@@ -747,7 +747,10 @@ def sections(
     ]
     if result.best:
         best_note = times_note(
-            result.profile, result.best_calibration or result.calibration, result.engine
+            result.profile,
+            result.best_calibration or result.calibration,
+            result.engine,
+            result.default_engine_note,
         )
         b = result.best
         if result.budget:
@@ -787,7 +790,9 @@ def sections(
                 title,
                 ["reason", "points"],
                 [[k, str(v)] for k, v in sorted(result.reasons.items())],
-                note=times_note(result.profile, result.calibration, result.engine)
+                note=times_note(
+                    result.profile, result.calibration, result.engine, result.default_engine_note
+                )
                 if result.points
                 else notes_text(result.notes),
             )

@@ -147,9 +147,8 @@ from mlacalc.serving.provenance import (
 )
 from mlacalc.serving.ranks import synced_groups
 from mlacalc.serving.scheduler import (
-    engine_settings,
-    model_page_size,
     overlap_idle_note,
+    unnamed_engine_note,
     with_engine_defaults,
 )
 from mlacalc.serving.step_report import kernel_rows, kernels_scope, links_seconds, step_bound
@@ -700,28 +699,10 @@ def default_engine_note(req: PlanRequest, args: dict[str, Any]) -> str:
     scheduler defaults: said, with what naming it (``--engine``, ``engine=``) fills of the
     options left out, the page size among them (a model-architect trial's plan gave max_batch
     1,328 at 16-token pages, and 1,312 at TensorRT-LLM's 32 once ``--engine trtllm`` was typed,
-    both saying "engine trtllm")."""
-    filled = [
-        f"{name} {_setting_words(value)}"
-        for name, value in engine_settings(req.engine, args.get("mtp_tokens")).items()
-        if args.get(name) is None and value is not None
-        and (name != "chunked_prefill" or (req.isl is not None and req.mode != "disaggregated"))
-    ]  # fmt: skip
-    page = model_page_size(req.engine, req.m, req.hw)
-    if args.get("page_size") is None and page != req.page_size:
-        filled.append(f"page_size {page} (here {req.page_size})")
-    what = f", setting {', '.join(filled)}" if filled else ""
-    return (
-        "the default engine, its kernels timed but not its scheduler defaults: --engine "
-        f"{req.engine} (engine='{req.engine}') applies them{what}"
-    )
-
-
-def _setting_words(value: Any) -> str:
-    """A scheduler setting's value in words: on / off, a count with thousands separators."""
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    return f"{value:,}" if isinstance(value, int) else str(value)
+    both saying "engine trtllm"). The words are :func:`~mlacalc.serving.scheduler.
+    unnamed_engine_note`'s, which ``search`` says too."""
+    chunked = req.isl is not None and req.mode != "disaggregated"
+    return unnamed_engine_note(req.engine, args, req.m, req.hw, req.page_size, chunked)
 
 
 def with_tp_network_warning(req: PlanRequest, p: Plan) -> Plan:

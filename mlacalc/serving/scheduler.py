@@ -46,6 +46,7 @@ __all__ = [
     "model_page_size",
     "overlap_idle_note",
     "runs_flashmla",
+    "unnamed_engine_note",
     "with_engine_defaults",
 ]
 
@@ -285,6 +286,37 @@ def runs_flashmla(dev: Any) -> bool:
     L40S (8.9), consumer Blackwell (12.x) or another vendor's GPU (MI300X)."""
     cc = dev.compute_capability
     return dev.vendor.lower() in ("", "nvidia") and 9.0 <= cc < 11.0
+
+
+def unnamed_engine_note(
+    engine: str, given: dict[str, Any], m: Any, hw: Any, page_size: int, chunked: bool
+) -> str:
+    """The words of a plan or search that named no engine and took no engine's defaults:
+    ``engine`` (the default) times the kernels, its scheduler defaults are not applied, and
+    naming it (``--engine``, ``engine=``) would set each of its settings ``given`` left out
+    (None), the chunked prefill only where it runs (``chunked``), and its page where it differs
+    from ``page_size``."""
+    filled = [
+        f"{name} {_setting_words(value)}"
+        for name, value in engine_settings(engine, given.get("mtp_tokens")).items()
+        if given.get(name) is None and value is not None
+        and (name != "chunked_prefill" or chunked)
+    ]  # fmt: skip
+    page = model_page_size(engine, m, hw)
+    if given.get("page_size") is None and page != page_size:
+        filled.append(f"page_size {page} (here {page_size})")
+    what = f", setting {', '.join(filled)}" if filled else ""
+    return (
+        "the default engine, its kernels timed but not its scheduler defaults: --engine "
+        f"{engine} (engine='{engine}') applies them{what}"
+    )
+
+
+def _setting_words(value: Any) -> str:
+    """A scheduler setting's value in words: on / off, a count with thousands separators."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return f"{value:,}" if isinstance(value, int) else str(value)
 
 
 def with_engine_defaults(args: dict[str, Any]) -> dict[str, Any]:

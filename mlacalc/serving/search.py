@@ -65,6 +65,7 @@ from mlacalc.serving.scheduler import (
     Scheduler,
     model_page_size,
     overlap_idle_note,
+    unnamed_engine_note,
     with_engine_defaults,
 )
 from mlacalc.serving.search_points import Points, evaluate, prefill_pools, settles
@@ -305,6 +306,10 @@ class SearchResult:
     #: (a plan of a point given these runs it as the search did)
     scheduler_defaults: str | None = None
     scheduler_defaults_applied: dict[str, Any] = field(default_factory=dict)
+    #: where no engine was named and no engine's defaults taken: the default engine, its
+    #: kernels timed but not its scheduler defaults, and what naming it sets (plan's words,
+    #: :attr:`mlacalc.Plan.default_engine_note`); "" otherwise
+    default_engine_note: str = ""
     #: what the search was limited to (:meth:`constraints`): the layouts allowed and how the
     #: routing loads the experts of every point with routed experts
     limits: LayoutLimits = NO_LIMITS
@@ -414,6 +419,7 @@ class SearchResult:
             "budget": self.budget,
             "scheduler_defaults": self.scheduler_defaults,
             "scheduler_defaults_applied": dict(self.scheduler_defaults_applied),
+            "default_engine_note": self.default_engine_note,
             "constraints": self.constraints(),
         }
 
@@ -703,11 +709,23 @@ def check_search(
     prof, engine_name, engine_note = engine_profile_of(profile, engine, hw)
     weights = [None] if own else list(weight_dtypes)
     moe["moe_backend"] = _check_backend(moe_backend, m, hw, engine_name, weights, components)
+    scheduler_given = _check_scheduler(scheduler)
     max_running, max_tokens, scheduler, record = scheduler_of(
         engine, engine_defaults, max_running, max_tokens, scheduler, overlap_schedule
     )
+    given = {
+        "max_running": max_running,
+        "max_tokens": max_tokens,
+        "overlap_schedule": scheduler.overlap,  # on where none was given, as plan's
+        "cuda_graph_max_batch": scheduler_given and scheduler_given.cuda_graph_max_batch,
+        "page_size": page_size,
+    }
     if page_size is None:  # the page of the engine whose defaults were taken, as plan's
         page_size = model_page_size(record["scheduler_defaults"], m, hw)
+    if engine is None and record["scheduler_defaults"] is None:  # plan's words, plan's rule
+        record["default_engine_note"] = unnamed_engine_note(
+            engine_name, given, m, hw, page_size, chunked=False
+        )
     return SearchRequest(
         m=m,
         hw=hw,
