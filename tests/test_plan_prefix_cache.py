@@ -51,8 +51,8 @@ TODAY = {
             concurrency=64,
             chunked_prefill=1024,
         ),
-        dict(ttft_s=0.13872471061247926, tpot_s=0.020455875829425003),
-        dict(output_tokens_per_s=3093.749856357096, prefill_chunks_s=0.10368711884019102),
+        dict(ttft_s=0.1408479813987277, tpot_s=0.020619031705660228),
+        dict(output_tokens_per_s=3068.977100811656, prefill_chunks_s=0.1051780529605216),
     ),
     "disaggregated": (
         dict(
@@ -68,11 +68,11 @@ TODAY = {
         # 2 + 2 GPUs of one H200 node: the KV transfer goes over NVLink, a rank's share (was
         # the whole cache over the network, 10.07 ms)
         dict(
-            ttft_s=0.06107635493136298,
-            tpot_s=0.015182419361416483,
+            ttft_s=0.06205517835959496,
+            tpot_s=0.015151027061970754,
             kv_transfer_s=0.000645462038095238,
         ),
-        dict(output_tokens_per_s=4182.5393170168, prefill_pool_requests_per_s=24.486915361397067),
+        dict(output_tokens_per_s=4190.613023863114, prefill_pool_requests_per_s=24.18326050632421),
     ),
 }
 
