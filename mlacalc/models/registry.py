@@ -227,6 +227,25 @@ class HFInput:
     refuse_why: str = ""
 
 
+#: The fields of DeepSeek's MoE layout (``DeepseekV3Config``'s names: the routed and shared
+#: experts, the dense layers first, the MoE layers' frequency and offset, the routing method)
+#: that a family whose Hugging Face class counts its experts otherwise does not read: its
+#: ``stray`` fields (:attr:`Family.stray`), most with ``moe_intermediate_size`` too
+#: (:data:`DEEPSEEK_MOE_WIDTH_FIELDS`)
+DEEPSEEK_MOE_FIELDS: tuple[str, ...] = (
+    "n_routed_experts",
+    "n_shared_experts",
+    "first_k_dense_replace",
+    "moe_layer_freq",
+    "moe_layer_offset",
+    "topk_method",
+)
+
+#: :data:`DEEPSEEK_MOE_FIELDS` and the experts' own width, for a family whose class sizes its
+#: experts by ``intermediate_size`` (or has none)
+DEEPSEEK_MOE_WIDTH_FIELDS: tuple[str, ...] = (*DEEPSEEK_MOE_FIELDS, "moe_intermediate_size")
+
+
 @dataclass(frozen=True)
 class Family:
     """One model family: its ``model_type`` values and how to read their configurations.

@@ -604,6 +604,40 @@ def _lists(
     return gpus, kv_dtypes, modes, overlaps, weight_dtypes, batches
 
 
+def _scheduler_request(
+    m: ModelConfig,
+    hw: HardwareSpec,
+    engine: str | None,
+    engine_name: str,
+    engine_defaults: str | None,
+    asked: tuple[Any, ...],
+) -> tuple[Any, ...]:
+    """The scheduler's values a search runs under: those ``asked`` (max_running, max_tokens,
+    the scheduler, the overlap and the page) with the engine's defaults where left out (as
+    :func:`mlacalc.plan` fills them), the record of what was taken, and, where no engine was
+    named and none's defaults taken, plan's note on the default engine
+    (:func:`~mlacalc.serving.scheduler.unnamed_engine_note`)."""
+    max_running, max_tokens, scheduler, overlap_schedule, page_size = asked
+    scheduler_given = _check_scheduler(scheduler)
+    max_running, max_tokens, scheduler, record = scheduler_of(
+        engine, engine_defaults, max_running, max_tokens, scheduler, overlap_schedule
+    )
+    given = {
+        "max_running": max_running,
+        "max_tokens": max_tokens,
+        "overlap_schedule": scheduler.overlap,  # on where none was given, as plan's
+        "cuda_graph_max_batch": scheduler_given and scheduler_given.cuda_graph_max_batch,
+        "page_size": page_size,
+    }
+    if page_size is None:  # the page of the engine whose defaults were taken, as plan's
+        page_size = model_page_size(record["scheduler_defaults"], m, hw)
+    if engine is None and record["scheduler_defaults"] is None:  # plan's words, plan's rule
+        record["default_engine_note"] = unnamed_engine_note(
+            engine_name, given, m, hw, page_size, chunked=False
+        )
+    return max_running, max_tokens, scheduler, record, page_size
+
+
 def check_search(
     model: ModelConfig | str,
     hardware: HardwareSpec | str,
@@ -709,23 +743,10 @@ def check_search(
     prof, engine_name, engine_note = engine_profile_of(profile, engine, hw)
     weights = [None] if own else list(weight_dtypes)
     moe["moe_backend"] = _check_backend(moe_backend, m, hw, engine_name, weights, components)
-    scheduler_given = _check_scheduler(scheduler)
-    max_running, max_tokens, scheduler, record = scheduler_of(
-        engine, engine_defaults, max_running, max_tokens, scheduler, overlap_schedule
-    )
-    given = {
-        "max_running": max_running,
-        "max_tokens": max_tokens,
-        "overlap_schedule": scheduler.overlap,  # on where none was given, as plan's
-        "cuda_graph_max_batch": scheduler_given and scheduler_given.cuda_graph_max_batch,
-        "page_size": page_size,
-    }
-    if page_size is None:  # the page of the engine whose defaults were taken, as plan's
-        page_size = model_page_size(record["scheduler_defaults"], m, hw)
-    if engine is None and record["scheduler_defaults"] is None:  # plan's words, plan's rule
-        record["default_engine_note"] = unnamed_engine_note(
-            engine_name, given, m, hw, page_size, chunked=False
-        )
+    max_running, max_tokens, scheduler, record, page_size = _scheduler_request(
+        m, hw, engine, engine_name, engine_defaults,
+        (max_running, max_tokens, scheduler, overlap_schedule, page_size),
+    )  # fmt: skip
     return SearchRequest(
         m=m,
         hw=hw,

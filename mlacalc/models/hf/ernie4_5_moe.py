@@ -9,7 +9,7 @@ dense tail) are refused naming the key. With ``use_bias`` the output head carrie
 (refused: not modelled)."""
 
 from mlacalc.models.architecture import Arch
-from mlacalc.models.registry import Default, Family, HFInput, register
+from mlacalc.models.registry import DEEPSEEK_MOE_FIELDS, Default, Family, HFInput, register
 
 _RENAMES = {
     "moe_num_experts": "n_routed_experts",
@@ -63,14 +63,7 @@ FAMILY = register(
         model_types=("ernie4_5_moe",),
         layout="llama",
         hf_class="transformers Ernie4_5_MoeConfig",
-        stray=(
-            "n_routed_experts",
-            "n_shared_experts",
-            "first_k_dense_replace",
-            "moe_layer_freq",
-            "moe_layer_offset",
-            "topk_method",
-        ),
+        stray=DEEPSEEK_MOE_FIELDS,
         renames=_RENAMES,
         defaults={
             "head_dim": Default(

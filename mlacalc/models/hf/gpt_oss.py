@@ -4,7 +4,7 @@ head; sliding (``sliding_window``) and full layers alternate; every FFN a MoE of
 
 from mlacalc.models.architecture import Arch
 from mlacalc.models.hf._layer_types import read_layer_types
-from mlacalc.models.registry import Default, Family, register
+from mlacalc.models.registry import DEEPSEEK_MOE_WIDTH_FIELDS, Default, Family, register
 
 
 def _translate(data, raw, derived, problems) -> None:
@@ -17,15 +17,7 @@ FAMILY = register(
         model_types=("gpt_oss",),
         layout="llama",
         hf_class="transformers GptOssConfig",
-        stray=(
-            "n_routed_experts",
-            "n_shared_experts",
-            "first_k_dense_replace",
-            "moe_layer_freq",
-            "moe_layer_offset",
-            "topk_method",
-            "moe_intermediate_size",
-        ),
+        stray=DEEPSEEK_MOE_WIDTH_FIELDS,
         renames={
             "num_experts": "n_routed_experts",
             "num_local_experts": "n_routed_experts",

@@ -15,7 +15,7 @@ logits) scale activations and change no count.
 
 from mlacalc.models.architecture import Arch
 from mlacalc.models.hf.bamba import read_mamba_widths
-from mlacalc.models.registry import Default, Family, register
+from mlacalc.models.registry import DEEPSEEK_MOE_WIDTH_FIELDS, Default, Family, register
 
 _RENAMES = {
     "mamba_n_heads": "mamba_num_heads",
@@ -66,15 +66,7 @@ FAMILY = register(
         model_types=("granitemoehybrid",),
         layout="llama",
         hf_class="transformers GraniteMoeHybridConfig",
-        stray=(
-            "n_routed_experts",
-            "n_shared_experts",
-            "first_k_dense_replace",
-            "moe_layer_freq",
-            "moe_layer_offset",
-            "topk_method",
-            "moe_intermediate_size",
-        ),
+        stray=DEEPSEEK_MOE_WIDTH_FIELDS,
         renames=_RENAMES,
         defaults={
             "intermediate_size": Default("GraniteMoeHybridConfig default", value=11008),

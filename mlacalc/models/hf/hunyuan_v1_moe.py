@@ -7,7 +7,7 @@ as ``moe_intermediate_size`` lists in published configs are not read by the refe
 
 from mlacalc.models.architecture import Arch
 from mlacalc.models.hf._rules import head_dim_from_width
-from mlacalc.models.registry import Default, Family, register
+from mlacalc.models.registry import DEEPSEEK_MOE_WIDTH_FIELDS, Default, Family, register
 
 _RENAMES = {"num_experts": "n_routed_experts", "num_local_experts": "n_routed_experts"}
 
@@ -35,15 +35,7 @@ FAMILY = register(
         model_types=("hunyuan_v1_moe",),
         layout="llama",
         hf_class="transformers HunYuanMoEV1Config",
-        stray=(
-            "n_routed_experts",
-            "n_shared_experts",
-            "first_k_dense_replace",
-            "moe_layer_freq",
-            "moe_layer_offset",
-            "topk_method",
-            "moe_intermediate_size",
-        ),
+        stray=DEEPSEEK_MOE_WIDTH_FIELDS,
         renames=_RENAMES,
         defaults={
             "head_dim": head_dim_from_width("HunYuanMoEV1: hidden_size / num_attention_heads"),

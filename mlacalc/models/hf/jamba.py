@@ -17,7 +17,7 @@ activation dtype) and ``I x N`` float32 values.
 import math
 
 from mlacalc.models.architecture import Arch
-from mlacalc.models.registry import Default, Family, register
+from mlacalc.models.registry import DEEPSEEK_MOE_WIDTH_FIELDS, Default, Family, register
 
 _RENAMES = {
     "mamba_d_state": "ssm_state_size",
@@ -83,15 +83,7 @@ FAMILY = register(
         model_types=("jamba",),
         layout="llama",
         hf_class="transformers JambaConfig",
-        stray=(
-            "n_routed_experts",
-            "n_shared_experts",
-            "first_k_dense_replace",
-            "moe_layer_freq",
-            "moe_layer_offset",
-            "topk_method",
-            "moe_intermediate_size",
-        ),
+        stray=DEEPSEEK_MOE_WIDTH_FIELDS,
         renames=_RENAMES,
         defaults={
             "vocab_size": Default("JambaConfig default", value=65536),

@@ -7,7 +7,7 @@ layer (Scout) or in every ``interleave_moe_layer_step``-th one (Maverick: 2), or
 
 from mlacalc.models.architecture import Arch
 from mlacalc.models.hf._layer_types import lift_text_config, read_layer_types
-from mlacalc.models.registry import Default, Family, register
+from mlacalc.models.registry import DEEPSEEK_MOE_WIDTH_FIELDS, Default, Family, register
 
 _RENAMES = {"num_local_experts": "n_routed_experts"}
 
@@ -91,15 +91,7 @@ FAMILY = register(
         aliases={"llama4": "llama4_text"},
         layout="llama",
         hf_class="transformers Llama4TextConfig",
-        stray=(
-            "n_routed_experts",
-            "n_shared_experts",
-            "first_k_dense_replace",
-            "moe_layer_freq",
-            "moe_layer_offset",
-            "topk_method",
-            "moe_intermediate_size",
-        ),
+        stray=DEEPSEEK_MOE_WIDTH_FIELDS,
         renames=_RENAMES,
         defaults={
             "head_dim": Default("Llama4TextConfig default", value=128),

@@ -4,7 +4,7 @@ routers with a correction bias. The checkpoint's MTP modules (``num_mtp_modules`
 in the Hugging Face implementation and are not counted."""
 
 from mlacalc.models.architecture import Arch
-from mlacalc.models.registry import Default, Family, register
+from mlacalc.models.registry import DEEPSEEK_MOE_WIDTH_FIELDS, Default, Family, register
 
 
 def _translate(data, raw, derived, problems) -> None:
@@ -35,15 +35,7 @@ FAMILY = register(
         model_types=("minimax_m2",),
         layout="llama",
         hf_class="transformers MiniMaxM2Config",
-        stray=(
-            "n_routed_experts",
-            "n_shared_experts",
-            "first_k_dense_replace",
-            "moe_layer_freq",
-            "moe_layer_offset",
-            "topk_method",
-            "moe_intermediate_size",
-        ),
+        stray=DEEPSEEK_MOE_WIDTH_FIELDS,
         renames={"num_local_experts": "n_routed_experts", "num_experts": "n_routed_experts"},
         defaults={
             "head_dim": Default("MiniMaxM2Config default", value=128),

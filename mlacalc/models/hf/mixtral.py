@@ -1,7 +1,7 @@
 """Mixtral (``MixtralConfig``): the Mistral layout with every FFN a mixture of experts."""
 
 from mlacalc.models.hf._rules import head_dim_from_width
-from mlacalc.models.registry import Default, Family, register
+from mlacalc.models.registry import DEEPSEEK_MOE_WIDTH_FIELDS, Default, Family, register
 
 FAMILY = register(
     Family(
@@ -9,15 +9,7 @@ FAMILY = register(
         model_types=("mixtral",),
         layout="llama",
         hf_class="transformers MixtralConfig",
-        stray=(
-            "n_routed_experts",
-            "n_shared_experts",
-            "first_k_dense_replace",
-            "moe_layer_freq",
-            "moe_layer_offset",
-            "topk_method",
-            "moe_intermediate_size",
-        ),
+        stray=DEEPSEEK_MOE_WIDTH_FIELDS,
         renames={"num_local_experts": "n_routed_experts", "num_experts": "n_routed_experts"},
         defaults={
             "head_dim": head_dim_from_width(

@@ -6,7 +6,7 @@ router without bias. ``clip_qkv`` clamps activations (no count)."""
 
 from mlacalc.models.architecture import Arch
 from mlacalc.models.hf._rules import head_dim_from_width
-from mlacalc.models.registry import Default, Family, register
+from mlacalc.models.registry import DEEPSEEK_MOE_WIDTH_FIELDS, Default, Family, register
 
 
 def _translate(data, raw, derived, problems) -> None:
@@ -21,15 +21,7 @@ FAMILY = register(
         model_types=("olmo2", "olmoe"),
         layout="llama",
         hf_class="transformers Olmo2Config / OlmoeConfig",
-        stray=(
-            "n_routed_experts",
-            "n_shared_experts",
-            "first_k_dense_replace",
-            "moe_layer_freq",
-            "moe_layer_offset",
-            "topk_method",
-            "moe_intermediate_size",
-        ),
+        stray=DEEPSEEK_MOE_WIDTH_FIELDS,
         stray_by_type={
             "olmo2": ("num_experts_per_tok", "num_experts", "num_local_experts"),
         },

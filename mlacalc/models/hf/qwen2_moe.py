@@ -5,7 +5,7 @@ behind a sigmoid gate (``shared_expert_gate``: one weight row)."""
 from mlacalc.models.architecture import Arch
 from mlacalc.models.hf._layer_types import check_every_layer_moe
 from mlacalc.models.hf._rules import head_dim_from_width
-from mlacalc.models.registry import Default, Family, HFInput, register
+from mlacalc.models.registry import DEEPSEEK_MOE_FIELDS, Default, Family, HFInput, register
 
 
 def _translate(data, raw, derived, problems) -> None:
@@ -38,14 +38,7 @@ FAMILY = register(
         model_types=("qwen2_moe",),
         layout="llama",
         hf_class="transformers Qwen2MoeConfig",
-        stray=(
-            "n_routed_experts",
-            "n_shared_experts",
-            "first_k_dense_replace",
-            "moe_layer_freq",
-            "moe_layer_offset",
-            "topk_method",
-        ),
+        stray=DEEPSEEK_MOE_FIELDS,
         renames={"num_experts": "n_routed_experts"},
         defaults={
             "head_dim": head_dim_from_width("Qwen2MoeConfig: hidden_size / num_attention_heads"),

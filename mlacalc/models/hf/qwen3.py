@@ -3,7 +3,7 @@ RMSNorm on queries and keys; Qwen3-MoE makes every FFN a mixture of ``num_expert
 
 from mlacalc.models.architecture import Arch
 from mlacalc.models.hf._layer_types import check_every_layer_moe
-from mlacalc.models.registry import Default, Family, HFInput, register
+from mlacalc.models.registry import DEEPSEEK_MOE_FIELDS, Default, Family, HFInput, register
 
 _SLIDING = HFInput(
     "boolean",
@@ -25,14 +25,7 @@ FAMILY = register(
         model_types=("qwen3", "qwen3_moe"),
         layout="llama",
         hf_class="transformers Qwen3Config / Qwen3MoeConfig",
-        stray=(
-            "n_routed_experts",
-            "n_shared_experts",
-            "first_k_dense_replace",
-            "moe_layer_freq",
-            "moe_layer_offset",
-            "topk_method",
-        ),
+        stray=DEEPSEEK_MOE_FIELDS,
         stray_by_type={
             "qwen3": ("moe_intermediate_size", "num_experts_per_tok", "num_experts"),
         },

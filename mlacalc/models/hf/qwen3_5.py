@@ -16,7 +16,7 @@ class (it drops their weights on load) and are not counted either.
 
 from mlacalc.models.architecture import Arch
 from mlacalc.models.hf._layer_types import lift_text_config, read_layer_types
-from mlacalc.models.registry import Default, Family, NotImported, register
+from mlacalc.models.registry import DEEPSEEK_MOE_FIELDS, Default, Family, NotImported, register
 
 _RENAMES = {"num_experts": "n_routed_experts"}
 
@@ -125,14 +125,7 @@ FAMILY = register(
         aliases={"qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"},
         layout="llama",
         hf_class="transformers Qwen3_5TextConfig / Qwen3_5MoeTextConfig (text_config)",
-        stray=(
-            "n_routed_experts",
-            "n_shared_experts",
-            "first_k_dense_replace",
-            "moe_layer_freq",
-            "moe_layer_offset",
-            "topk_method",
-        ),
+        stray=DEEPSEEK_MOE_FIELDS,
         stray_by_type={
             "qwen3_5_text": ("moe_intermediate_size", "num_experts_per_tok", "num_experts"),
         },

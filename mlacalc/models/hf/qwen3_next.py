@@ -7,7 +7,7 @@ of the linear layers are not, and are refused by name."""
 
 from mlacalc.models.architecture import Arch
 from mlacalc.models.hf._layer_types import check_every_layer_moe, read_layer_types
-from mlacalc.models.registry import Default, Family, HFInput, register
+from mlacalc.models.registry import DEEPSEEK_MOE_FIELDS, Default, Family, HFInput, register
 
 
 def _translate(data, raw, derived, problems) -> None:
@@ -59,14 +59,7 @@ FAMILY = register(
         model_types=("qwen3_next",),
         layout="llama",
         hf_class="transformers Qwen3NextConfig",
-        stray=(
-            "n_routed_experts",
-            "n_shared_experts",
-            "first_k_dense_replace",
-            "moe_layer_freq",
-            "moe_layer_offset",
-            "topk_method",
-        ),
+        stray=DEEPSEEK_MOE_FIELDS,
         renames={"num_experts": "n_routed_experts"},
         defaults={
             "head_dim": Default("Qwen3NextConfig default", value=256),

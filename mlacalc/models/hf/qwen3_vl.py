@@ -15,7 +15,7 @@ depth and width. The output head is tied as the wrapper's ``tie_word_embeddings`
 
 from mlacalc.models.architecture import Arch
 from mlacalc.models.hf._layer_types import check_every_layer_moe, lift_text_config
-from mlacalc.models.registry import ClassDefault, Default, Family, register
+from mlacalc.models.registry import DEEPSEEK_MOE_FIELDS, ClassDefault, Default, Family, register
 
 _RENAMES = {"num_experts": "n_routed_experts"}
 
@@ -49,14 +49,7 @@ FAMILY = register(
         aliases={"qwen3_vl": "qwen3_vl_text", "qwen3_vl_moe": "qwen3_vl_moe_text"},
         layout="llama",
         hf_class="transformers Qwen3VLTextConfig / Qwen3VLMoeTextConfig (text_config)",
-        stray=(
-            "n_routed_experts",
-            "n_shared_experts",
-            "first_k_dense_replace",
-            "moe_layer_freq",
-            "moe_layer_offset",
-            "topk_method",
-        ),
+        stray=DEEPSEEK_MOE_FIELDS,
         stray_by_type={
             "qwen3_vl_text": ("moe_intermediate_size", "num_experts_per_tok", "num_experts"),
         },
