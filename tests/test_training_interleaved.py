@@ -127,3 +127,36 @@ def test_the_warm_up_holds_each_chunk_s_own_layers():
     assert _held(lay, 0, [Fraction(5)] * 12) == 60 * _in_flight(lay, 0)  # alike: the average
     one = Layout(8, 4, 8, 1, 1, 64, 1, 1)
     assert _held(one, 1, each) == 606 * 3  # 1F1B: min(pp - s, micro) whole stages
+
+
+def test_the_steady_state_peak_when_the_first_chunk_is_the_heavier():
+    """pp 4, v 2, 8 micro-batches, chunk weights 600 then 6 (100 and 1 a layer). Stage 0's
+    warm-up: 10 forwards (chunk 0 x 4, chunk 1 x 4, chunk 0 x 2) = 3,624; steady state: the
+    forward of chunk 0 (+600) then the backward of chunk 1 (-6), twice: 4,224 -> 4,218 ->
+    4,818, then forwards of chunk 1 (+6) and backwards of chunk 1 (-6): the peak 4,818.
+    Stage 3: warm-up 4 forwards of chunk 0 (2,400); the steady state's forwards 8-11 of chunk
+    0 while the backwards free chunk 0: 3,000. Before, the warm-up's end alone: 4,224 /
+    3,024 / 2,418 / 2,406 (review5's check)."""
+    lay = Layout(8, 4, 8, 1, 1, 64, 1, 2)
+    heavy = [Fraction(100)] * 6 + [Fraction(1)] * 6
+    assert [_held(lay, s, heavy) for s in range(4)] == [4818, 4806, 4200, 3000]
+    # the lighter first: the warm-up's end plus one forward is the peak (stage 0: 2,442)
+    light = heavy[6:] + heavy[:6]
+    assert [_held(lay, s, light) for s in range(4)] == [2442, 2430, 1824, 624]
+    few = Layout(8, 4, 8, 1, 1, 32, 1, 2)  # 4 micro-batches: 8 forwards, all warm-up
+    assert _held(few, 0, heavy) == 4 * 606
+
+
+def test_a_dense_first_stage_peaks_in_the_steady_state(monkeypatch):
+    """Qwen3-30B-A3B with its first 6 layers dense (first_k_dense_replace 6, a 40,960-wide
+    dense FFN), pp 4, v 2, global batch 8 on H100: stage 0's first chunk (layers 0-5, dense)
+    is the heavier; its activations peak at 65.49 GiB by the schedule, where the warm-up's
+    end gave 62.97 GiB."""
+    import mlacalc.training.cost as cost
+
+    m = replace(load_model("qwen3-30b-a3b"), first_k_dense_replace=6, intermediate_size=40960)
+    seen = []
+    stages = cost._stages
+    monkeypatch.setattr(cost, "_stages", lambda *a, **k: seen.append(stages(*a, **k)) or seen[0])
+    training_cost(m, 4096, hardware="H100", pp=4, virtual_stages=2, global_batch=8)
+    assert seen[0][0].activations / 2**30 == pytest.approx(65.49, abs=0.005)

@@ -551,12 +551,12 @@ def _stages(
     embedding on the first stage, the head and the final norm on the last; the first
     ``L mod pp`` stages hold one layer more; interleaved, round-robin chunks,
     :func:`_stage_parts`), the routed experts over ``ep``; the activations of the stage's
-    layers over ``tp`` times the micro-batches in flight on it (:func:`_in_flight`: 1F1B's
-    ``min(pp - s, micro)`` or the interleaved warm-up's), the head's on the last; with
-    ``recompute="full"`` also the one layer whose forward runs again in the backward (``rerun``,
-    :func:`recomputed_layer_bytes`; the stage's largest); ``nf4`` (QLoRA): the frozen linear
-    layers' weights (attention, dense FFN, shared and routed experts; not the embedding, head,
-    norms or router) at :data:`NF4_BYTES_PER_PARAM` bytes."""
+    layers over ``tp`` times the micro-batches in flight on it (:func:`_held`: 1F1B's
+    ``min(pp - s, micro)``, or the interleaved schedule's peak of chunks held), the head's on
+    the last; with ``recompute="full"`` also the one layer whose forward runs again in the
+    backward (``rerun``, :func:`recomputed_layer_bytes`; the stage's largest); ``nf4``
+    (QLoRA): the frozen linear layers' weights (attention, dense FFN, shared and routed
+    experts; not the embedding, head, norms or router) at :data:`NF4_BYTES_PER_PARAM` bytes."""
     L = m.num_hidden_layers
     per_block: dict[str, Fraction] = {}
     kv = _kv_replication(m, lay.tp)
@@ -650,16 +650,33 @@ def _stage_parts(m: ModelConfig, lay: Layout) -> list[tuple[dict[str, float], li
 def _held(lay: Layout, s: int, each: list[Fraction]) -> Fraction:
     """The activation bytes stage ``s`` holds at once, ``each`` its layers' bytes a
     micro-batch (in the order :func:`_stage_parts` gives them): 1F1B, all of them times
-    :func:`_in_flight`; interleaved, each chunk forward of the warm-up its own chunk's layers,
-    the ``k``-th forward running chunk ``(k // pp) mod vp`` (Megatron-LM's
-    ``get_model_chunk_id``, from recall: ``pp`` micro-batches through a chunk, then the
-    next), so a stage whose chunks differ (MoE on some layers) holds more of its first."""
+    :func:`_in_flight`; interleaved, the peak over Megatron-LM's schedule on the stage (from
+    recall): a warm-up of ``2 (pp - s - 1) + (vp - 1) pp`` chunk forwards, then one forward
+    and one backward a step until the ``m vp`` forwards are done, then the backwards left.
+    The ``k``-th forward runs chunk ``(k // pp) mod vp`` (``get_model_chunk_id``: ``pp``
+    micro-batches through a chunk, then the next) and holds that chunk's layers' bytes; the
+    ``k``-th backward frees chunk ``vp - 1 - ((k // pp) mod vp)``'s. A stage whose chunks
+    differ (MoE on some layers) peaks in the steady state when its first chunk is the
+    heavier (the forwards refill it while the backwards free the last), at the warm-up's end
+    when the first is the lighter."""
     if lay.vp == 1:
         return sum(each, Fraction(0)) * _in_flight(lay, s)
     size = len(each) // lay.vp
     chunks = [sum(each[c * size : (c + 1) * size], Fraction(0)) for c in range(lay.vp)]
-    n = _in_flight(lay, s) * lay.vp  # the chunk forwards in flight
-    return sum((chunks[(k // lay.pp) % lay.vp] for k in range(int(n))), Fraction(0))
+    total = lay.micro_batches * lay.vp
+
+    def chunk(k: int, forward: bool) -> Fraction:
+        c = (k // lay.pp) % lay.vp
+        return chunks[c if forward else lay.vp - 1 - c]
+
+    warm = min(2 * (lay.pp - s - 1) + (lay.vp - 1) * lay.pp, total)
+    held = sum((chunk(k, True) for k in range(warm)), Fraction(0))
+    peak = held
+    for k in range(total - warm):  # steady state: forward warm + k, then backward k
+        held += chunk(warm + k, True)
+        peak = max(peak, held)
+        held -= chunk(k, False)
+    return peak
 
 
 def _in_flight(lay: Layout, s: int) -> Fraction:
