@@ -65,7 +65,8 @@ BAD = [
     ({"virtual_stages": True}, "virtual_stages", "virtual_stages"),
     ({"virtual_stages": 2, "pp": 1}, "virtual_stages", "give pp > 1"),
     ({"virtual_stages": 3}, "virtual_stages", "use one of 2, 4, 5, 10, 20"),
-    ({"virtual_stages": 2, "global_batch": 48}, "virtual_stages", "a multiple of 32"),
+    # the batch is what to change, so the error names it (review5)
+    ({"virtual_stages": 2, "global_batch": 48}, "global_batch", "global_batch a multiple of 32"),
 ]
 
 
@@ -96,6 +97,16 @@ def test_cli_virtual_stages(run):
     )
     out, err = run(*argv, "--virtual-stages", "3", code=2)
     assert "--virtual-stages" in err and err.count("\n") == 1 and not out
+
+
+def test_cli_the_batch_error_names_the_batch_s_flag(run):
+    """A global batch that leaves micro-batches not in groups of pp names --global-batch, the
+    option to change, and the flags in its words (not global_batch / virtual_stages)."""
+    argv = ("train", "llama-3.1-8b", "--dp", "4", "--pp", "2", "--virtual-stages", "2")
+    out, err = run(*argv, "--global-batch", "12", code=2)
+    assert err.startswith("mlacalc: error: Invalid value for --global-batch: ")
+    assert "use a --global-batch a multiple of 8" in err and "or --virtual-stages 1" in err
+    assert "global_batch" not in err and "virtual_stages" not in err and not out
 
 
 def test_round_robin_chunks_place_a_mixed_model_s_layers_by_hand():

@@ -170,6 +170,16 @@ def test_parameters_per_gpu_count_the_adapters(run):
     assert "and 2.68 G of adapters, trainable" in flat
 
 
+def test_cli_lora_rank_error_names_the_flag(run):
+    """The library's "use lora_rank 1 .. 1,024" reads "use --lora-rank 1 .. 1,024" in the CLI
+    (review5); fields with no option (k_proj) stay as they are."""
+    with pytest.raises(MlacalcError, match=r"use lora_rank 1 \.\. 1,024$"):
+        training_cost("llama-3.1-8b", 1024, lora_rank=99999)
+    out, err = run("train", "llama-3.1-8b", "-s", "1k", "--lora-rank", "99999", code=2)
+    assert err.rstrip().endswith("use --lora-rank 1 .. 1,024") and "lora_rank" not in err
+    assert "k_proj is 4,096 x 1,024" in err and not out
+
+
 def test_lora_refuses_layouts_it_does_not_count():
     with pytest.raises(MlacalcError, match=r"^lora_rank: .*gpt2 layout is not built"):
         training_cost("gpt2", 512, lora_rank=8)
@@ -299,7 +309,9 @@ def test_qlora_mutations_name_the_field(kwargs, field, fix):
 
 def test_cli_qlora(run):
     out, err = run("train", "llama-3-8b", "-s", "1k", "--base-dtype", "nf4", code=2)
-    assert "--base-dtype" in err and "give lora_rank" in err and err.count("\n") == 1
+    # the CLI names the flag where the library names the field (review5)
+    assert "--base-dtype" in err and "give --lora-rank" in err and err.count("\n") == 1
+    assert "lora_rank" not in err and "or --base-dtype 'compute'" in err
     assert not out
     out, _ = run("train", "llama-3-8b", "-s", "1k", "--lora-rank", "16", "--base-dtype", "nf4")
     flat = " ".join(out.split())

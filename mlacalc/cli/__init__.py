@@ -21,6 +21,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import os
+import re
 import sys
 import warnings
 
@@ -131,6 +132,20 @@ def _option_for(argv: list[str] | None, argument: str) -> str | None:
     return None
 
 
+def _flags_named(argv: list[str] | None, message: str) -> str:
+    """``train``'s error with the API fields it names (``lora_rank``, ``global_batch``) as
+    the command's options (``--lora-rank``, ``--global-batch``); other commands' as they
+    are."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    if next((w for w in words if not str(w).startswith("-")), None) != "train":
+        return message
+
+    def flag(found: re.Match[str]) -> str:
+        return _option_for(argv, found.group(0)) or found.group(0)
+
+    return re.sub(r"(?<![\w.'-])[a-z]+(?:_[a-z]+)+(?![\w'(-])", flag, message)
+
+
 def _usage_message(exc: click.UsageError) -> str:
     """The error's message; an unknown option that names one of the command's formats
     (``--json``) is pointed at ``--format json`` rather than at click's closest spelling."""
@@ -184,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         flag = _option_for(argv, argument) if argument else None
         if flag and message.startswith(f"{argument}: "):
             message = f"Invalid value for {flag}: {message[len(argument) + 2 :]}"
+            message = _flags_named(argv, message)
         click.echo(f"mlacalc: error: {message}", err=True)
         return 2
     except OSError as exc:

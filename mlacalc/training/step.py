@@ -219,12 +219,13 @@ def check_virtual_stages(m: ModelConfig, lay: Layout, virtual_stages: Any) -> in
             f"{m.label}'s {L} layers do not cut into pp x virtual_stages = {lay.pp} x {v} "
             f"equal chunks: use {hint}",
         )
-    if lay.micro_batches % lay.pp:
+    if lay.micro_batches % lay.pp:  # the batch is what to change: named as its field
         raise InvalidArgumentError(
-            "virtual_stages",
-            f"the interleaved schedule runs micro-batches in groups of pp = {lay.pp}, and a "
-            f"step has {lay.micro_batches:,} a rank: use a global batch that gives a multiple "
-            f"of {lay.pp} (global_batch a multiple of {lay.pp * lay.micro_batch * lay.dp:,})",
+            "global_batch",
+            f"the interleaved schedule (virtual_stages {v}) runs micro-batches in groups of "
+            f"pp = {lay.pp}, and a step has {lay.micro_batches:,} a rank: use a global_batch "
+            f"a multiple of {lay.pp * lay.micro_batch * lay.dp:,} (pp x micro_batch x dp), "
+            "or virtual_stages 1",
         )
     return v
 
