@@ -3,6 +3,7 @@ RMSNorm on queries and keys; Qwen3-MoE makes every FFN a mixture of ``num_expert
 
 from mlacalc.models.architecture import Arch
 from mlacalc.models.hf._layer_types import check_every_layer_moe
+from mlacalc.models.hf._rules import head_dim_from_width
 from mlacalc.models.registry import DEEPSEEK_MOE_FIELDS, Default, Family, HFInput, register
 
 _SLIDING = HFInput(
@@ -37,7 +38,9 @@ FAMILY = register(
                 "num_key_value_heads": Default("Qwen3Config default", value=32),
             },
             "qwen3_moe": {
-                "head_dim": Default("Qwen3MoeConfig default", value=128),
+                "head_dim": head_dim_from_width(  # the class has no head_dim field
+                    "Qwen3MoeConfig: head_dim = hidden_size / num_attention_heads"
+                ),
                 "tie_word_embeddings": Default("Qwen3MoeConfig default", value=False),
                 "num_key_value_heads": Default("Qwen3MoeConfig default", value=4),
                 "n_routed_experts": Default("Qwen3MoeConfig num_experts default", value=128),
