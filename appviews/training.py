@@ -314,7 +314,8 @@ def render(sc: Scenario) -> None:
             "others are inside a micro-batch or overlapped. A prediction of the kernel time "
             "model and the link model "
             f"(profile {t['profile']}: {t['calibration']}; benchmarks/bench_training.py gives "
-            "its error on published runs).",
+            "its error on published runs)"
+            + (f"; {d['step_layers_note']}." if d.get("step_layers_note") else "."),
         )
     if m.is_mla:
         st.markdown(

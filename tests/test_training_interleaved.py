@@ -171,3 +171,29 @@ def test_a_dense_first_stage_peaks_in_the_steady_state(monkeypatch):
     monkeypatch.setattr(cost, "_stages", lambda *a, **k: seen.append(stages(*a, **k)) or seen[0])
     training_cost(m, 4096, hardware="H100", pp=4, virtual_stages=2, global_batch=8)
     assert seen[0][0].activations / 2**30 == pytest.approx(65.49, abs=0.005)
+
+
+def test_the_step_note_says_the_average_layers_where_the_stages_mixes_differ(run):
+    """The step is timed on L / pp average layers: where the stages hold different mixes
+    (MoE every 4th layer, interleaved or not; the first 6 dense, 1F1B) the note says so, with
+    each stage's MoE layers; a model whose stages are alike says nothing (review5)."""
+    m = replace(load_model("qwen3-30b-a3b"), moe_layer_freq=4)
+    two = training_cost(m, 4096, pp=4, virtual_stages=2, global_batch=8)
+    assert two.step_layers_note.endswith("(MoE layers a stage: 4/12, 2/12, 4/12, 2/12)")
+    assert "L / pp = 48/4 layers of the model's average mix (12 of 48 MoE)" in (
+        two.step_layers_note
+    )
+    assert two.to_dict()["step_layers_note"] == two.step_layers_note
+    dense6 = replace(load_model("qwen3-30b-a3b"), first_k_dense_replace=6)
+    assert training_cost(dense6, 4096, pp=4, global_batch=8).step_layers_note.endswith(
+        "(MoE layers a stage: 6/12, 12/12, 12/12, 12/12)"
+    )
+    assert training_cost("qwen3-30b-a3b", 4096, pp=4, global_batch=8).step_layers_note == ""
+    assert training_cost("llama-3.1-70b", 8192, virtual_stages=2, **KW).step_layers_note == ""
+    argv = ("train", "qwen3-30b-a3b", "-s", "4k", "--hw", "H100", "--pp", "4")
+    out, _ = run(*argv, "--global-batch", "8", "--set", "first_k_dense_replace=6")
+    assert "the step is timed on L / pp = 48/4 layers" in " ".join(out.split())
+    # MoE every 4th layer: 3 a stage under 1F1B's blocks of 12, alike
+    assert training_cost(m, 4096, pp=4, global_batch=8).step_layers_note == ""
+    out, _ = run(*argv, "--global-batch", "8")
+    assert "the step is timed" not in " ".join(out.split())

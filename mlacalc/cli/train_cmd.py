@@ -221,6 +221,7 @@ def _step_section(c, overlap: bool) -> Section:
             if c.fits is False
             else ""
         )
+        + (f"{c.step_layers_note}; " if c.step_layers_note else "")
         + f"{c.tokens_per_s_per_gpu:,.0f} tokens/s per GPU; a prediction of the kernel "
         "time model and the link model (profile "
         f"{t.profile}: {t.calibration})"

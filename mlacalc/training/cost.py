@@ -166,6 +166,9 @@ class TrainingCost:
     #: whether ``global_batch`` was left to its default (one micro-batch a data-parallel rank:
     #: no gradient accumulation, so the whole data-parallel reduction follows one backward)
     global_batch_defaulted: bool = False
+    #: where the pipeline stages' layer mixes differ (MoE on some layers): that the step is
+    #: timed on ``L / pp`` average layers, not each stage's own (:func:`_mix_note`); else ""
+    step_layers_note: str = ""
     #: how the gated FFN's SwiGLU runs, what its activations count
     #: (:data:`mlacalc.training.memory.SWIGLU`)
     swiglu: str = "fused"
@@ -382,6 +385,7 @@ class TrainingCost:
             "zero": self.zero,
             "layout": self.layout.to_dict(),
             "global_batch_defaulted": self.global_batch_defaulted,
+            "step_layers_note": self.step_layers_note,
             "flops_per_micro_batch": self.flops.to_dict(),
             "model_flops_per_token": self.model_flops // self.flops.tokens,
             "executed_flops_per_token": self.flops.hardware_flops // self.flops.tokens,
@@ -647,6 +651,24 @@ def _stage_parts(m: ModelConfig, lay: Layout) -> list[tuple[dict[str, float], li
     return out
 
 
+def _mix_note(m: ModelConfig, lay: Layout) -> str:
+    """Where the pipeline stages hold different mixes of layers (MoE on some: 1F1B's blocks
+    or the interleaved chunks, :func:`_stage_parts`), that the step is timed on ``L / pp``
+    layers of the model's average mix, not on each stage's own; "" where the mixes are
+    alike (one stage, or the same share of MoE layers on every stage)."""
+    L = m.num_hidden_layers
+    stages = [layers for _, layers, _ in _stage_parts(m, lay)]
+    moe = [sum(m.is_moe_layer(i) for i in layers) for layers in stages]
+    if len({Fraction(k, len(layers)) for k, layers in zip(moe, stages)}) <= 1:
+        return ""
+    counts = ", ".join(f"{k}/{len(layers)}" for k, layers in zip(moe, stages))
+    return (
+        f"the step is timed on L / pp = {L}/{lay.pp} layers of the model's average mix "
+        f"({sum(moe)} of {L} MoE), not on each stage's own: the stages' mixes differ (MoE "
+        f"layers a stage: {counts})"
+    )
+
+
 def _held(lay: Layout, s: int, each: list[Fraction]) -> Fraction:
     """The activation bytes stage ``s`` holds at once, ``each`` its layers' bytes a
     micro-batch (in the order :func:`_stage_parts` gives them): 1F1B, all of them times
@@ -881,6 +903,7 @@ def training_cost(
         levers=_levers(m, lay, recompute, zero, seq_len, attention, *_nf4(base, lora, precision)),
         model_flops_per_micro_batch=model_flops,
         global_batch_defaulted=global_batch is None,
+        step_layers_note=_mix_note(m, lay),
         swiglu=swiglu,
         lora_rank=rank,
         lora_targets=targets if lora else None,
