@@ -330,3 +330,22 @@ def test_vllm_maps_its_hopper_fp8_prompt_rows_with_the_kv_upcast():
             assert np.array_equal(p.batch.shape["kv_upcast"], on.astype(np.float64))
             seen += int(on.sum())
         assert (seen > 20000) == want
+
+
+@pytest.mark.slow
+def test_blackwells_bf16_prompts_at_head_dim_512_take_the_halved_tile():
+    # SGLang's and vLLM's B200 bf16 prompt rows at head dim 512 and 8,192 tokens or more
+    # (the TensorRT-LLM-gen kernel, each engine's fitted profile), signed median: -11% /
+    # -14% with the 64-row tile (attention_time._wide_head_tiles), -23% / -24% before
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.timemodel.profile import load_profile
+
+    for engine in ("sglang", "vllm"):
+        mapped = _rows("b200_sxm", "context_attention_perf", engine)
+        c = mapped.table.columns
+        pred = predict_mapped(mapped, None, load_profile(f"fit-b200-sxm-{engine}"))
+        ok = mapped.modelled & np.isfinite(pred) & rows_running(mapped, "bf16", "attention")
+        ok &= (c["head_dim"] == 512) & (c["batch_size"] * c["isl"] >= 8192)
+        assert ok.sum() > 200
+        signed = np.median(pred[ok] / mapped.table.seconds[ok] - 1.0)
+        assert -0.17 < signed < 0.0, (engine, signed)

@@ -447,3 +447,36 @@ def test_a_window_walking_prompt_tests_every_causal_block():
     assert abs(walk / mask_time(8192.0, "triton") / waves - 64.5 / 32.5) < 1e-6
     # inside the window (128 tokens) the walking kernel tests its one block, the band none
     assert mask_time(128.0, "triton") > 0.0 and mask_time(128.0, "") == 0.0
+
+
+def test_blackwells_bf16_prompt_tile_halves_at_head_dim_512():
+    # a 128-query tile with one 128-key K and V block needs (128 x 512 + 2 x 128 x 512) x 2
+    # bytes at bf16 head dim 512, 384 KB of B200's 228: the tile runs 64 query rows, which
+    # reads each K/V block from shared memory twice as often a FLOP. fp8 at 512 and bf16 at
+    # 256 hold 192 KB: 128 rows. Hopper's kernels keep their tile
+    from mlacalc.timemodel import attention_time
+
+    b200 = device_figures(load_hardware("B200"))
+    h100 = device_figures(load_hardware("H100-SXM"))
+
+    def rows(dtype: str, d: float, fig) -> float:
+        batch, _ = _prefill(dtype, d, d)
+        q, k = attention_time._wide_head_tiles(batch, fig, np.array([128.0]), np.array([128.0]))
+        assert k[0] == 128.0
+        return float(q[0])
+
+    assert rows("bf16", 512.0, b200) == attention_time.WIDE_HEAD_TILE_ROWS == 64.0
+    assert rows("fp8", 512.0, b200) == 128.0
+    assert rows("bf16", 256.0, b200) == 128.0
+    assert rows("bf16", 512.0, h100) == 128.0
+    # the products' time (exponentials free, no waits) grows by the doubled operand reads
+    prm = default_params("attention_prefill")
+    prm.update(eff_compute=1.0, eff_exp=1e3, sfu_overlap=16.0, unit_latency_s=0.0)
+    prm.update(block_s=0.0, call_latency_s=1e-7)
+    wide, _ = _prefill("bf16", 512.0, 512.0, isl=16384.0)
+    half, _ = _prefill("bf16", 256.0, 256.0, isl=16384.0)
+    ratio = (
+        kernel_terms(wide, b200, prm)["compute_s"][0]
+        / kernel_terms(half, b200, prm)["compute_s"][0]
+    )
+    assert ratio > 2.3  # twice the FLOPs and twice the operand reads a FLOP (was 2.0)

@@ -120,6 +120,10 @@ PACKING_PREFILL = frozenset({("sglang", "sm90"), ("vllm", "sm90")})
 #: fp8 MMAs' draw against B200's power cap is a candidate the tables cannot show)
 FP8_PROMPT_TCGEN05_RATE = 0.88
 
+#: The fewest query rows (and keys) a Blackwell prompt kernel's tile is cut to where its
+#: 128 x 128 tile does not fit the SM's shared memory (:func:`_wide_head_tiles`)
+WIDE_HEAD_TILE_ROWS = 64.0
+
 #: That kernel's exponentials run at this multiple of the SFUs' rate (``eff_exp`` then at most
 #: 1 on every device, a share of its own exponential rate). Its bf16 build does not: the B200
 #: fits put fp8 ``eff_exp`` at 1.52, 1.57 and 1.58 (TensorRT-LLM, SGLang, vLLM) and bf16 at
@@ -587,6 +591,7 @@ def prefill_terms(
     # FlashAttention-3's absorbed MLA, a 64-wide q/k head with 512-wide values, 64 x 64)
     pack = col(batch, "head_pack", 1)
     tile_q, tile_k = col(batch, "tile_rows", 128), col(batch, "tile_keys", 128)
+    tile_q, tile_k = _wide_head_tiles(batch, fig, tile_q, tile_k)
     per_unit = np.where(pack <= 0, a["group"], np.clip(pack, 1.0, a["group"]))
     units = b * heads / per_unit * np.ceil(q * per_unit / tile_q)
     rows = np.minimum(q * per_unit, tile_q)
@@ -706,6 +711,29 @@ def prefill_terms(
         batch, fig, prm, pre_bytes, d_qk, d_v, b, kv
     )
     return out
+
+
+def _wide_head_tiles(
+    batch: KernelBatch, fig: DeviceFigures, tile_q: np.ndarray, tile_k: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The query rows of Blackwell's prompt kernel's tile (TensorRT-LLM-gen's: data-centre
+    Blackwell's ``attention_prefill`` of no variant, no tile named by the mapping): halved, down to
+    :data:`WIDE_HEAD_TILE_ROWS`, while the tile's queries and one K and one V block of its
+    keys, at the dtype's element bytes, exceed the SM's shared memory. Only bf16 at head dim
+    512 is cut (128 x 512 x 2 bytes of queries and 2 x 128 x 512 x 2 of K and V: 384 KB of
+    B200's 228): fp8 at 512 and bf16 at 256 hold 192 KB. Elsewhere (Hopper, the variants:
+    FlashInfer's own kernel, FlashMLA's sparse cores) the tile as given."""
+    if not fig.tcgen05 or batch.kind != "attention_prefill" or batch.variant:
+        return tile_q, tile_k
+    if "tile_rows" in batch.shape:
+        return tile_q, tile_k
+    d_qk, d_v = col(batch, "head_dim_qk", 128), col(batch, "head_dim_v", 128)
+    elem, smem = elem_bytes(batch.dtype), smem_per_sm(fig)
+    rows = np.asarray(tile_q, dtype=float) * np.ones(len(batch))
+    for _ in range(2):
+        over = (rows * d_qk + tile_k * (d_qk + d_v)) * elem > smem
+        rows = np.where(over, np.maximum(rows / 2.0, WIDE_HEAD_TILE_ROWS), rows)
+    return rows, tile_k
 
 
 def _prefill_side_kernels_s(
