@@ -2,6 +2,8 @@
 
 q2: a qwen3_moe file without head_dim; Qwen3MoeConfig has no head_dim field, so its attention
 takes hidden_size / num_attention_heads (64 here), where mlacalc had filled Qwen3Config's 128.
+m1, d1: a key a class's attribute_map lists (MixtralConfig's num_experts, DeepseekV3Config's
+num_local_experts) wins over the class's own spelling, as transformers sets it after.
 """
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ REVIEW5 = TESTS / "data" / "review5"
 #: (file, parameters transformers builds on the meta device: checked below)
 COUNTS = [
     ("q2", 156_874_496),
+    ("m1", 1_893_413_888),  # num_experts 32 wins over num_local_experts 8 (attribute_map)
+    # num_local_experts 8 wins over n_routed_experts 16 (attribute_map); transformers'
+    # parameters() gives 101,353,984: its 3 x 8 e_score_correction_bias are buffers
+    ("d1", 101_354_008),
 ]
 
 
@@ -51,4 +57,17 @@ def test_review5_counts_are_what_transformers_builds_on_meta(name, total):
     config = transformers.CONFIG_MAPPING[data.pop("model_type")](**data)
     with torch.device("meta"):
         built = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
-    assert sum(p.numel() for p in built.parameters()) == total
+    bias = sum(b.numel() for n, b in built.named_buffers() if "e_score_correction_bias" in n)
+    assert sum(p.numel() for p in built.parameters()) + bias == total
+
+
+def test_every_alias_that_wins_is_in_its_class_attribute_map():
+    transformers = pytest.importorskip("transformers")
+    from mlacalc.models.hf import families
+
+    for unit in families().values():
+        for model_type, keys in unit.alias_wins.items():
+            hf_type = {"kimi_k2": "deepseek_v3"}.get(model_type, model_type)  # its class
+            amap = transformers.CONFIG_MAPPING[hf_type].attribute_map
+            for key in keys:
+                assert key in amap and key in unit.renames, (model_type, key)

@@ -266,6 +266,11 @@ class Family:
         (``{"RefinedWebModel": "falcon"}``).
     renames
         ``config.json`` key -> schema field, for keys this family spells differently.
+    alias_wins
+        model_type -> the rename keys its class lists in its ``attribute_map``: transformers
+        sets the canonical field from such a key after the class's own spelling, so its value
+        wins over every other spelling (MixtralConfig: ``num_experts`` over
+        ``num_local_experts``).
     defaults
         Schema field -> :class:`Default`, applied to YAML files and ``config.json``
         alike when the field is absent.
@@ -345,6 +350,7 @@ class Family:
     hf_class: str
     aliases: Mapping[str, str] = field(default_factory=dict)
     renames: Mapping[str, str] = field(default_factory=dict)
+    alias_wins: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     defaults: Mapping[str, Default] = field(default_factory=dict)
     defaults_by_type: Mapping[str, Mapping[str, Default]] = field(default_factory=dict)
     required: tuple[str, ...] = ()

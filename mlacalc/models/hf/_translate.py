@@ -127,6 +127,10 @@ def import_hf_config(
     spelled = {v: k for k, v in unit.renames.items() if k in data}
     for key, value in renamed.items():
         raw.setdefault(key, value)  # the schema's own spelling wins
+    for key in unit.alias_wins.get(model_type, ()):
+        if data.get(key) is not None:  # an attribute_map alias wins, as in transformers
+            raw[unit.renames[key]] = data[key]
+            spelled[unit.renames[key]] = key
     nulled: dict[str, str] = {}  # schema field -> the config.json key that held null
     for key in list(raw):
         if raw[key] is None and key not in _NULL_MEANS_NONE and key != "n_routed_experts":

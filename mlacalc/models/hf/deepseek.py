@@ -43,6 +43,11 @@ FAMILY = register(
             "num_local_experts": "n_routed_experts",
             "num_experts": "n_routed_experts",
         },
+        alias_wins={  # DeepseekV2Config / DeepseekV3Config.attribute_map
+            "deepseek_v2": ("num_experts",),
+            "deepseek_v3": ("num_local_experts", "num_mtp_layers"),
+            "kimi_k2": ("num_local_experts", "num_mtp_layers"),
+        },
         irrelevant={
             "seq_aux": "Kimi-K2: a sequence-level auxiliary loss (training)",
             "projection_hidden_size": "Kimi-K2.5: the vision projector (reported apart)",

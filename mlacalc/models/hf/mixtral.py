@@ -11,6 +11,7 @@ FAMILY = register(
         hf_class="transformers MixtralConfig",
         stray=DEEPSEEK_MOE_WIDTH_FIELDS,
         renames={"num_local_experts": "n_routed_experts", "num_experts": "n_routed_experts"},
+        alias_wins={"mixtral": ("num_experts",)},  # MixtralConfig.attribute_map
         defaults={
             "head_dim": head_dim_from_width(
                 "MixtralConfig: head_dim = hidden_size / num_attention_heads"
