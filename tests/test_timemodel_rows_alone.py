@@ -40,8 +40,9 @@ def test_the_regression_batch_alone_and_in_an_array():
     sm = _step_model("sglang", "H100-SXM", "fp8")
     alone, together = _alone_and_together(sm, np.array([114.0, 115.0]))
     assert together == pytest.approx(alone, rel=1e-12)
-    # the batch of 115 per group: the wave the noise added is gone (75.3 us, not 78.2)
-    assert alone[1] == pytest.approx(75.31e-6, rel=2e-3)
+    # the batch of 115 per group no longer takes the wave the noise added: one more batch
+    # costs a few percent at most (the noise's wave was +3.8%: 75.3 -> 78.2 us when found)
+    assert together[1] / together[0] < 1.02
 
 
 @pytest.mark.parametrize(
