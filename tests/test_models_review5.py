@@ -71,3 +71,22 @@ def test_every_alias_that_wins_is_in_its_class_attribute_map():
             amap = transformers.CONFIG_MAPPING[hf_type].attribute_map
             for key in keys:
                 assert key in amap and key in unit.renames, (model_type, key)
+
+
+def test_every_attribute_map_key_a_family_reads_wins():
+    """Each key a type's class lists in its attribute_map, where the family reads it (a rename),
+    is in the family's alias_wins for that type (review5's m1, d1 had read the first spelling)."""
+    transformers = pytest.importorskip("transformers")
+    from mlacalc.models.hf import families
+
+    wrong = []
+    for unit in families().values():
+        for model_type in unit.model_types:
+            hf_type = {"kimi_k2": "deepseek_v3"}.get(model_type, model_type)
+            if hf_type not in transformers.CONFIG_MAPPING:
+                continue
+            amap = transformers.CONFIG_MAPPING[hf_type].attribute_map
+            read = {k for k in amap if k in unit.renames}
+            if read != set(unit.alias_wins.get(model_type, ())):
+                wrong.append(f"{model_type}: {sorted(read)} vs {unit.alias_wins.get(model_type)}")
+    assert not wrong, "\n".join(wrong)

@@ -49,6 +49,10 @@ FAMILY = register(
         layout="deepseek",
         hf_class="transformers DeepseekV32Config / GlmMoeDsaConfig",
         stray=("moe_layer_offset",),
+        alias_wins={
+            "deepseek_v32": ("num_local_experts",),
+            "glm_moe_dsa": ("num_local_experts",),
+        },  # the classes' attribute_map
         renames={
             "num_mtp_layers": "num_nextn_predict_layers",
             "num_local_experts": "n_routed_experts",

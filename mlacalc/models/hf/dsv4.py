@@ -126,6 +126,7 @@ FAMILY = register(
         layout="llama",
         hf_class="transformers DeepseekV4Config",
         stray=("first_k_dense_replace", "moe_layer_freq", "moe_layer_offset"),
+        alias_wins={"deepseek_v4": ("num_local_experts",)},  # the classes' attribute_map
         renames={"num_local_experts": "n_routed_experts"},
         defaults={
             **_class(**{k: v4.DEFAULTS[k] for k in _SAME if k not in ("num_hidden_layers",)}),

@@ -64,6 +64,7 @@ FAMILY = register(
         layout="llama",
         hf_class="transformers Ernie4_5_MoeConfig",
         stray=DEEPSEEK_MOE_FIELDS,
+        alias_wins={"ernie4_5_moe": ("num_experts",)},  # the classes' attribute_map
         renames=_RENAMES,
         defaults={
             "head_dim": Default(

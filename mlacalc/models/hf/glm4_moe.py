@@ -21,6 +21,9 @@ FAMILY = register(
         layout="llama",
         hf_class="transformers Glm4MoeConfig",
         stray=("moe_layer_freq", "moe_layer_offset", "topk_method"),
+        alias_wins={
+            "glm4_moe": ("num_local_experts", "num_mtp_layers")
+        },  # the classes' attribute_map
         renames={
             "num_mtp_layers": "num_nextn_predict_layers",
             "num_local_experts": "n_routed_experts",

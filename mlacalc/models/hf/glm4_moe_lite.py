@@ -14,6 +14,7 @@ FAMILY = register(
         layout="deepseek",
         hf_class="transformers Glm4MoeLiteConfig",
         stray=("moe_layer_freq", "moe_layer_offset", "topk_method"),
+        alias_wins={"glm4_moe_lite": ("num_local_experts",)},  # the classes' attribute_map
         renames={"num_local_experts": "n_routed_experts"},
         defaults={
             "num_key_value_heads": kv_heads_equal_heads("MLA repeats num_attention_heads here"),

@@ -18,6 +18,7 @@ FAMILY = register(
         layout="llama",
         hf_class="transformers GptOssConfig",
         stray=DEEPSEEK_MOE_WIDTH_FIELDS,
+        alias_wins={"gpt_oss": ("num_experts",)},  # the classes' attribute_map
         renames={
             "num_experts": "n_routed_experts",
             "num_local_experts": "n_routed_experts",

@@ -36,6 +36,7 @@ FAMILY = register(
         layout="llama",
         hf_class="transformers HunYuanMoEV1Config",
         stray=DEEPSEEK_MOE_WIDTH_FIELDS,
+        alias_wins={"hunyuan_v1_moe": ("num_local_experts",)},  # the classes' attribute_map
         renames=_RENAMES,
         defaults={
             "head_dim": head_dim_from_width("HunYuanMoEV1: hidden_size / num_attention_heads"),

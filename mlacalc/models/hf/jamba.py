@@ -84,6 +84,7 @@ FAMILY = register(
         layout="llama",
         hf_class="transformers JambaConfig",
         stray=DEEPSEEK_MOE_WIDTH_FIELDS,
+        alias_wins={"jamba": ("num_local_experts",)},  # the classes' attribute_map
         renames=_RENAMES,
         defaults={
             "vocab_size": Default("JambaConfig default", value=65536),

@@ -164,6 +164,7 @@ FAMILY = register(
             "moe_layer_offset",
             "topk_method",
         ),
+        alias_wins={"kimi_linear": ("num_local_experts",)},  # the classes' attribute_map
         renames={
             "num_experts": "n_routed_experts",
             "num_local_experts": "n_routed_experts",

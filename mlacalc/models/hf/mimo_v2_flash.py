@@ -118,6 +118,7 @@ FAMILY = register(
             "moe_layer_offset",
             "topk_method",
         ),
+        alias_wins={"mimo_v2_flash": ("num_local_experts",)},  # the classes' attribute_map
         renames={"num_local_experts": "n_routed_experts"},
         defaults={
             "vocab_size": Default("MiMoV2FlashConfig default", value=152576),

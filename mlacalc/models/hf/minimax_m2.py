@@ -36,6 +36,7 @@ FAMILY = register(
         layout="llama",
         hf_class="transformers MiniMaxM2Config",
         stray=DEEPSEEK_MOE_WIDTH_FIELDS,
+        alias_wins={"minimax_m2": ("num_experts",)},  # the classes' attribute_map
         renames={"num_local_experts": "n_routed_experts", "num_experts": "n_routed_experts"},
         defaults={
             "head_dim": Default("MiniMaxM2Config default", value=128),

@@ -82,6 +82,7 @@ FAMILY = register(
         layout="llama",
         hf_class="transformers NemotronHConfig",
         stray=("first_k_dense_replace", "moe_layer_freq", "moe_layer_offset", "topk_method"),
+        alias_wins={"nemotron_h": ("num_local_experts",)},  # the classes' attribute_map
         renames=_RENAMES,
         defaults={
             "head_dim": Default("NemotronHConfig default", value=128),

@@ -25,6 +25,7 @@ FAMILY = register(
         stray_by_type={
             "olmo2": ("num_experts_per_tok", "num_experts", "num_local_experts"),
         },
+        alias_wins={"olmoe": ("num_local_experts",)},  # the classes' attribute_map
         renames={"num_experts": "n_routed_experts", "num_local_experts": "n_routed_experts"},
         defaults={
             "head_dim": head_dim_from_width("OLMo: hidden_size / num_attention_heads"),

@@ -30,6 +30,7 @@ FAMILY = register(
         stray_by_type={
             "qwen3": ("moe_intermediate_size", "num_experts_per_tok", "num_experts"),
         },
+        alias_wins={"qwen3_moe": ("num_experts",)},  # the classes' attribute_map
         renames={"num_experts": "n_routed_experts"},
         defaults_by_type={  # each note names the file's own class
             "qwen3": {

@@ -53,6 +53,7 @@ FAMILY = register(
         stray_by_type={
             "qwen3_vl_text": ("moe_intermediate_size", "num_experts_per_tok", "num_experts"),
         },
+        alias_wins={"qwen3_vl_moe_text": ("num_experts",)},  # the classes' attribute_map
         renames=_RENAMES,
         defaults={
             "head_dim": Default("Qwen3VLTextConfig default", value=128),
