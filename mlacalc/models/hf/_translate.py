@@ -21,6 +21,7 @@ from mlacalc.models.hf._layer_types import check_layer_types
 from mlacalc.models.quantization import modelopt_config, quantization_scheme
 from mlacalc.models.registry import (
     COUNT_FREE,
+    DEEPSEEK_MOE_WIDTH_FIELDS,
     NOT_MODELLED,
     Family,
     HFInput,
@@ -214,16 +215,7 @@ def _null_said(problem: Problem, nulled: dict[str, str], model_type: str) -> Pro
 
 
 #: the MoE's structure in the schema's (DeepSeek's) words, which many classes spell otherwise
-_MOE_STRUCTURE = (
-    "n_routed_experts",
-    "n_shared_experts",
-    "first_k_dense_replace",
-    "moe_layer_freq",
-    "moe_layer_offset",
-    "topk_method",
-    "moe_intermediate_size",
-    "num_experts_per_tok",
-)
+_MOE_STRUCTURE = (*DEEPSEEK_MOE_WIDTH_FIELDS, "num_experts_per_tok")
 
 
 def stray_fields(unit: Family, model_type: str) -> tuple[str, ...]:
@@ -236,6 +228,17 @@ def stray_fields(unit: Family, model_type: str) -> tuple[str, ...]:
     return unit.stray_for(model_type)
 
 
+def _scopes(data: dict) -> tuple[dict, list[tuple[dict, str]]]:
+    """A copy of ``data`` (its ``text_config`` copied too) and the dicts a key is looked up
+    in, each with the prefix its notes name it by: the top level and ``text_config``."""
+    out = dict(data)
+    scopes = [(out, "")]
+    if isinstance(out.get("text_config"), dict):
+        out["text_config"] = dict(out["text_config"])
+        scopes.append((out["text_config"], "text_config."))
+    return out, scopes
+
+
 def _drop_stray(data: dict, unit: Family, model_type: str) -> tuple[dict, list[str]]:
     """``data`` without the fields its class ignores (:func:`stray_fields`), at the top level
     and in ``text_config``, and a note for each one that held a value: a ``qwen3_moe`` file's
@@ -245,11 +248,7 @@ def _drop_stray(data: dict, unit: Family, model_type: str) -> tuple[dict, list[s
         return data, []
     cls = unit.class_name(model_type)
     notes: list[str] = []
-    out = dict(data)
-    scopes = [(out, "")]
-    if isinstance(out.get("text_config"), dict):
-        out["text_config"] = dict(out["text_config"])
-        scopes.append((out["text_config"], "text_config."))
+    out, scopes = _scopes(data)
     for scope, prefix in scopes:
         for key in stray:
             if key not in scope:
@@ -453,11 +452,7 @@ def _nonfinite(data: dict, unit: Family, problems: list) -> tuple[dict, list[str
     the field anywhere else."""
     quiet = set(unit.irrelevant) | set(unit.ignored) | set(COUNT_FREE)
     notes: list[str] = []
-    out = dict(data)
-    scopes = [(out, "")]
-    if isinstance(out.get("text_config"), dict):
-        out["text_config"] = dict(out["text_config"])
-        scopes.append((out["text_config"], "text_config."))
+    out, scopes = _scopes(data)
     for scope, prefix in scopes:
         for key in list(scope):
             held = _holds_nonfinite(scope[key]) if key != "text_config" else None

@@ -17,7 +17,7 @@ default when absent), layers that reuse another layer's cache (``num_kv_shared_l
 
 from mlacalc.models.architecture import Arch
 from mlacalc.models.hf._layer_types import lift_text_config, read_layer_types
-from mlacalc.models.registry import Default, Family, HFInput, register
+from mlacalc.models.registry import DEEPSEEK_MOE_FIELDS, Default, Family, HFInput, register
 
 _RENAMES = {"num_experts": "n_routed_experts", "top_k_experts": "num_experts_per_tok"}
 _PERIOD = 6  # Gemma4TextConfig: five sliding layers, then a full one
@@ -129,15 +129,7 @@ FAMILY = register(
         aliases={"gemma4": "gemma4_text"},
         layout="llama",
         hf_class="transformers Gemma4TextConfig",
-        stray=(
-            "n_routed_experts",
-            "n_shared_experts",
-            "first_k_dense_replace",
-            "moe_layer_freq",
-            "moe_layer_offset",
-            "topk_method",
-            "num_experts_per_tok",
-        ),
+        stray=(*DEEPSEEK_MOE_FIELDS, "num_experts_per_tok"),
         renames=_RENAMES,
         defaults={
             "head_dim": Default("Gemma4TextConfig default", value=256),
