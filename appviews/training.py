@@ -60,8 +60,8 @@ def step_rows(t: dict, overlap: bool) -> list[dict]:
         ("pipeline comm", "pp_comm_s", False, comm),
         ("context-parallel ring", "cp_comm_s", False, "behind the attention blocks"),
         ("context-parallel, exposed", "cp_exposed_s", False, comm + ": what they cannot hide"),
-        ("micro-batch (stage)", "micro_batch_s", True, f"adds, x {n:,}"),
-        ("pipeline bubble", "bubble_s", True, "adds"),
+        ("micro-batch (slowest stage)", "micro_batch_s", True, f"adds, x {n:,}"),
+        ("pipeline bubble", "bubble_s", True, "adds: the other stages' micro-batches"),
         ("data-parallel traffic", "dp_comm_s", False, "overlaps backward; next row adds"),
         ("data-parallel, exposed", "dp_exposed_s", True, "adds: what backward cannot hide"),
         ("optimizer step", "optimizer_s", True, "adds"),
@@ -81,6 +81,21 @@ def step_rows(t: dict, overlap: bool) -> list[dict]:
             }
         )
     return out
+
+
+def stage_rows(t: dict) -> list[dict]:
+    """Each pipeline stage's micro-batch as the stages table shows it."""
+    return [
+        {
+            "stage": f"{st['index']}" + (" (slowest)" if st["index"] == t["slowest_stage"] else ""),
+            "layers": st["layers"],
+            "MoE layers": st["moe_layers"],
+            "forward (s)": st["forward_s"],
+            "backward (s)": st["backward_s"],
+            "micro-batch (s)": st["micro_batch_s"],
+        }
+        for st in t["stages"]
+    ]
 
 
 def _flops_figure(d: dict) -> go.Figure:
@@ -317,6 +332,14 @@ def render(sc: Scenario) -> None:
             "its error on published runs)"
             + (f"; {d['step_layers_note']}." if d.get("step_layers_note") else "."),
         )
+        if len(t["stages"]) > 1:
+            show_table(
+                stage_rows(t),
+                whole=True,
+                scope="Pipeline stages: a micro-batch on one GPU of each, timed with its own "
+                "layers (the embedding on the first, the output head on the last); the slowest "
+                "sets the pace, the others make the bubble.",
+            )
     if m.is_mla:
         st.markdown(
             "**Absorbed against expanded training** (absorbed / expanded with kv_up recompute, "

@@ -189,7 +189,7 @@ def test_training_tab_s_step_table_says_which_parts_add_to_the_step():
     assert [r["adds to the step"] for r in raw] == list(table["adds to the step"])
     adds = {r["part"]: r["seconds"] for r in raw if r["adds to the step"]}
     assert adds == {
-        "micro-batch (stage)": c.micro_batch_s,
+        "micro-batch (slowest stage)": c.micro_batch_s,
         "pipeline bubble": c.bubble_s,
         "data-parallel, exposed": c.dp_exposed_s,
         "optimizer step": c.optimizer_s,
@@ -197,13 +197,15 @@ def test_training_tab_s_step_table_says_which_parts_add_to_the_step():
     assert 4 * c.micro_batch_s + c.bubble_s + c.dp_exposed_s + c.optimizer_s == pytest.approx(
         c.step_s
     )
-    assert rows["micro-batch (stage)"]["adds to the step"] == human_seconds(4 * c.micro_batch_s)
+    assert rows["micro-batch (slowest stage)"]["adds to the step"] == human_seconds(
+        4 * c.micro_batch_s
+    )
     whole, exposed = rows["data-parallel traffic"], rows["data-parallel, exposed"]
     assert whole["seconds"] == pytest.approx(c.dp_comm_s)
     assert c.dp_comm_s > c.dp_exposed_s > 0  # both shown: the traffic and the part that adds
     assert whole["adds to the step"] == "" and whole["in the step"].startswith("overlaps")
     assert exposed["adds to the step"] == human_seconds(c.dp_exposed_s)
-    assert rows["micro-batch (stage)"]["in the step"] == "adds, x 4"
+    assert rows["micro-batch (slowest stage)"]["in the step"] == "adds, x 4"
     assert rows["forward"]["in the step"] == "inside each micro-batch (x 4)"
     at.checkbox(key="tr_overlap").check().run()
     (table,) = [d.value for d in at.dataframe if "in the step" in d.value.columns]
@@ -265,7 +267,8 @@ def test_the_training_tab_takes_qlora():
 
 def test_the_training_tab_takes_virtual_stages():
     """The virtual stages box runs the interleaved schedule: the step table's bubble is the
-    library's, (pp - 1) / v micro-batch times; a v the layers do not allow is its refusal."""
+    library's, the other stages' micro-batches / v (under (pp - 1) / v of the slowest's: the
+    head is the last stage's alone); a v the layers do not allow is its refusal."""
     at = run("Training", model="llama-3.1-70b", hw="H100")
     at.number_input(key="tr_seq").set_value(8192).run()
     for key, value in (("tr_tp", 8), ("tr_pp", 4), ("tr_dp", 8), ("tr_gb", 64), ("tr_vp", 4)):
@@ -278,7 +281,7 @@ def test_the_training_tab_takes_virtual_stages():
         virtual_stages=4,
     )  # fmt: skip
     assert rows["pipeline bubble"] == pytest.approx(c.time.bubble_s)
-    assert rows["pipeline bubble"] == pytest.approx(3 * rows["micro-batch (stage)"] / 4)
+    assert rows["pipeline bubble"] < 3 * rows["micro-batch (slowest stage)"] / 4
     at.number_input(key="tr_vp").set_value(3).run()
     assert any(e.value.startswith("virtual_stages: ") for e in at.error)
 

@@ -1198,7 +1198,8 @@ def test_the_lower_zero_stages_are_levers_with_their_cost():
         f"{human_seconds(two.time.dp_exposed_s)} exposed, step {human_seconds(c.time.step_s)} "
         f"-> {human_seconds(two.time.step_s)})"
     )
-    assert "step 13.20 s -> 19.02 s" in lever
+    # 13.20 s -> 19.02 s before each pipeline stage was timed with its own layers
+    assert "step 12.41 s -> 18.56 s" in lever
     # from ZeRO-0 both lower stages; ZeRO-1 shards the states for the same traffic
     zero = training_cost("llama-3.1-405b", 8192, zero=0, **kw)
     names = [x.split(" (")[0] for x in zero.levers]

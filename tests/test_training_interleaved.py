@@ -20,7 +20,8 @@ KW = dict(hardware="H100", tp=8, pp=4, dp=8, global_batch=64)
 
 @pytest.mark.parametrize("v", [2, 4, 10])
 def test_the_bubble_and_the_sends(v):
-    """(pp - 1) chunks of 1 / v of the stage's micro-batch; v times the sends between stages;
+    """The other stages' micro-batches in chunks of 1 / v (each stage timed with its own layers,
+    the head on the last); v times the sends between stages;
     the step still the micro-batches, the bubble, the exposed data-parallel traffic and the
     optimizer step. Before: interleaving was not modelled (the 1F1B bubble, (pp - 1) whole
     micro-batches)."""
@@ -29,7 +30,10 @@ def test_the_bubble_and_the_sends(v):
     t, t1 = c.time, one.time
     assert c.layout.vp == v and c.to_dict()["layout"]["vp"] == v
     assert t.pp_comm_s == pytest.approx(v * t1.pp_comm_s)
-    assert t.bubble_s == pytest.approx(3 * t.micro_batch_s / v)
+    # the other stages' micro-batches / v; the first three hold no head: shorter than the last
+    others = sum(st.micro_batch_s for st in t.stages) - t.micro_batch_s
+    assert t.slowest_stage == 3 and t.bubble_s == pytest.approx(others / v)
+    assert 0.5 * 3 * t.micro_batch_s / v < t.bubble_s < 3 * t.micro_batch_s / v
     assert t.micro_batch_s == pytest.approx(t1.micro_batch_s + t.pp_comm_s - t1.pp_comm_s)
     assert t.step_s == pytest.approx(8 * t.micro_batch_s + t.bubble_s + t.dp_exposed_s
                                      + t.optimizer_s)  # fmt: skip
@@ -92,8 +96,8 @@ def test_cli_virtual_stages(run):
     out, _ = run(*argv, "--virtual-stages", "4")
     flat = " ".join(out.split())
     assert (
-        "step = 8 x micro-batch + bubble (interleaved, 4 virtual stages: 3 x micro-batch / 4)"
-        in (flat)
+        "step = 8 x micro-batch + bubble (the other stages' micro-batches / 4: interleaved, 4 "
+        "virtual stages)" in (flat)
     )
     out, err = run(*argv, "--virtual-stages", "3", code=2)
     assert "--virtual-stages" in err and err.count("\n") == 1 and not out
@@ -173,27 +177,31 @@ def test_a_dense_first_stage_peaks_in_the_steady_state(monkeypatch):
     assert seen[0][0].activations / 2**30 == pytest.approx(65.49, abs=0.005)
 
 
-def test_the_step_note_says_the_average_layers_where_the_stages_mixes_differ(run):
-    """The step is timed on L / pp average layers: where the stages hold different mixes
-    (MoE every 4th layer, interleaved or not; the first 6 dense, 1F1B) the note says so, with
-    each stage's MoE layers; a model whose stages are alike says nothing (review5)."""
+def test_the_step_note_says_each_stage_is_timed_with_its_own_layers(run):
+    """Each stage is timed with its own layers (it had been timed on L / pp layers of the
+    model's average mix, the note saying so): where the stages hold different mixes (MoE every
+    4th layer, interleaved; the first 6 dense, 1F1B) the note lists each stage's MoE layers and
+    the stage that sets the pace; a model whose stages are alike lists no mix; no device, no
+    time, no note."""
     m = replace(load_model("qwen3-30b-a3b"), moe_layer_freq=4)
-    two = training_cost(m, 4096, pp=4, virtual_stages=2, global_batch=8)
-    assert two.step_layers_note.endswith("(MoE layers a stage: 4/12, 2/12, 4/12, 2/12)")
-    assert "L / pp = 48/4 layers of the model's average mix (12 of 48 MoE)" in (
-        two.step_layers_note
-    )
+    two = training_cost(m, 4096, pp=4, virtual_stages=2, global_batch=8, hardware="H100")
+    assert "(MoE layers a stage: 4/12, 2/12, 4/12, 2/12)" in two.step_layers_note
+    assert [st.moe_layers for st in two.time.stages] == [4, 2, 4, 2]
     assert two.to_dict()["step_layers_note"] == two.step_layers_note
+    assert two.to_dict()["time"]["stages"][1]["moe_layers"] == 2
+    # 4 MoE layers take longer than 2 (stage 3's 2 with the head are the slowest)
+    st = two.time.stages
+    assert st[0].micro_batch_s > st[1].micro_batch_s and two.time.slowest_stage == 3
     dense6 = replace(load_model("qwen3-30b-a3b"), first_k_dense_replace=6)
-    assert training_cost(dense6, 4096, pp=4, global_batch=8).step_layers_note.endswith(
-        "(MoE layers a stage: 6/12, 12/12, 12/12, 12/12)"
-    )
-    assert training_cost("qwen3-30b-a3b", 4096, pp=4, global_batch=8).step_layers_note == ""
-    assert training_cost("llama-3.1-70b", 8192, virtual_stages=2, **KW).step_layers_note == ""
+    d6 = training_cost(dense6, 4096, pp=4, global_batch=8, hardware="H100")
+    assert "(MoE layers a stage: 6/12, 12/12, 12/12, 12/12)" in d6.step_layers_note
+    assert d6.time.stages[0].micro_batch_s < d6.time.stages[1].micro_batch_s
+    plain = training_cost("qwen3-30b-a3b", 4096, pp=4, global_batch=8, hardware="H100")
+    assert "MoE layers a stage" not in plain.step_layers_note
+    assert f"stage {plain.time.slowest_stage}'s micro-batch" in plain.step_layers_note
+    assert training_cost(m, 4096, pp=4, global_batch=8).step_layers_note == ""
     argv = ("train", "qwen3-30b-a3b", "-s", "4k", "--hw", "H100", "--pp", "4")
     out, _ = run(*argv, "--global-batch", "8", "--set", "first_k_dense_replace=6")
-    assert "the step is timed on L / pp = 48/4 layers" in " ".join(out.split())
-    # MoE every 4th layer: 3 a stage under 1F1B's blocks of 12, alike
-    assert training_cost(m, 4096, pp=4, global_batch=8).step_layers_note == ""
-    out, _ = run(*argv, "--global-batch", "8")
-    assert "the step is timed" not in " ".join(out.split())
+    flat = " ".join(out.split())
+    assert "(MoE layers a stage: 6/12, 12/12, 12/12, 12/12)" in flat
+    assert "Pipeline stages" in flat and "(slowest)" in flat

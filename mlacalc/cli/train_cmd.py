@@ -31,7 +31,7 @@ _PARTS = (
     ("expert-parallel comm", "ep_comm_s"),
     ("pipeline comm", "pp_comm_s"),
     ("context-parallel ring (exposed)", "cp_exposed_s"),
-    ("micro-batch (stage)", "micro_batch_s"),
+    ("micro-batch (slowest stage)", "micro_batch_s"),
     ("pipeline bubble", "bubble_s"),
     ("data-parallel comm (exposed)", "dp_exposed_s"),
     ("optimizer step", "optimizer_s"),
@@ -150,6 +150,8 @@ def _sections(c, table, overlap: bool = False, gated: bool = True) -> list[Secti
     ]
     if c.time is not None:
         out.append(_step_section(c, overlap))
+        if lay.pp > 1:
+            out.append(_stages_section(c))
     if table:
         out.append(
             Section(
@@ -188,8 +190,9 @@ def _step_section(c, overlap: bool) -> Section:
         ],
         note=f"step = {lay.micro_batches:,} x micro-batch + bubble"
         + (
-            f" (interleaved, {lay.vp} virtual stages: {lay.pp - 1} x micro-batch / {lay.vp})"
-            if lay.vp > 1
+            " (the other stages' micro-batches"
+            + (f" / {lay.vp}: interleaved, {lay.vp} virtual stages)" if lay.vp > 1 else ")")
+            if lay.pp > 1
             else ""
         )
         + " + exposed "
@@ -234,6 +237,30 @@ def _step_section(c, overlap: bool) -> Section:
             if c.global_batch_defaulted
             else ""
         ),
+    )
+
+
+def _stages_section(c) -> Section:
+    """Each pipeline stage's micro-batch, timed with its own layers: the slowest sets the
+    pace (the step table's parts are its), the others make the bubble."""
+    t = c.time
+    return Section(
+        "Pipeline stages (a micro-batch on one GPU of each)",
+        ["stage", "layers", "MoE layers", "forward", "backward", "micro-batch"],
+        [
+            [
+                f"{st.index}" + (" (slowest)" if st.index == t.slowest_stage else ""),
+                f"{st.layers:,}",
+                f"{st.moe_layers:,}",
+                human_seconds(st.forward_s),
+                human_seconds(st.backward_s),
+                human_seconds(st.micro_batch_s),
+            ]
+            for st in t.stages
+        ],
+        note="the embedding on the first stage, the final norm and the output head on the "
+        "last; the micro-batch adds the stage's communication to its forward, backward and "
+        "recompute",
     )
 
 

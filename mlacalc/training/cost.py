@@ -166,8 +166,8 @@ class TrainingCost:
     #: whether ``global_batch`` was left to its default (one micro-batch a data-parallel rank:
     #: no gradient accumulation, so the whole data-parallel reduction follows one backward)
     global_batch_defaulted: bool = False
-    #: where the pipeline stages' layer mixes differ (MoE on some layers): that the step is
-    #: timed on ``L / pp`` average layers, not each stage's own (:func:`_mix_note`); else ""
+    #: with a device and several pipeline stages: how they were timed, each with its own
+    #: layers, and which sets the pace (:func:`_stage_note`); else ""
     step_layers_note: str = ""
     #: how the gated FFN's SwiGLU runs, what its activations count
     #: (:data:`mlacalc.training.memory.SWIGLU`)
@@ -511,6 +511,8 @@ class _Stage:
     lora: int = 0
     #: QLoRA: the frozen parameters held in NF4 (the linear layers'), else 0
     nf4: int = 0
+    #: the layers it holds, in the order it runs them
+    ids: tuple[int, ...] = ()
 
     @property
     def total(self) -> int:
@@ -618,6 +620,7 @@ def _stages(
                 again,
                 adapters,
                 quantized,
+                tuple(layers),
             )
         )
     return out
@@ -651,21 +654,30 @@ def _stage_parts(m: ModelConfig, lay: Layout) -> list[tuple[dict[str, float], li
     return out
 
 
-def _mix_note(m: ModelConfig, lay: Layout) -> str:
-    """Where the pipeline stages hold different mixes of layers (MoE on some: 1F1B's blocks
-    or the interleaved chunks, :func:`_stage_parts`), that the step is timed on ``L / pp``
-    layers of the model's average mix, not on each stage's own; "" where the mixes are
-    alike (one stage, or the same share of MoE layers on every stage)."""
-    L = m.num_hidden_layers
-    stages = [layers for _, layers, _ in _stage_parts(m, lay)]
-    moe = [sum(m.is_moe_layer(i) for i in layers) for layers in stages]
-    if len({Fraction(k, len(layers)) for k, layers in zip(moe, stages)}) <= 1:
+def _stage_note(m: ModelConfig, lay: Layout, time: StepTime | None) -> str:
+    """How the pipeline's stages were timed, where there are several and a time: each with
+    its own layers (their MoE layers where the stages' mixes differ), the embedding on the
+    first, the head on the last, and which sets the pace; "" otherwise."""
+    if time is None or lay.pp == 1:
         return ""
-    counts = ", ".join(f"{k}/{len(layers)}" for k, layers in zip(moe, stages))
+    stages = time.stages
+    mix = ""
+    if len({Fraction(st.moe_layers, st.layers) for st in stages}) > 1:
+        mix = (
+            " (MoE layers a stage: "
+            + ", ".join(f"{st.moe_layers}/{st.layers}" for st in stages)
+            + ")"
+        )
+    told = (
+        ""
+        if time.placed
+        else ("; some kernels' layers could not be told and are spread evenly over the layers")
+    )
     return (
-        f"the step is timed on L / pp = {L}/{lay.pp} layers of the model's average mix "
-        f"({sum(moe)} of {L} MoE), not on each stage's own: the stages' mixes differ (MoE "
-        f"layers a stage: {counts})"
+        f"each pipeline stage is timed with its own layers{mix}, the embedding on the first, "
+        f"the output head on the last: stage {time.slowest_stage}'s micro-batch is the "
+        "longest and sets the pace (the parts above are its), the bubble is the other "
+        "stages' micro-batches" + (f" / {lay.vp}" if lay.vp > 1 else "") + told
     )
 
 
@@ -875,8 +887,9 @@ def training_cost(
     busiest = max(stages, key=lambda st: st.total)
     time = peak = memory = None
     if hardware is not None:
-        time = _timed(m, lay, hardware, busiest, seq_len, impl, recompute, attention, act_dtype,
-                      precision, optimizer, zero, profile, overlap, comm_sms, lora)  # fmt: skip
+        time = _timed(m, lay, hardware, stages, busiest, seq_len, impl, recompute, attention,
+                      act_dtype, precision, optimizer, zero, profile, overlap, comm_sms,
+                      lora)  # fmt: skip
         peak, memory = _device(hardware)
     cost = TrainingCost(
         model=m.name,
@@ -903,7 +916,7 @@ def training_cost(
         levers=_levers(m, lay, recompute, zero, seq_len, attention, *_nf4(base, lora, precision)),
         model_flops_per_micro_batch=model_flops,
         global_batch_defaulted=global_batch is None,
-        step_layers_note=_mix_note(m, lay),
+        step_layers_note=_stage_note(m, lay, time),
         swiglu=swiglu,
         lora_rank=rank,
         lora_targets=targets if lora else None,
@@ -1062,6 +1075,7 @@ def _timed(
     m: ModelConfig,
     lay: Layout,
     hardware: Any,
+    stages: list[_Stage],
     busiest: _Stage,
     seq_len: int,
     impl: str,
@@ -1076,7 +1090,8 @@ def _timed(
     comm_sms: Any,
     lora: tuple[int, str] | None,
 ) -> StepTime:
-    """The step time of the busiest stage's GPU: the parameters it trains (LoRA: the
+    """The step time, each stage timed with its own layers (``stages``), the data-parallel
+    traffic and the optimizer step of the busiest stage's GPU: the parameters it trains (LoRA: the
     adapters; the frozen base weights gathered under ZeRO-3 all the same), and the bytes its
     optimizer step reads and writes: each rank's shard under ZeRO 1-3 (it had counted ZeRO-1's
     unsharded weights and gradients, so ZeRO-3 read as a faster step), read and written once."""
@@ -1111,7 +1126,8 @@ def _timed(
         zero=zero,
         lora=lora,
         frozen=frozen,
-        nf4_params_per_gpu=busiest.nf4,
+        nf4_params_per_gpu=[st.nf4 for st in stages],
+        stages=[list(st.ids) for st in stages],
     )
 
 

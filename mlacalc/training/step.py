@@ -61,10 +61,12 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from mlacalc.cost.engine import attention_cost
 from mlacalc.cost.params import expert_shape
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
-from mlacalc.models.architecture import kv_head_share
+from mlacalc.models.architecture import kv_head_share, layer_pattern
 from mlacalc.models.loading import ModelConfig
+from mlacalc.report import attention_kind_labels
 from mlacalc.serving.comm import (
     combine_bytes,
     comm_seconds,
@@ -74,15 +76,29 @@ from mlacalc.serving.comm import (
 from mlacalc.serving.provenance import engine_profile_of
 from mlacalc.timemodel.kernel_time import predict_kernels
 from mlacalc.timemodel.profile import Profile
-from mlacalc.training.flops import core_kinds, forward_kernels, score_flops
-from mlacalc.training.lora import NF4_BYTES_PER_PARAM, adapted_matrices, block_layers
+from mlacalc.training.flops import core_kinds, engine_impl, forward_kernels, score_flops
+from mlacalc.training.lora import (
+    NF4_BYTES_PER_PARAM,
+    adapted_matrices,
+    block_layers,
+    layer_blocks,
+)
 from mlacalc.words import arguments as args
 from mlacalc.words.dtypes import dtype_bits
 from mlacalc.words.engines import DEFAULT_ENGINE
 from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.kernels import Kernel
 
-__all__ = ["Layout", "StepTime", "make_layout", "shard", "step_time"]
+__all__ = [
+    "Layout",
+    "StageTime",
+    "StepTime",
+    "layer_calls",
+    "make_layout",
+    "shard",
+    "stage_layer_ids",
+    "step_time",
+]
 
 _COLUMN = {"q_proj", "q_b_proj", "kv_b_proj", "dense_ffn_up", "shared_experts_up"}
 _ROW = {"o_proj", "dense_ffn_down", "shared_experts_down"}
@@ -105,6 +121,9 @@ class Layout:
     #: virtual pipeline stages a GPU holds (Megatron-LM's interleaved 1F1B schedule: each
     #: stage's layers cut into ``vp`` chunks of ``L / (pp vp)`` layers, placed round-robin)
     vp: int = 1
+    #: the layers each pipeline stage holds (``pp`` counts); () for the even split
+    #: (:func:`stage_layer_ids`)
+    stage_layers: tuple[int, ...] = ()
 
     @property
     def gpus(self) -> int:
@@ -230,12 +249,15 @@ def check_virtual_stages(m: ModelConfig, lay: Layout, virtual_stages: Any) -> in
     return v
 
 
-def shard(k: Kernel, m: ModelConfig, lay: Layout, n_kv: int | None = None) -> list[Kernel]:
-    """One GPU's share of a forward kernel under the layout (the layers of one stage);
+def shard(
+    k: Kernel, m: ModelConfig, lay: Layout, n_kv: int | None = None, per_stage: bool = False
+) -> list[Kernel]:
+    """One GPU's share of a forward kernel under the layout (the layers of one stage: its
+    calls ``1 / pp`` of the model's, rounded up, or as given with ``per_stage``);
     ``n_kv``: the K/V heads of the kernel's layer (:func:`layer_kv_heads`; by default the
     model's)."""
     tp = lay.tp
-    calls = k.calls if k.calls == 1 else math.ceil(k.calls / lay.pp)
+    calls = k.calls if k.calls == 1 or per_stage else math.ceil(k.calls / lay.pp)
     s = dict(k.shape)
     flops, nbytes = k.flops, k.bytes
     if k.kind == "gemm":
@@ -359,17 +381,22 @@ def _backward(k: Kernel, attention: str, frozen: bool = False) -> list[Kernel]:
 
 
 def _adapter_kernels(
-    m: ModelConfig, lay: Layout, seq_len: int, rank: int, targets: str
+    m: ModelConfig, lay: Layout, seq_len: int, rank: int, targets: str, layers: Any = None
 ) -> list[Kernel]:
     """LoRA's adapters on one rank of a stage: ``x A`` and ``(x A) B`` for each adapted
     matrix, over the rank's ``T / cp`` tokens (gathered over the tensor-parallel ranks, as the
     base projection runs), ``B``'s output split over ``tp`` where the base is column-parallel
-    and ``A``'s input where it is row-parallel; bf16."""
+    and ``A``'s input where it is row-parallel; bf16; on the stage's ``layers`` (None: ``1 /
+    pp`` of the model's, rounded up)."""
     tokens = lay.micro_batch * seq_len // lay.cp
     out = []
     for a in adapted_matrices(m, targets):
-        layers = block_layers(m, a.block)
-        calls = math.ceil(layers / lay.pp)
+        if layers is None:
+            calls = math.ceil(block_layers(m, a.block) / lay.pp)
+        else:
+            calls = sum(a.block in layer_blocks(m, i) for i in layers)
+        if not calls:
+            continue
         d_in = max(1, a.d_in // lay.tp) if a.split == "row" else a.d_in
         d_out = max(1, a.d_out // lay.tp) if a.split == "column" else a.d_out
         for name, n, k in ((f"lora_a_{a.name}", rank, d_in), (f"lora_b_{a.name}", d_out, rank)):
@@ -463,10 +490,18 @@ class StepTime:
     #: the part the attention blocks do not hide (in the micro-batch, as the TP/EP/PP terms)
     cp_comm_s: float = 0.0
     cp_exposed_s: float = 0.0
+    #: every pipeline stage's micro-batch, in order (:class:`StageTime`); the parts above are
+    #: the slowest one's, which sets the pace
+    stages: tuple[StageTime, ...] = ()
+    slowest_stage: int = 0
+    #: whether every kernel's layers were told (False: some spread evenly over the layers,
+    #: :func:`layer_calls`)
+    placed: bool = True
 
     def to_dict(self) -> dict[str, Any]:
-        out = {k: v for k, v in self.__dict__.items() if k != "layout"}
-        return {"layout": self.layout.to_dict(), **out}
+        out = {k: v for k, v in self.__dict__.items() if k not in ("layout", "stages")}
+        stages = [st.to_dict() for st in self.stages]
+        return {"layout": self.layout.to_dict(), **out, "stages": stages}
 
 
 def _comm(kind: str, nbytes: float, n: int, hw: HardwareSpec, span: int) -> float:
@@ -656,6 +691,220 @@ def _optimizer_seconds(
     return _seconds([kernel], hw, profile)
 
 
+def stage_layer_ids(num_layers: int, lay: Layout) -> list[list[int]]:
+    """The layers each pipeline stage holds, in the order it runs them. Under 1F1B, one
+    contiguous block a stage: ``lay.stage_layers`` where given, else an even split, the first
+    ``L mod pp`` stages one layer more where the layers do not divide (Megatron-LM refuses
+    such a split without its first / last stage counts, from recall; the serving layout's
+    split). Interleaved (``vp > 1``): each stage's count cut into ``vp`` chunks as evenly as
+    whole layers go (the longer chunks first), chunk ``c`` of every stage before chunk
+    ``c + 1`` of any (Megatron-LM's round-robin placement, from recall)."""
+    counts = list(lay.stage_layers) or [
+        num_layers // lay.pp + (s < num_layers % lay.pp) for s in range(lay.pp)
+    ]
+    if lay.vp == 1:
+        starts = [sum(counts[:s]) for s in range(lay.pp)]
+        return [list(range(a, a + n)) for a, n in zip(starts, counts, strict=True)]
+    chunks = [[n // lay.vp + (c < n % lay.vp) for c in range(lay.vp)] for n in counts]
+    out: list[list[int]] = [[] for _ in range(lay.pp)]
+    start = 0
+    for c in range(lay.vp):
+        for s in range(lay.pp):
+            out[s] += range(start, start + chunks[s][c])
+            start += chunks[s][c]
+    return out
+
+
+#: the forward kernels of a MoE layer's FFN (with the ``shared_experts_`` ones)
+_MOE_KERNELS = frozenset({"router", "routed_experts", "moe_latent_in", "moe_latent_out"})
+
+
+def layer_calls(
+    kernels: list[Kernel], m: ModelConfig, kinds: tuple[str, ...]
+) -> tuple[list[list[int]], bool]:
+    """How many times each forward kernel of the whole model (:func:`forward_kernels`) runs on
+    each layer: the embedding on layer 0, the final norm and the head on the last, an
+    attention kind's kernels on the layers of that kind (``kinds``: the attention groups in
+    the order the step runs them, :func:`mlacalc.report.attention_kind_labels`), the dense
+    FFN's on the dense layers, a MoE block's on the MoE layers, the rest (norms) ``calls / L``
+    on every layer. A kernel whose layers cannot be told so (its count disagrees) is spread
+    as evenly as whole calls go, the first layers one more (the flag returned is False)."""
+    L = m.num_hidden_layers
+    pattern = [k.label for k in layer_pattern(m).layers]
+    kind = attention_kind_labels([k.name for k in kernels], [k.calls for k in kernels], kinds)
+    out, told = [], True
+    for j, k in enumerate(kernels):
+        if k.name == "embedding":
+            on = [int(i == 0) for i in range(L)]
+        elif k.name in ("final_norm", "lm_head"):
+            on = [int(i == L - 1) for i in range(L)]
+        elif kind and kind[j]:
+            on = [int(p == kind[j]) for p in pattern]
+        elif k.name.startswith("dense_ffn"):
+            on = [int(not m.is_moe_layer(i)) for i in range(L)]
+        elif k.name in _MOE_KERNELS or k.name.startswith("shared_experts"):
+            on = [int(m.is_moe_layer(i)) for i in range(L)]
+        else:
+            on = [k.calls // L] * L
+        if sum(on) != k.calls:  # not told: spread evenly, the first layers one more
+            on, told = [k.calls // L + (i < k.calls % L) for i in range(L)], False
+        out.append(on)
+    return out, told
+
+
+@dataclass(frozen=True)
+class StageTime:
+    """One pipeline stage's micro-batch on one of its GPUs (seconds): the kernels of its
+    layers (the embedding's on the first stage, the final norm's and the head's on the last)
+    and its communication, added or, with ``overlap``, the longer of the two."""
+
+    index: int
+    layers: int
+    moe_layers: int
+    forward_s: float
+    backward_s: float
+    recompute_s: float
+    tp_comm_s: float
+    ep_comm_s: float
+    pp_comm_s: float
+    cp_comm_s: float
+    cp_exposed_s: float
+    micro_batch_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What every stage of a step is timed under (:func:`step_time`'s inputs)."""
+
+    m: ModelConfig
+    lay: Layout
+    hw: HardwareSpec
+    profile: Profile
+    seq_len: int
+    impl: str
+    recompute: str
+    attention: str
+    dtype: str
+    gemm_dtype: str
+    overlap: bool
+    comm_sms: int
+    lora: tuple[int, str] | None
+
+
+#: forward kernels full recompute does not run again (outside the decoder layers)
+_NOT_RECOMPUTED = frozenset({"embedding", "lm_head", "final_norm"})
+
+
+def _stage_kernels(
+    r: _Run, fwd_all: list[Kernel], on: list[list[int]], layers: list[int]
+) -> list[Kernel]:
+    """The forward kernels of one GPU of the stage holding ``layers``: each of the model's
+    with the calls it makes on them (:func:`layer_calls`), sharded (:func:`shard`), LoRA's
+    adapters on them added."""
+    m, lay = r.m, r.lay
+    fwd: list[Kernel] = []
+    for k, n_kv, per in zip(fwd_all, layer_kv_heads(fwd_all, m), on, strict=True):
+        calls = sum(per[i] for i in layers)
+        if not calls:
+            continue
+        k = Kernel(k.name, k.kind, k.dtype, k.flops, k.bytes, calls, k.shape)
+        k_parts = (
+            _materialized(k) if k.kind == "mla_decode" and r.attention == "materialized" else [k]
+        )
+        for part in k_parts:
+            for s in shard(part, m, lay, n_kv, per_stage=True):
+                # fp8-mixed runs the layers' linear GEMMs in fp8, the output head in bf16 (the
+                # DeepSeek-V3 report keeps "the embedding module, the output head" in their
+                # original precision; Transformer Engine's recipes leave the output layer
+                # unquantized: from recall)
+                if s.kind == "gemm" and r.gemm_dtype == "fp8" and s.name not in _KEPT_BF16:
+                    s = Kernel(s.name, s.kind, "fp8", s.flops, s.bytes, s.calls, s.shape)
+                fwd.append(s)
+    if r.lora is not None:
+        fwd += _adapter_kernels(m, lay, r.seq_len, *r.lora, layers=layers)
+    return fwd
+
+
+def _stage_time(r: _Run, index: int, fwd: list[Kernel], layers: list[int], nf4: float) -> StageTime:
+    """One stage's micro-batch: its forward kernels ``fwd`` (:func:`_stage_kernels`), their
+    backward and recomputation, and its communication (see the module's description);
+    ``nf4`` the frozen weights its GPU holds in NF4 (QLoRA)."""
+    m, lay, hw, profile = r.m, r.lay, r.hw, r.profile
+    bwd = [b for k in fwd for b in _backward(k, r.attention, r.lora is not None)]
+    again = [
+        k
+        for k in fwd
+        if (r.recompute == "full" and k.name not in _NOT_RECOMPUTED)
+        or (r.recompute == "kv_up" and k.name == "kv_b_proj")
+    ]
+    slower = 1.0
+    if r.dtype == "fp32":  # 4-byte activations, matmuls on TF32 tensor cores
+        slower = tf32_slowdown(hw)
+        fwd, bwd, again = _wide(fwd), _wide(bwd), _wide(again)
+    if nf4:  # QLoRA: its weights dequantized for each pass that reads them
+        fwd = [*fwd, _dequantize(nf4, r.dtype)]
+        bwd = [*bwd, _dequantize(nf4, r.dtype)]
+        if r.recompute == "full":
+            again = [*again, _dequantize(nf4, r.dtype)]
+    t_f, t_b, t_r = (_seconds(x, hw, profile, slower, lay.cp) for x in (fwd, bwd, again))
+    cores = core_kinds()
+    core_f, core_b = (
+        _seconds([k for k in x if k.kind in cores], hw, profile, slower, lay.cp)
+        if lay.cp > 1
+        else 0.0
+        for x in (fwd, bwd)
+    )
+    if r.comm_sms:  # SMs kept for communication run no compute: the rest take longer
+        scale = hw.sm_count / (hw.sm_count - r.comm_sms)
+        t_f, t_b, t_r = t_f * scale, t_b * scale, t_r * scale
+        core_f, core_b = core_f * scale, core_b * scale
+    a = 2 if r.dtype == "bf16" else 4
+    tokens = lay.micro_batch * r.seq_len // lay.cp  # a context-parallel rank's share
+    n_layers = len(layers)
+    moe_layers = sum(m.is_moe_layer(i) for i in layers)
+    act = tokens * m.hidden_size * a
+    tp_comm = 0.0
+    if lay.tp > 1:
+        one = _comm("all_gather", act / lay.tp, lay.tp, hw, lay.tp)
+        one += _comm("reduce_scatter", act / lay.tp, lay.tp, hw, lay.tp)
+        blocks = n_layers * 2 - (moe_layers if lay.ep > 1 else 0)
+        tp_comm = 2 * blocks * one  # forward and backward
+    ep_comm = 0.0
+    if lay.ep > 1:
+        fp8 = r.gemm_dtype == "fp8"
+        ep_comm = 2 * moe_layers * _ep_seconds(m, lay, hw, tokens / lay.tp, fp8, a)
+    pp_comm = 0.0
+    if lay.pp > 1:  # interleaved: a micro-batch crosses vp times as many stage boundaries
+        pp_comm = 2 * lay.vp * _comm("p2p", act / lay.tp, 2, hw, lay.tp * lay.cp * lay.dp + 1)
+    # context parallelism: the ring passes each layer's K and V cp - 1 times forward, and K, V
+    # and their gradients cp - 1 times backward, each step behind an attention block; what
+    # outlasts the stage's attention cores is exposed
+    cp_comm = cp_exposed = 0.0
+    if lay.cp > 1:
+        one = _comm("p2p", ring_bytes(m, lay, r.seq_len, r.impl, a), 2, hw, lay.tp * lay.cp)
+        ring_f = n_layers * (lay.cp - 1) * one
+        ring_b = 2 * ring_f
+        cp_comm = ring_f + ring_b
+        cp_exposed = max(0.0, ring_f - core_f) + max(0.0, ring_b - core_b)
+    compute = t_f + t_b + t_r
+    comm = tp_comm + ep_comm + pp_comm + cp_exposed
+    micro = max(compute, comm) if r.overlap else compute + comm
+    return StageTime(index, n_layers, moe_layers, t_f, t_b, t_r, tp_comm, ep_comm, pp_comm,
+                     cp_comm, cp_exposed, micro)  # fmt: skip
+
+
+def _attention_kinds(m: ModelConfig, seq_len: int, micro_batch: int, impl: str) -> tuple[str, ...]:
+    """The attention groups of a model whose layers differ, in the order the step runs them
+    (:attr:`mlacalc.AttentionCost.group_labels`); () where every layer is of one kind."""
+    if len({k.label for k in layer_pattern(m).layers}) < 2:
+        return ()
+    eng = engine_impl(m, impl)
+    return attention_cost(m, "prefill", seq_len, micro_batch, impl=eng, causal=True).group_labels
+
+
 def step_time(
     m: ModelConfig,
     lay: Layout,
@@ -676,7 +925,8 @@ def step_time(
     zero: int = 1,
     lora: tuple[int, str] | None = None,
     frozen: tuple[float, float] = (0.0, 0.0),
-    nf4_params_per_gpu: float = 0.0,
+    nf4_params_per_gpu: float | list[float] = 0.0,
+    stages: list[list[int]] | None = None,
 ) -> StepTime:
     """The predicted time of one training step (see the module's description);
     ``expert_params_per_gpu`` of ``params_per_gpu`` are routed experts', whose gradients are
@@ -684,100 +934,47 @@ def step_time(
     data-parallel rank; ``state_bytes_per_gpu`` the bytes the optimizer step reads and
     writes; ``frozen`` the (non-expert, expert) parameters a GPU holds but does not train
     (LoRA), which ZeRO-3 gathers all the same (:func:`_dp_terms`); ``nf4_params_per_gpu``
-    the frozen weights a GPU holds in NF4 (QLoRA), dequantized to the compute dtype before
-    the GEMMs that read them: :func:`_dequantize`, once in the forward, once in the backward
-    (the input-gradient GEMMs read the weights again) and once more under full recompute."""
-    hw = hardware if isinstance(hardware, HardwareSpec) else load_hardware(hardware)
-    profile, calibration = _profile(hw, profile)
-    fwd_all = forward_kernels(m, seq_len, lay.micro_batch, impl, True, "bf16")
-    fwd: list[Kernel] = []
-    for k, n_kv in zip(fwd_all, layer_kv_heads(fwd_all, m), strict=True):
-        if k.name == "embedding":
-            continue
-        if k.kind == "mla_decode" and attention == "materialized":
-            k_parts = _materialized(k)
-        else:
-            k_parts = [k]
-        for part in k_parts:
-            for s in shard(part, m, lay, n_kv):
-                # fp8-mixed runs the layers' linear GEMMs in fp8, the output head in bf16 (the
-                # DeepSeek-V3 report keeps "the embedding module, the output head" in their
-                # original precision; Transformer Engine's recipes leave the output layer
-                # unquantized: from recall)
-                if s.kind == "gemm" and gemm_dtype == "fp8" and s.name not in _KEPT_BF16:
-                    s = Kernel(s.name, s.kind, "fp8", s.flops, s.bytes, s.calls, s.shape)
-                fwd.append(s)
-    if lora is not None:
-        fwd += _adapter_kernels(m, lay, seq_len, *lora)
-    bwd = [b for k in fwd for b in _backward(k, attention, lora is not None)]
+    the frozen weights a GPU holds in NF4 (QLoRA; one figure, or one a stage), dequantized to
+    the compute dtype before the GEMMs that read them: :func:`_dequantize`, once in the
+    forward, once in the backward (the input-gradient GEMMs read the weights again) and once
+    more under full recompute; ``stages`` the layers of each pipeline stage (None:
+    :func:`stage_layer_ids`).
 
-    again = [
-        k
-        for k in fwd
-        if (recompute == "full" and k.name not in ("lm_head", "final_norm"))
-        or (recompute == "kv_up" and k.name == "kv_b_proj")
-    ]
-    slower = 1.0
-    if dtype == "fp32":  # 4-byte activations, matmuls on TF32 tensor cores
-        slower = tf32_slowdown(hw)
-        fwd, bwd, again = _wide(fwd), _wide(bwd), _wide(again)
-    if nf4_params_per_gpu:  # QLoRA: its weights dequantized for each pass that reads them
-        fwd = [*fwd, _dequantize(nf4_params_per_gpu, dtype)]
-        bwd = [*bwd, _dequantize(nf4_params_per_gpu, dtype)]
-        if recompute == "full":
-            again = [*again, _dequantize(nf4_params_per_gpu, dtype)]
-    t_f, t_b, t_r = (_seconds(x, hw, profile, slower, lay.cp) for x in (fwd, bwd, again))
-    cores = core_kinds()
-    core_f, core_b = (
-        _seconds([k for k in x if k.kind in cores], hw, profile, slower, lay.cp)
-        if lay.cp > 1
-        else 0.0
-        for x in (fwd, bwd)
+    Each stage is timed with its own layers (:class:`StageTime`). Under 1F1B the slowest
+    stage sets the pace of the steady state and the first micro-batch's forward and the
+    last one's backward cross every stage once (from recall of Megatron-LM's schedule and
+    Narayanan et al. 2021): step = ``m x`` the slowest stage's micro-batch ``+`` the bubble,
+    the other stages' micro-batches summed (``(pp - 1) x`` the micro-batch where the stages
+    are alike), ``/ vp`` interleaved (each stage a micro-batch in ``vp`` chunks)."""
+    hw = hardware if isinstance(hardware, HardwareSpec) else load_hardware(hardware)
+    if comm_sms and (not hw.sm_count or comm_sms >= hw.sm_count):
+        raise InvalidArgumentError(
+            "comm_sms",
+            f"{comm_sms} SMs for communication out of {hw.sm_count or 'unknown'} on {hw.name}",
+        )
+    profile, calibration = _profile(hw, profile)
+    r = _Run(m, lay, hw, profile, seq_len, impl, recompute, attention, dtype, gemm_dtype,
+             overlap, comm_sms, lora)  # fmt: skip
+    fwd_all = forward_kernels(m, seq_len, lay.micro_batch, impl, True, "bf16")
+    on, told = layer_calls(fwd_all, m, _attention_kinds(m, seq_len, lay.micro_batch, impl))
+    ids = stages or stage_layer_ids(m.num_hidden_layers, lay)
+    nf4 = (
+        nf4_params_per_gpu
+        if isinstance(nf4_params_per_gpu, list)
+        else [nf4_params_per_gpu] * len(ids)
     )
-    if comm_sms:  # SMs kept for communication run no compute: the rest take longer
-        if not hw.sm_count or comm_sms >= hw.sm_count:
-            raise InvalidArgumentError(
-                "comm_sms",
-                f"{comm_sms} SMs for communication out of {hw.sm_count or 'unknown'} on {hw.name}",
-            )
-        scale = hw.sm_count / (hw.sm_count - comm_sms)
-        t_f, t_b, t_r = t_f * scale, t_b * scale, t_r * scale
-        core_f, core_b = core_f * scale, core_b * scale
-    a = 2 if dtype == "bf16" else 4
-    tokens = lay.micro_batch * seq_len // lay.cp  # a context-parallel rank's share
-    layers = math.ceil(m.num_hidden_layers / lay.pp)
-    moe_layers = math.ceil(m.num_moe_layers / lay.pp)
-    act = tokens * m.hidden_size * a
-    tp_comm = 0.0
-    if lay.tp > 1:
-        one = _comm("all_gather", act / lay.tp, lay.tp, hw, lay.tp)
-        one += _comm("reduce_scatter", act / lay.tp, lay.tp, hw, lay.tp)
-        blocks = layers * 2 - (moe_layers if lay.ep > 1 else 0)
-        tp_comm = 2 * blocks * one  # forward and backward
-    ep_comm = 0.0
-    if lay.ep > 1:
-        ep_comm = 2 * moe_layers * _ep_seconds(m, lay, hw, tokens / lay.tp, gemm_dtype == "fp8", a)
-    pp_comm = 0.0
-    if lay.pp > 1:  # interleaved: a micro-batch crosses vp times as many stage boundaries
-        pp_comm = 2 * lay.vp * _comm("p2p", act / lay.tp, 2, hw, lay.tp * lay.cp * lay.dp + 1)
-    # context parallelism: the ring passes each layer's K and V cp - 1 times forward, and K, V
-    # and their gradients cp - 1 times backward, each step behind an attention block; what
-    # outlasts the stage's attention cores is exposed
-    cp_comm = cp_exposed = 0.0
-    if lay.cp > 1:
-        one = _comm("p2p", ring_bytes(m, lay, seq_len, impl, a), 2, hw, lay.tp * lay.cp)
-        ring_f = layers * (lay.cp - 1) * one
-        ring_b = 2 * ring_f
-        cp_comm = ring_f + ring_b
-        cp_exposed = max(0.0, ring_f - core_f) + max(0.0, ring_b - core_b)
-    compute = t_f + t_b + t_r
-    comm = tp_comm + ep_comm + pp_comm + cp_exposed
-    micro = max(compute, comm) if overlap else compute + comm
-    bubble = (lay.pp - 1) * micro / lay.vp  # interleaved: (pp - 1) chunks of 1 / vp of it
+    timed = tuple(
+        _stage_time(r, s, _stage_kernels(r, fwd_all, on, layers), layers, nf4[s])
+        for s, layers in enumerate(ids)
+    )
+    slow = max(timed, key=lambda st: st.micro_batch_s)
+    micro = slow.micro_batch_s
+    bubble = (sum(st.micro_batch_s for st in timed) - micro) / lay.vp
     n_micro = lay.micro_batches
     dp_comm, exposed = _dp_terms(
-        lay, hw, params_per_gpu, expert_params_per_gpu, grad_bytes, zero, t_f, t_b, frozen
-    )
+        lay, hw, params_per_gpu, expert_params_per_gpu, grad_bytes, zero,
+        slow.forward_s, slow.backward_s, frozen,
+    )  # fmt: skip
     opt = _optimizer_seconds(
         lay, hw, profile, state_bytes_per_gpu, params_per_gpu, expert_params_per_gpu, zero
     )
@@ -786,18 +983,21 @@ def step_time(
         hardware=hw.name,
         step_s=n_micro * micro + bubble + exposed + opt,
         micro_batch_s=micro,
-        forward_s=t_f,
-        backward_s=t_b,
-        recompute_s=t_r,
-        tp_comm_s=tp_comm,
-        ep_comm_s=ep_comm,
-        pp_comm_s=pp_comm,
+        forward_s=slow.forward_s,
+        backward_s=slow.backward_s,
+        recompute_s=slow.recompute_s,
+        tp_comm_s=slow.tp_comm_s,
+        ep_comm_s=slow.ep_comm_s,
+        pp_comm_s=slow.pp_comm_s,
         bubble_s=bubble,
         dp_comm_s=dp_comm,
         dp_exposed_s=exposed,
         optimizer_s=opt,
         profile=profile.name,
         calibration=calibration,
-        cp_comm_s=cp_comm,
-        cp_exposed_s=cp_exposed,
+        cp_comm_s=slow.cp_comm_s,
+        cp_exposed_s=slow.cp_exposed_s,
+        stages=timed,
+        slowest_stage=slow.index,
+        placed=told,
     )

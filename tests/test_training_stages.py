@@ -1,0 +1,97 @@
+"""Each pipeline stage timed with its own layers (mlacalc.training.step.step_time): the
+kernels a stage runs, the slowest stage's pace and the bubble from the stages' times."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from mlacalc.models.architecture import layer_pattern
+from mlacalc.models.loading import load_model
+from mlacalc.training.cost import training_cost
+from mlacalc.training.flops import forward_kernels
+from mlacalc.training.step import Layout, layer_calls, stage_layer_ids, step_time
+
+
+def test_each_kernel_runs_on_its_own_layers_by_hand():
+    """Gemma 3 1B: 26 layers, every 6th full, the rest sliding(512): an attention kind's
+    kernels run on that kind's layers alone; the norms on every layer; the embedding on
+    layer 0, the head on layer 25. DeepSeek-V3: the dense FFN on layers 0-2, the experts on
+    3-60."""
+    m = load_model("gemma-3-1b")
+    ks = forward_kernels(m, 4096)
+    kinds = ("full", "sliding(512)")
+    calls, told = layer_calls(ks, m, kinds)
+    assert told and [sum(on) for on in calls] == [k.calls for k in ks]
+    labels = [k.label for k in layer_pattern(m).layers]
+    cores = [on for k, on in zip(ks, calls) if k.kind == "attention_prefill"]
+    assert len(cores) == 2
+    assert {tuple(labels[i] for i, n in enumerate(on) if n) for on in cores} == {
+        ("full",) * 4,
+        ("sliding(512)",) * 22,
+    }
+    by = {k.name: on for k, on in zip(ks, calls)}
+    assert by["embedding"] == [1] + [0] * 25 and by["lm_head"] == [0] * 25 + [1]
+    assert by["input_norm"] == [1] * 26
+    v3 = load_model("deepseek-v3")
+    ks = forward_kernels(v3, 4096)
+    by = {k.name: on for k, on in zip(ks, layer_calls(ks, v3, ())[0])}
+    assert by["dense_ffn_up"] == [1, 1, 1] + [0] * 58
+    assert by["routed_experts"] == [0, 0, 0] + [1] * 58
+
+
+def test_stage_layers_even_split_and_chunks():
+    """The first L mod pp stages one layer more; interleaved, chunk c of every stage before
+    chunk c + 1 of any."""
+    lay = Layout(1, 4, 1, 1, 1, 4)
+    assert [len(s) for s in stage_layer_ids(30, lay)] == [8, 8, 7, 7]
+    inter = Layout(1, 2, 1, 1, 1, 4, 1, 2)
+    assert stage_layer_ids(8, inter) == [[0, 1, 4, 5], [2, 3, 6, 7]]
+
+
+def test_a_uniform_model_s_pace_is_unchanged_and_its_bubble_holds_no_head():
+    """Llama 3.1 8B at PP4: the slowest stage is the last (its 8 layers and the head), as
+    the stage every stage was timed as before (8 layers and the head); the other three hold
+    8 layers without the head, so the bubble is their three micro-batches, less than 3 x the
+    slowest's. One stage: the step is the one stage's micro-batches."""
+    c = training_cost("llama-3.1-8b", 4096, hardware="H100", pp=4, global_batch=16)
+    t = c.time
+    assert t.slowest_stage == 3 and [st.layers for st in t.stages] == [8, 8, 8, 8]
+    # the figure main (ab1ab80) gave this stage, on L / pp = 8 average layers with the head
+    assert t.micro_batch_s == pytest.approx(0.08275356719248803, rel=1e-9)
+    rest = [st.micro_batch_s for st in t.stages[:3]]
+    assert t.bubble_s == pytest.approx(sum(rest)) and max(rest) < 0.85 * t.micro_batch_s
+    assert t.step_s == pytest.approx(
+        16 * t.micro_batch_s + t.bubble_s + t.dp_exposed_s + t.optimizer_s
+    )
+    one = training_cost("llama-3.1-8b", 4096, hardware="H100", global_batch=4).time
+    assert len(one.stages) == 1 and one.bubble_s == 0
+
+
+def test_the_slowest_stage_sets_the_pace_where_the_mixes_differ():
+    """Qwen3-30B-A3B with its first 6 layers dense, PP4: stage 0 (6 dense, 6 MoE) is faster
+    than stage 1 (12 MoE); timed on the average mix it had been one figure for all. The step
+    is the slowest stage's micro-batches plus the others' once (1F1B)."""
+    m = replace(load_model("qwen3-30b-a3b"), first_k_dense_replace=6)
+    t = training_cost(m, 4096, hardware="H100", pp=4, global_batch=8).time
+    micro = [st.micro_batch_s for st in t.stages]
+    assert [st.moe_layers for st in t.stages] == [6, 12, 12, 12]
+    assert micro[0] < micro[1] == pytest.approx(micro[2])
+    assert t.micro_batch_s == max(micro) and t.bubble_s == pytest.approx(sum(micro) - max(micro))
+    assert t.step_s == pytest.approx(
+        8 * max(micro) + sum(micro) - max(micro) + t.dp_exposed_s + t.optimizer_s
+    )
+
+
+def test_stages_given_to_step_time_are_the_ones_timed():
+    """step_time times the stages it is given: one layer moved from stage 0 to stage 1 makes
+    stage 1 the longer."""
+    m = load_model("llama-3.1-8b")
+    lay = Layout(1, 2, 1, 1, 1, 2)
+    kw = dict(params_per_gpu=4e9, state_bytes_per_gpu=0, grad_bytes=4)
+    args = (m, lay, "H100", 4096, "expanded", "none", "flash", "bf16", "bf16")
+    even = step_time(*args, **kw)
+    moved = step_time(*args, **kw, stages=[list(range(15)), list(range(15, 32))])
+    assert [st.layers for st in moved.stages] == [15, 17]
+    assert moved.stages[1].micro_batch_s > even.stages[1].micro_batch_s
