@@ -23,7 +23,13 @@ from mlacalc.measured.dsv4_modules import RAGGED_CORE, shared_kernel_tables
 from mlacalc.measured.mapped import distinct_kernels
 from mlacalc.measured.mapping import MappedTable, map_table
 from mlacalc.measured.msa_modules import CORE_VARIANTS
-from mlacalc.measured.tables import MeasuredSet, MeasuredTable, bench_sidecar, load_measured
+from mlacalc.measured.tables import (
+    MeasuredSet,
+    MeasuredTable,
+    bench_sidecar,
+    gpu_device,
+    load_measured,
+)
 from mlacalc.timemodel.fit import Observations
 from mlacalc.timemodel.kernel_time import predict_batch
 from mlacalc.timemodel.mla_time import GEN_SPARSE_VARIANT, GEN_SPARSE_WIDE_VARIANT, WALK_VARIANT
@@ -232,15 +238,6 @@ def residual_observations(mapped: Any, profile: Profile, fitted: Any) -> list:
     return out
 
 
-#: GPU name fragments (as CUDA reports them) -> catalogue device; the first match wins.
-GPU_NAMES = (
-    (("H100", "PCIE"), "H100-PCIe"), (("H100",), "H100-SXM"), (("H200",), "H200"),
-    (("H800",), "H800"), (("B200",), "B200"), (("A100", "PCIE"), "A100-PCIe-40GB"),
-    (("A100",), "A100-SXM-80GB"), (("L40S",), "L40S"), (("4090",), "RTX-4090"),
-    (("4080",), "RTX-4080"), (("MI300X",), "MI300X"),
-)  # fmt: skip
-
-
 def kernel_set_device(meta: dict, json_path: Path) -> str:
     """The catalogue device a ``calibrate`` run was taken on (matched by the GPU's name, e.g.
     ``NVIDIA H100 80GB HBM3`` -> ``H100-SXM``), else the run's own measured ceilings (the path
@@ -249,9 +246,7 @@ def kernel_set_device(meta: dict, json_path: Path) -> str:
     device = device if isinstance(device, dict) else {}
     name = str(device.get("name", "")).upper()
     if device.get("kind") == "cuda":
-        for parts, entry in GPU_NAMES:
-            if all(part in name for part in parts):
-                return entry
+        return gpu_device(name) or str(json_path)
     return str(json_path)
 
 
@@ -273,6 +268,20 @@ def _cell(text: Any, source: str, line: int, column: str) -> float:
             field=column,
             fix=_FIX,
         ) from None
+
+
+#: The shape columns a kernel set's rows of each kind need (those ``mlacalc bench --preset
+#: calibrate`` writes for it): a rows file without one of them for a kind it holds is refused,
+#: naming the file and the column (a GEMM set without ``m`` was fitted and validated, its
+#: shapes read as missing).
+KIND_SHAPE_COLUMNS: dict[str, tuple[str, ...]] = {
+    "gemm": ("m", "n", "k"),
+    "attention_decode": ("batch", "q_len", "kv_len", "n_heads", "n_kv", "head_dim_qk",
+                         "head_dim_v"),
+    "attention_prefill": ("batch", "q_len", "kv_len", "n_heads", "n_kv", "head_dim_qk",
+                          "head_dim_v"),
+    "elementwise": ("elements",),
+}  # fmt: skip
 
 
 @cache
@@ -334,6 +343,16 @@ def _kernel_rows(rows_path: Path) -> list[tuple[int, dict]]:
                 field="dtype",
                 fix=_FIX,
             )
+    for kind in sorted({str(r.get("kind")) for _, r in ok}):
+        for need in KIND_SHAPE_COLUMNS.get(kind, ()):
+            if need not in names:
+                raise ConfigError(
+                    f"has {kind} rows but no {need} column (the shape of a {kind} row: "
+                    f"{', '.join(KIND_SHAPE_COLUMNS[kind])})",
+                    source=source,
+                    field=need,
+                    fix=_FIX,
+                )
     return ok
 
 

@@ -12,7 +12,9 @@ Two sources are read:
 Every table becomes a :class:`MeasuredTable`: its columns as numpy arrays (numbers as int64 or
 float64, text as numpy unicode arrays), the measured seconds per row, and where it came from.
 The system folder names the device, mapped onto the hardware catalogue by
-:data:`SYSTEM_DEVICES`; a system the catalogue does not know is an error that names it.
+:func:`system_device` (aiconfigurator's system names, :data:`SYSTEM_DEVICES`, or any name
+``-H`` accepts: ``H20/``, ``mi300x/``); a folder that names no catalogue device is an error
+that names it and lists the catalogue.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import csv
 import hashlib
 import math
 import os
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,10 +31,15 @@ from typing import Any
 
 import numpy as np
 
-from mlacalc.hardware.catalogue import MEASURED_SYSTEMS, load_hardware, read_sidecar
+from mlacalc.hardware.catalogue import (
+    MEASURED_SYSTEMS,
+    load_hardware,
+    read_sidecar,
+    shipped_hardware,
+)
 from mlacalc.words.engines import ALL_ENGINES, SHARED, check_engine, engine_of_framework
 from mlacalc.words.errors import ConfigError, InvalidArgumentError, MlacalcError
-from mlacalc.words.safeio import read_data
+from mlacalc.words.safeio import parse_data, read_text
 
 __all__ = [
     "MEASURED_INPUTS",
@@ -41,9 +49,11 @@ __all__ = [
     "MeasuredTable",
     "UnknownSystemError",
     "bench_sidecar",
+    "gpu_device",
     "load_measured",
     "measured_fingerprint",
     "read_bench_set",
+    "system_device",
 ]
 
 #: aiconfigurator system folder -> hardware catalogue name: the catalogue's own table.
@@ -65,7 +75,14 @@ class _SystemL2(Mapping[str, int]):
         return self._table
 
     def __getitem__(self, system: str) -> int:
-        return self._read()[system]
+        table = self._read()
+        if system in table:
+            return table[system]
+        device = system_device(system)  # a folder named after a catalogue device (H20/)
+        l2 = load_hardware(device).l2_bytes if device is not None else None
+        if not l2:
+            raise KeyError(system)
+        return int(l2)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._read())
@@ -180,20 +197,47 @@ _TIME_COLUMNS: dict[str, tuple[tuple[str, str, float], ...]] = {
 }
 
 
+def system_device(system: str) -> str | None:
+    """The catalogue device a system folder names, else None: aiconfigurator's system names
+    (:data:`SYSTEM_DEVICES`: ``h100_sxm``), then any name ``-H`` accepts for a shipped device
+    (``H20``, ``h20``, ``mi300x``, ``rtx-4090``), with ``_`` read as ``-`` and an ``_sxm`` /
+    ``-sxm`` suffix dropped where the name with it names nothing (``h20_sxm`` is H20). A file
+    path or a ``measured:`` set is no system."""
+    if system in SYSTEM_DEVICES:
+        return SYSTEM_DEVICES[system]
+    text = system.strip()
+    if not text or "/" in text or os.sep in text or ":" in text or text.startswith("."):
+        return None
+    tries = [text, text.replace("_", "-")]
+    for word in list(tries):
+        if word.lower().endswith("-sxm"):
+            tries.append(word[:-4])
+    shipped = {n.lower(): n for n in shipped_hardware()}
+    for word in tries:
+        if word.lower() in shipped:
+            return shipped[word.lower()]
+        try:
+            name = load_hardware(word).name
+        except MlacalcError:
+            continue
+        if name.lower() in shipped:
+            return shipped[name.lower()]
+    return None
+
+
 class UnknownSystemError(KeyError, MlacalcError):
-    """A measured set's system folder that has no device in the hardware catalogue."""
+    """A measured set's system folder that names no device in the hardware catalogue."""
 
     def __init__(self, system: str, source: str):
         self.system, self.source = system, source
         super().__init__(system)
 
     def __str__(self) -> str:
-        known = ", ".join(f"{k} -> {v}" for k, v in SYSTEM_DEVICES.items())
         return (
-            f"{self.source}: system '{self.system}' is not in the hardware catalogue (known: "
-            f"{known}); name the folder after a known system or add the device to "
-            "mlacalc/data/hardware and its system name to MEASURED_SYSTEMS in "
-            "mlacalc/hardware/catalogue.py"
+            f"{self.source}: system folder '{self.system}' names no device in the hardware "
+            f"catalogue; name the <system> folder after a catalogue device (any name -H "
+            f"accepts: {', '.join(shipped_hardware())}; or aiconfigurator's "
+            f"{', '.join(SYSTEM_DEVICES)}); mlacalc list --hardware shows them"
         )
 
 
@@ -281,15 +325,32 @@ def _pyarrow():
     return pq
 
 
+#: What a ``collection_meta.yaml`` holds, said by the errors about one.
+_META_NEEDS = (
+    "a table folder's collection_meta.yaml needs runtime.framework and runtime.version "
+    "(e.g. 'runtime: {framework: trtllm, version: 1.3.0rc20}')"
+)
+
+
 def _read_meta(path: Path) -> dict[str, Any]:
     """``collection_meta.yaml`` through the bounded safe reader (:mod:`mlacalc.words.safeio`)."""
-    data = read_data(path, limit=_META_LIMIT, what="collection_meta.yaml files")
+    text = read_text(path, limit=_META_LIMIT, what="collection_meta.yaml files")
+    if not text.strip():  # the YAML reader's "is empty" offered a model file's fix
+        raise ConfigError("is empty", source=str(path), field="runtime", fix=_META_NEEDS)
+    data = parse_data(text, str(path), json_text=False)
     if not isinstance(data, dict):
-        raise ConfigError("must hold a mapping (schema_version, runtime, tables)", source=str(path))
+        raise ConfigError(
+            "must hold a mapping (schema_version, runtime, tables)",
+            source=str(path),
+            fix=_META_NEEDS,
+        )
     runtime = data.get("runtime")
     if not isinstance(runtime, dict) or "framework" not in runtime or "version" not in runtime:
         raise ConfigError(
-            "is missing runtime.framework / runtime.version", source=str(path), field="runtime"
+            "is missing runtime.framework / runtime.version",
+            source=str(path),
+            field="runtime",
+            fix=_META_NEEDS,
         )
     for name in ("framework", "version"):
         if not isinstance(runtime[name], (str, int, float)) or isinstance(runtime[name], bool):
@@ -352,10 +413,69 @@ def _system_of(leaf: Path) -> tuple[str, str]:
     return parts[-4], parts[-3]
 
 
+#: GPU name fragments (as CUDA reports them, and as the collectors write a table's ``device``
+#: column) -> catalogue device; the first match wins (H200 before H20).
+GPU_NAMES = (
+    (("H100", "PCIE"), "H100-PCIe"), (("H100",), "H100-SXM"), (("H200",), "H200"),
+    (("H800",), "H800"), (("H20",), "H20"), (("GB200",), "GB200"), (("GB300",), "GB300"),
+    (("B200",), "B200"), (("B300",), "B300"), (("A100", "PCIE"), "A100-PCIe-40GB"),
+    (("A100",), "A100-SXM-80GB"), (("A30",), "A30"), (("L40S",), "L40S"), (("L4",), "L4"),
+    (("4090",), "RTX-4090"), (("4080",), "RTX-4080"), (("PRO 6000",), "RTX-PRO-6000-Server"),
+    (("MI300X",), "MI300X"), (("MI325X",), "MI325X"), (("MI355X",), "MI355X"),
+)  # fmt: skip
+
+
+def gpu_device(name: str) -> str | None:
+    """The catalogue device of a GPU's name (``NVIDIA H100 80GB HBM3`` -> ``H100-SXM``), else
+    None."""
+    upper = str(name).upper()
+    for parts, entry in GPU_NAMES:
+        # whole words: L4 is not the L40S, H20 not the H200, B200 not the GB200
+        if all(re.search(rf"(?<![A-Z0-9]){re.escape(p)}(?![A-Z0-9])", upper) for p in parts):
+            return entry
+    return None
+
+
+def _check_columns_match_folder(
+    cols: dict[str, np.ndarray], device: str, system: str, engine: str, meta_framework: str,
+    source: str,
+) -> None:  # fmt: skip
+    """Refuse a table whose own ``device`` column names another catalogue device than its
+    system folder, or whose ``framework`` column names another engine than its
+    ``collection_meta.yaml`` (a table of the shared libraries, NCCL or DeepEP, is collected
+    under any engine: not checked). Refused, not warned: every row would be fitted or scored
+    as the folder's device or engine, a label no later step can undo. A device name mlacalc
+    does not match to the catalogue is not checked."""
+    if "device" in cols and cols["device"].dtype.kind == "U":
+        for name in sorted(set(cols["device"].tolist()) - {""}):
+            theirs = gpu_device(name)
+            if theirs is not None and theirs != device:
+                raise ConfigError(
+                    f"has rows timed on {name[:40]!r} ({theirs}) in the folder of system "
+                    f"'{system}' ({device})",
+                    source=source,
+                    field="device",
+                    fix=f"put the table under a <system> folder of {theirs} (e.g. {theirs}/)",
+                )
+    if engine == SHARED or "framework" not in cols or cols["framework"].dtype.kind != "U":
+        return
+    for name in sorted(set(cols["framework"].tolist()) - {""}):
+        theirs = engine_of_framework(name)
+        if theirs not in (None, SHARED, engine):
+            raise ConfigError(
+                f"has rows timed under {name[:20]!r} ({theirs}) while its collection_meta.yaml "
+                f"says runtime.framework {meta_framework!r} ({engine})",
+                source=source,
+                field="framework",
+                fix=f"put the table in a folder whose collection_meta.yaml names {theirs}",
+            )
+
+
 def _read_parquet(path: Path, meta: dict[str, Any]) -> list[MeasuredTable]:
     pq = _pyarrow()
     system, family = _system_of(path.parent)
-    if system not in SYSTEM_DEVICES:
+    device = system_device(system)
+    if device is None:
         raise UnknownSystemError(system, str(path))
     try:
         arrow = pq.read_table(path)
@@ -372,10 +492,11 @@ def _read_parquet(path: Path, meta: dict[str, Any]) -> list[MeasuredTable]:
             field="runtime.framework",
             fix="use trtllm, sglang, vllm, nccl or wideep_sglang",
         )
+    _check_columns_match_folder(cols, device, system, engine, str(runtime["framework"]), str(path))
     common: dict[str, Any] = {
         "engine": engine,
         "system": system,
-        "device": SYSTEM_DEVICES[system],
+        "device": device,
         "family": family,
         "framework": str(runtime["framework"]),
         "version": str(runtime["version"]),
