@@ -213,6 +213,20 @@ def _inputs(m: ModelConfig) -> dict:
         "scales), dequantized for "
         "each pass",
     )
+    kw["stage_layers"] = (
+        c[3]
+        .text_input(
+            "pipeline stage layers",
+            "",
+            key="tr_stage_layers",
+            placeholder="even split",
+            help="layers of each pipeline stage: pp counts (7,8,8,7) or FIRST,..,LAST (7,..,7: "
+            "the stages between split the rest evenly); empty: an even split, the first "
+            "L mod pp stages one layer more",
+        )
+        .strip()
+        or None
+    )
     return {k: (int(v) if isinstance(v, float) else v) for k, v in kw.items()}
 
 

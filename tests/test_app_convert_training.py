@@ -326,3 +326,20 @@ def test_training_virtual_stages_sit_beside_pp():
     at = run("Training", model="llama-3-8b", hw="H100")
     boxes = [w.label for w in at.number_input]
     assert boxes[boxes.index("pp") + 1] == "virtual stages"
+
+
+def test_the_training_tab_takes_stage_layers():
+    """The pipeline stage layers box splits the stages unevenly: the stages table shows each
+    stage's layers as given, its micro-batches the library's; a bad split is its refusal."""
+    at = run("Training", model="llama-3.1-8b", hw="H100")
+    for key, value in (("tr_pp", 4), ("tr_gb", 8)):
+        at.number_input(key=key).set_value(value).run()
+    at.text_input(key="tr_stage_layers").set_value("7,..,7").run()
+    assert not at.exception and not at.error
+    (table,) = [d.value for d in at.dataframe if "micro-batch (s)" in d.value.columns]
+    assert list(table["layers"]) == [7, 9, 9, 7]
+    c = mlacalc.training_cost("llama-3.1-8b", 4096, hardware="H100", pp=4, global_batch=8,
+                              stage_layers="7,..,7")  # fmt: skip
+    assert list(table["micro-batch (s)"]) == pytest.approx([s.micro_batch_s for s in c.time.stages])
+    at.text_input(key="tr_stage_layers").set_value("7,8,8").run()
+    assert any(e.value.startswith("stage_layers: 3 counts for pp 4") for e in at.error)

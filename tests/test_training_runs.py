@@ -13,7 +13,8 @@ embedding and the output head in their original precision), DeepSeek-V3 +22.7% (
 the last pipeline stage); since cuBLAS's balanced last wave (979409f), DeepSeek-V3 +18.6%,
 V2 +27.8%, Llama 3 405B -8.1% and -28.0%; since each pipeline stage is timed with its own
 layers (the output head on the last stage alone, DeepSeek's dense FFNs on the first),
-DeepSeek-V3 +57.1%, V2 +60.1%, Llama 3 405B -2.1% and -23.2%. The bounds
+DeepSeek-V3 +57.1%, V2 +60.1%, Llama 3 405B -2.1% and -23.2%; with Meta's uneven stages (7, 8 x
+14, 7 layers, ``stage_layers="7,..,7"``) -1.8% and -22.9%. The bounds
 below hold each error a few points beyond that, so a change that makes a prediction worse fails
 here.
 """

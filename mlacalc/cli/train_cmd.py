@@ -134,6 +134,7 @@ def _sections(c, table, overlap: bool = False, gated: bool = True) -> list[Secti
             )
             + (
                 f" of stage {c.stage} ({c.stage_layers} layers), the one holding the most"
+                + (f" ({_flags(c.step_layers_note)})" if c.step_layers_note and not c.time else "")
                 if lay.pp > 1
                 else ""
             )
@@ -224,7 +225,7 @@ def _step_section(c, overlap: bool) -> Section:
             if c.fits is False
             else ""
         )
-        + (f"{c.step_layers_note}; " if c.step_layers_note else "")
+        + (f"{_flags(c.step_layers_note)}; " if c.step_layers_note else "")
         + f"{c.tokens_per_s_per_gpu:,.0f} tokens/s per GPU; a prediction of the kernel "
         "time model and the link model (profile "
         f"{t.profile}: {t.calibration})"
@@ -238,6 +239,11 @@ def _step_section(c, overlap: bool) -> Section:
             else ""
         ),
     )
+
+
+def _flags(note: str) -> str:
+    """A library note in the command's words: the stage split's field as its option."""
+    return note.replace("stage_layers", "--stage-layers")
 
 
 def _stages_section(c) -> Section:
@@ -348,6 +354,14 @@ def _blocks(c) -> list[tuple[str, int, int]]:
     "stages (pp x v must divide the layers, pp the micro-batches a rank).",
 )
 @click.option(
+    "--stage-layers",
+    default=None,
+    metavar="COUNTS",
+    help="Layers of each pipeline stage: --pp counts (e.g. 7,8,8,7) or FIRST,..,LAST (e.g. "
+    "7,..,7: the stages between split the rest evenly, as Megatron-LM's first / last stage "
+    "counts). Default: an even split, the first L mod pp stages one layer more.",
+)
+@click.option(
     "--lora-rank",
     type=SIZE,
     default=None,
@@ -436,6 +450,7 @@ def command(
     ep,
     cp,
     virtual_stages,
+    stage_layers,
     lora_rank,
     lora_targets,
     base_dtype,
@@ -494,6 +509,7 @@ def command(
         lora_targets=lora_targets,
         base_dtype=base_dtype,
         virtual_stages=virtual_stages,
+        stage_layers=stage_layers,
     )
     if absorption_ranks and not absorption:
         raise click.BadParameter(

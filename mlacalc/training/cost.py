@@ -56,7 +56,14 @@ from mlacalc.training.memory import (
     recomputed_layer_bytes,
     state_bytes,
 )
-from mlacalc.training.step import Layout, StepTime, expert_dp, make_layout, step_time
+from mlacalc.training.step import (
+    Layout,
+    StepTime,
+    expert_dp,
+    make_layout,
+    stage_layer_ids,
+    step_time,
+)
 from mlacalc.words import arguments as args
 from mlacalc.words import defaults as D
 from mlacalc.words.errors import InvalidArgumentError
@@ -554,9 +561,10 @@ def _stages(
     """Every pipeline stage's share on one of its GPUs, exactly (integers, rounded up): the
     parameters as the serving layout splits a stage's layers over ``tp`` (K/V heads replicated
     beyond ``n_kv`` ranks, MLA's latent down-projections, norms and the router whole, the
-    embedding on the first stage, the head and the final norm on the last; the first
-    ``L mod pp`` stages hold one layer more; interleaved, round-robin chunks,
-    :func:`_stage_parts`), the routed experts over ``ep``; the activations of the stage's
+    embedding on the first stage, the head and the final norm on the last; the layers of
+    ``stage_layers`` where given, else the first ``L mod pp`` stages one layer more;
+    interleaved, round-robin chunks, :func:`_stage_parts`), the routed experts over ``ep``;
+    the activations of the stage's
     layers over ``tp`` times the micro-batches in flight on it (:func:`_held`: 1F1B's
     ``min(pp - s, micro)``, or the interleaved schedule's peak of chunks held), the head's on
     the last; with ``recompute="full"`` also the one layer whose forward runs again in the
@@ -629,23 +637,22 @@ def _stages(
 def _stage_parts(m: ModelConfig, lay: Layout) -> list[tuple[dict[str, float], list[int], bool]]:
     """Each pipeline stage's parameters on one of its GPUs (the serving layout's parts), its
     layers and whether it is the last. Under 1F1B a stage's layers are one block (the serving
-    layout's split); under the interleaved schedule (``vp > 1``) stage ``s`` holds chunks
-    ``s, s + pp, ...`` of ``L / (pp vp)`` layers each (Megatron-LM's round-robin placement,
-    from recall), its parts the sum of its layers' (the split with one stage a layer): a model
+    layout's split; ``lay.stage_layers`` where given); under the interleaved schedule
+    (``vp > 1``) stage ``s`` holds its chunks, chunk ``c`` of every stage before chunk
+    ``c + 1`` of any (Megatron-LM's round-robin placement, from recall;
+    :func:`~mlacalc.training.step.stage_layer_ids`); given counts or chunks, its parts the
+    sum of its layers' (the split with one stage a layer): a model
     whose layers differ (MoE every few layers) puts a different mix on each stage than 1F1B.
     The first chunk, with the embedding, is stage 0's, the last, with the head, stage
     ``pp - 1``'s, as under 1F1B."""
-    if lay.vp == 1:
+    if lay.vp == 1 and not lay.stage_layers:
         serving = ServingLayout(lay.gpus, lay.tp, lay.dp, lay.pp, lay.ep, False, lay.ep, 1)
         return [(p, list(layers), last) for p, layers, last in stage_breakdowns(m, serving)]
     L = m.num_hidden_layers
     one = ServingLayout(lay.tp * lay.dp * L, lay.tp, lay.dp, L, lay.ep, False, lay.ep, 1)
     per_layer = [parts for parts, _, _ in stage_breakdowns(m, one)]
-    size = L // (lay.pp * lay.vp)
     out = []
-    for s in range(lay.pp):
-        chunks = range(s, lay.pp * lay.vp, lay.pp)
-        layers = [i for c in chunks for i in range(c * size, (c + 1) * size)]
+    for s, layers in enumerate(stage_layer_ids(L, lay)):
         parts: dict[str, float] = {}
         for i in layers:
             for k, v in per_layer[i].items():
@@ -658,8 +665,9 @@ def _stage_note(m: ModelConfig, lay: Layout, time: StepTime | None) -> str:
     """How the pipeline's stages were timed, where there are several and a time: each with
     its own layers (their MoE layers where the stages' mixes differ), the embedding on the
     first, the head on the last, and which sets the pace; "" otherwise."""
+    split = _split_note(m, lay)
     if time is None or lay.pp == 1:
-        return ""
+        return split
     stages = time.stages
     mix = ""
     if len({Fraction(st.moe_layers, st.layers) for st in stages}) > 1:
@@ -678,6 +686,24 @@ def _stage_note(m: ModelConfig, lay: Layout, time: StepTime | None) -> str:
         f"the output head on the last: stage {time.slowest_stage}'s micro-batch is the "
         "longest and sets the pace (the parts above are its), the bubble is the other "
         "stages' micro-batches" + (f" / {lay.vp}" if lay.vp > 1 else "") + told
+    ) + (f"; {split}" if split else "")
+
+
+def _split_note(m: ModelConfig, lay: Layout) -> str:
+    """Where the pipeline's stages hold different numbers of layers, how they were split:
+    as given (``stage_layers``), or the default's remainder where the layers do not divide;
+    "" for an even split."""
+    L = m.num_hidden_layers
+    counts = [len(x) for x in stage_layer_ids(L, lay)]
+    if len(set(counts)) <= 1:
+        return ""
+    said = ", ".join(f"{n}" for n in counts)
+    if lay.stage_layers:
+        return f"the stages hold {said} layers, as stage_layers gives them"
+    return (
+        f"{L} layers do not split evenly over {lay.pp} stages: the first {L % lay.pp} hold "
+        f"one more ({said}; Megatron-LM refuses such a split without first and last stage "
+        "counts, from recall); stage_layers sets each stage's"
     )
 
 
@@ -695,8 +721,11 @@ def _held(lay: Layout, s: int, each: list[Fraction]) -> Fraction:
     when the first is the lighter."""
     if lay.vp == 1:
         return sum(each, Fraction(0)) * _in_flight(lay, s)
-    size = len(each) // lay.vp
-    chunks = [sum(each[c * size : (c + 1) * size], Fraction(0)) for c in range(lay.vp)]
+    n, chunks, start = len(each), [], 0
+    for c in range(lay.vp):  # as stage_layer_ids cuts them: the longer chunks first
+        size = n // lay.vp + (c < n % lay.vp)
+        chunks.append(sum(each[start : start + size], Fraction(0)))
+        start += size
     total = lay.micro_batches * lay.vp
 
     def chunk(k: int, forward: bool) -> Fraction:
@@ -809,6 +838,7 @@ def training_cost(
     lora_targets: str | None = None,
     base_dtype: str = "compute",
     virtual_stages: int = 1,
+    stage_layers: Any = None,
 ) -> TrainingCost:
     """FLOPs, memory and (with ``hardware``) the time of one training step.
 
@@ -855,6 +885,9 @@ def training_cost(
         ``L / (pp v)`` layers; the bubble ``(pp - 1) / v`` micro-batch times, ``v`` times the
         pipeline's sends, the first stage's activations ``1 + (pp - 1) / (pp v)`` times
         1F1B's (:func:`_in_flight`).
+    stage_layers
+        each pipeline stage's layers: ``pp`` counts or ``"FIRST,..,LAST"`` (None: an even
+        split; :func:`mlacalc.training.step.check_stage_layers`, :func:`stage_layer_ids`).
     swiglu
         ``"fused"`` (Megatron-LM's and TransformerEngine's kernel: the ``[gate, up]`` output
         and the product saved) or ``"unfused"`` (eager PyTorch: gate, up, SiLU(gate) and the
@@ -875,7 +908,8 @@ def training_cost(
     attention = attention or default_attention(impl)
     zero_given, zero = zero is not None, 1 if zero is None else zero
     reserve = _checked(zero, memory_reserve, optimizer, precision)
-    lay = make_layout(m, tp, pp, dp, ep, micro_batch, global_batch, cp, seq_len, virtual_stages)
+    lay = make_layout(m, tp, pp, dp, ep, micro_batch, global_batch, cp, seq_len, virtual_stages,
+                      stage_layers)  # fmt: skip
     _check_cp(lay, attention, impl)
     rank, targets = check_lora(m, lora_rank, lora_targets or "attention-mlp")
     base = check_base_dtype(base_dtype, rank, precision, zero)

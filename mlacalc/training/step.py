@@ -58,6 +58,7 @@ rank's weights, gradients and states).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,12 +153,14 @@ def make_layout(
     cp: Any = 1,
     seq_len: int | None = None,
     virtual_stages: Any = 1,
+    stage_layers: Any = None,
 ) -> Layout:
     """A checked layout for ``m`` (``global_batch`` defaults to one micro-batch per rank);
     ``cp`` context-parallel ranks split each sequence of ``seq_len`` tokens into ``2 cp``
     equal chunks, two a rank (the load-balanced split of causal attention);
     ``virtual_stages`` chunks of layers a pipeline stage holds under the interleaved schedule
-    (:func:`check_virtual_stages`)."""
+    (:func:`check_virtual_stages`); ``stage_layers`` the layers of each pipeline stage
+    (:func:`check_stage_layers`; None: an even split)."""
     tp, pp, dp, ep, cp = (
         args.count(n, v, _BIG)
         for n, v in (("tp", tp), ("pp", pp), ("dp", dp), ("ep", ep), ("cp", cp))
@@ -204,7 +207,74 @@ def make_layout(
             f"{dp * cp * tp:,} {kinds} ranks ({sizes}) they are laid over",
         )
     lay = Layout(tp, pp, dp, ep, micro_batch, global_batch, cp)
+    lay = Layout(**{**lay.__dict__, "stage_layers": check_stage_layers(m, pp, stage_layers)})
     return Layout(**{**lay.__dict__, "vp": check_virtual_stages(m, lay, virtual_stages)})
+
+
+def check_stage_layers(m: ModelConfig, pp: int, value: Any) -> tuple[int, ...]:
+    """The layers of each pipeline stage, given as ``pp`` counts (``"7,8,8,7"`` or a
+    sequence) or as ``"FIRST,..,LAST"`` (the first and last stages' counts, the stages between
+    splitting the rest evenly: Megatron-Core's ``--decoder-first-pipeline-num-layers`` and
+    ``--decoder-last-pipeline-num-layers``, which need the rest to divide, from recall); ()
+    for None (the even split, :func:`stage_layer_ids`). Refused in one line naming
+    ``stage_layers``: a count not a whole number, a stage with no layers, counts not one a
+    stage or not summing to the model's layers."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return ()
+    L = m.num_hidden_layers
+    use = "give one count a stage (e.g. 7,8,8,7) or FIRST,..,LAST (e.g. 7,..,7)"
+    if isinstance(value, str):
+        items: list[Any] = [x.strip() for x in value.split(",")]
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        raise InvalidArgumentError(
+            "stage_layers", f"takes counts, got {args.show_value(value)}: {use}"
+        )
+    if items.count("..") > 1 or (".." in items and len(items) == 1):
+        raise InvalidArgumentError(
+            "stage_layers", f"'..' stands for the stages between the given ones, once: {use}"
+        )
+    counts: list[int | None] = []
+    for x in items:
+        if x == "..":
+            counts.append(None)
+            continue
+        n = args.whole(x) if not isinstance(x, str) else (int(x) if _digits(x) else None)
+        if n is None:
+            raise InvalidArgumentError(
+                "stage_layers", f"{args.show_value(x)} is not a whole number of layers: {use}"
+            )
+        if n < 1:
+            raise InvalidArgumentError(
+                "stage_layers",
+                f"a stage of {n} layers: every pipeline stage holds at least one; {use}",
+            )
+        counts.append(n)
+    given = [n for n in counts if n is not None]
+    if None in counts:
+        middle = pp - len(given)
+        left = L - sum(given)
+        if middle < 1 or left < middle or left % middle:
+            raise InvalidArgumentError(
+                "stage_layers",
+                f"the {max(middle, 0)} stages between the given ones do not split the "
+                f"{left:,} layers left of {m.label}'s {L:,} evenly (at least one each): "
+                "give every stage's count, one a stage",
+            )
+        at = counts.index(None)
+        counts[at : at + 1] = [left // middle] * middle
+    if len(counts) != pp:
+        raise InvalidArgumentError(
+            "stage_layers", f"{len(counts)} counts for pp {pp} stages: {use}"
+        )
+    if sum(given := [int(n) for n in counts if n is not None]) != L:
+        raise InvalidArgumentError(
+            "stage_layers",
+            f"the counts sum to {sum(given):,} layers and {m.label} has {L:,}: make them sum "
+            f"to {L:,}",
+        )
+    return tuple(given)
 
 
 def _multiples(n: int, unit: int) -> list[int]:
@@ -212,6 +282,12 @@ def _multiples(n: int, unit: int) -> list[int]:
     what a global batch that does not split is offered."""
     below = n // unit * unit
     return ([below] if below else []) + [below + unit]
+
+
+def _digits(text: str) -> bool:
+    """Whether ``text`` is a whole number written out (a sign allowed, so -1 is said as a
+    stage without layers)."""
+    return re.fullmatch(r"[+-]?[0-9]+", text) is not None
 
 
 def check_virtual_stages(m: ModelConfig, lay: Layout, virtual_stages: Any) -> int:
@@ -230,13 +306,22 @@ def check_virtual_stages(m: ModelConfig, lay: Layout, virtual_stages: Any) -> in
             f"{v} virtual stages interleave a pipeline, and pp is 1: give pp > 1, or "
             "virtual_stages 1",
         )
-    if L % (lay.pp * v):
+    if lay.stage_layers:  # uneven stages: each cut into v chunks, a layer each at least
+        short = [(s, n) for s, n in enumerate(lay.stage_layers) if n < v]
+        if short:
+            s, n = short[0]
+            raise InvalidArgumentError(
+                "virtual_stages",
+                f"stage {s}'s {n} layers (stage_layers) do not cut into {v} chunks of a layer "
+                f"or more: use virtual_stages {min(lay.stage_layers)} or fewer",
+            )
+    elif L % (lay.pp * v):
         fits = [x for x in range(2, L // lay.pp + 1) if L % (lay.pp * x) == 0]
         hint = f"one of {', '.join(map(str, fits[:6]))}" if fits else "1 (none divides them)"
         raise InvalidArgumentError(
             "virtual_stages",
             f"{m.label}'s {L} layers do not cut into pp x virtual_stages = {lay.pp} x {v} "
-            f"equal chunks: use {hint}",
+            f"equal chunks: use {hint}, or stage_layers to split them unevenly",
         )
     if lay.micro_batches % lay.pp:  # the batch is what to change: named as its field
         raise InvalidArgumentError(
