@@ -26,7 +26,7 @@ import mlacalc
 from mlacalc.cli import main
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.measured.tables import load_measured
-from mlacalc.measured.validate_tables import MEASURED_TIME
+from mlacalc.measured.validate_tables import TIME_REASONS
 from mlacalc.timemodel.fit import Observations
 from mlacalc.timemodel.predict import predict_time
 from mlacalc.words.errors import ConfigError, InvalidArgumentError, MlacalcError
@@ -237,7 +237,13 @@ def test_bench_set_nan_or_negative_times_are_never_scored(tmp_path, bad):
     assert math.isfinite(v.median_abs_error)
     m = mlacalc.validate(measured=path)
     (t,) = m.tables
-    assert t.not_predicted_by_reason().get(MEASURED_TIME) == 2
+    # the mapping's reason names, as a parquet table's rows (measured_time_not_positive before)
+    want = (
+        "time_not_finite"
+        if bad in ("nan", "inf", "-inf", "abc", "")
+        else ("zero_time" if bad == "0" else "time_negative")
+    )
+    assert t.not_predicted_by_reason() == {want: 2} and want in TIME_REASONS
     assert math.isfinite(t.summary()["median_abs_error"])
 
 
@@ -605,7 +611,8 @@ def test_validate_measured_kernel_set_counts_bad_times_and_refuses_its_own_fit(t
     path = _kernel_set(tmp_path, rows)
     v = mlacalc.validate(measured=str(path))
     (t,) = v.tables
-    assert t.rows == 15 and t.not_predicted_by_reason() == {MEASURED_TIME: 3}
+    assert t.rows == 15
+    assert t.not_predicted_by_reason() == {"time_negative": 2, "time_not_finite": 1}
     assert np.isfinite(t.errors).all() and len(t.errors) == 12
     fitted = tmp_path / "fitted.json"
     mlacalc.calibrate(str(path), use_scipy=False).save(fitted)

@@ -180,3 +180,194 @@ def test_a_kernel_set_without_a_gemm_shape_column_is_one_line(tmp_path, missing)
         text = str(err.value)
         assert f"field '{missing}'" in text and "k.csv" in text and "\n" not in text
     assert mlacalc.validate(measured=_kernel_set(tmp_path, ALL)).overall["predicted"] == 12
+
+
+# --- rows a parquet table cannot give: counted, said, never scored --------------------------
+
+
+def _latency(values) -> pa.Table:
+    return _column(TABLE, "latency", values)
+
+
+def test_parquet_rows_of_bad_times_or_dtypes_are_said_as_a_kernel_sets_are(tmp_path):
+    """calibrate dropped them unsaid ("290 rows", nothing on stderr or in the notes); the words
+    are a kernel set's (time not finite ...), the dtype column and value named."""
+    lat = TABLE.column("latency").to_pylist()
+    lat[:3] = [float("nan")] * 3
+    lat[3:5] = [-1.0, -2.0]
+    dtypes = TABLE.column("gemm_dtype").to_pylist()
+    dtypes[5:9] = ["bf17"] * 4
+    table = _column(_latency(lat), "gemm_dtype", dtypes)
+    prof = mlacalc.calibrate(_write(tmp_path, "a100_sxm", table), use_scipy=False)
+    notes = [n for n in prof.notes if " excluded: " in n]
+    assert "A100-SXM-80GB: 3 row(s) of gemm_perf excluded: time not finite (NaN or infinite)" in (
+        notes
+    )
+    assert "A100-SXM-80GB: 2 row(s) of gemm_perf excluded: time zero or negative" in notes
+    assert any("4 row(s)" in n and "gemm_dtype 'bf17'" in n for n in notes), notes
+
+
+def test_a_nan_time_has_one_reason_name_on_every_path(tmp_path):
+    from mlacalc.measured.validate_tables import time_reasons
+
+    assert time_reasons([float("nan"), float("inf"), -1.0, 0.0, 1.0]).tolist() == [
+        "time_not_finite", "time_not_finite", "time_negative", "zero_time", ""
+    ]  # fmt: skip
+    lat = TABLE.column("latency").to_pylist()
+    lat[0] = float("nan")
+    parquet = mlacalc.validate(measured=_write(tmp_path, "a100_sxm", _latency(lat)))
+    columns = ALL
+    kernel = _kernel_set(tmp_path, columns)
+    text = (tmp_path / "k.csv").read_text().splitlines()
+    cells = text[1].split(",")
+    cells[columns.index("median_s")] = "nan"
+    (tmp_path / "k.csv").write_text("\n".join([text[0], ",".join(cells), *text[2:]]) + "\n")
+    bench = mlacalc.validate(measured=kernel)
+    for v in (parquet, bench):
+        assert v.tables[0].not_predicted_by_reason() == {"time_not_finite": 1}
+
+
+@pytest.mark.parametrize("value", [0, -4])
+def test_a_size_of_zero_or_below_is_one_reason_and_no_numpy_warning(tmp_path, value):
+    import warnings
+
+    m = TABLE.column("m").to_pylist()
+    m[:2] = [value, value]
+    path = _write(tmp_path, "a100_sxm", _column(TABLE, "m", m))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # gemm_time.py divided by it
+        (t,) = mlacalc.validate(measured=path).tables
+        prof = mlacalc.calibrate(path, use_scipy=False)
+    assert t.not_predicted_by_reason() == {"m_not_positive": 2}
+    assert any("2 row(s) of gemm_perf excluded: m 0, negative or missing" in n for n in prof.notes)
+
+
+def test_a_kernel_sets_gemm_of_m_zero_is_not_scored(tmp_path):
+    import warnings
+
+    path = _kernel_set(tmp_path, ALL)
+    text = (tmp_path / "k.csv").read_text().splitlines()
+    cells = text[1].split(",")
+    cells[ALL.index("m")] = "0"
+    (tmp_path / "k.csv").write_text("\n".join([text[0], ",".join(cells), *text[2:]]) + "\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        (t,) = mlacalc.validate(measured=path).tables
+    assert t.not_predicted_by_reason() == {"m_not_positive": 1}  # scored at +1,068% before
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ("nan", "time_not_finite"),
+        ("negative", "time_negative"),
+        ("dtype", "unknown_dtype (gemm_dtype 'bf17')"),
+        ("m", "m_not_positive (m 0)"),
+        ("empty", "0 row(s)"),
+    ],
+)
+def test_a_set_with_no_usable_row_is_an_error_counting_the_reasons(tmp_path, change, said):
+    """validate printed a table of "-" and exited 0; calibrate said "give measured sets whose
+    tables map onto single kernels" without a reason."""
+    table = TABLE.take(list(range(min(N, 60)))) if change != "empty" else TABLE.slice(0, 0)
+    n = table.num_rows
+    if change == "nan":
+        table = _latency([float("nan")] * N)
+        said = f"{N} time_not_finite"
+    elif change == "negative":
+        table = _column(table, "latency", [-1.0] * n)
+    elif change == "dtype":
+        table = _column(table, "gemm_dtype", ["bf17"] * n)
+    elif change == "m":
+        table = _column(table, "m", [0] * n)
+    path = _write(tmp_path, "a100_sxm", table)
+    with pytest.raises(ConfigError) as err:
+        mlacalc.validate(measured=path)
+    text = str(err.value)
+    assert "has no row to validate" in text and said in text and "\n" not in text, text
+    with pytest.raises(mlacalc.MlacalcError) as err:
+        mlacalc.calibrate(path, use_scipy=False)
+    text = str(err.value)
+    if change != "empty":
+        words = {
+            "nan": "time not finite",
+            "negative": "time zero or negative",
+            "dtype": "unknown dtype (gemm_dtype 'bf17')",
+            "m": "m 0, negative or missing",
+        }
+        assert words[change] in text, text  # fmt: skip
+    else:
+        assert "hold no rows" in text, text
+
+
+# --- a run's ceilings its own rows beat --------------------------------------------------------
+
+
+def test_ceilings_a_runs_own_gemm_rows_beat_are_warned(tmp_path):
+    """A CPU run whose ceilings were measured under load (its matmul ceiling 3x below the GEMM
+    rows the same run timed) was accepted unchecked: warned in validate and calibrate (its
+    notes), saying what the ceilings do to the prediction."""
+    import copy
+
+    from mlacalc.measured.observations import CEILING_MARGIN, kernel_set_warnings
+
+    good = _kernel_set(tmp_path, ALL)  # rows at up to 1e11 FLOP/s under a 2e11 ceiling
+    assert kernel_set_warnings(good) == []
+    assert mlacalc.validate(measured=good).warnings == []
+    loaded = copy.deepcopy(SIDECAR)
+    loaded["ceilings"]["matmul_flops_per_s"]["fp32"] = 3e10
+    (tmp_path / "bad").mkdir()
+    path = _kernel_set(tmp_path / "bad", ALL, meta=loaded)
+    (said,) = kernel_set_warnings(path)
+    assert said.startswith("ceilings: k.json: its fp32 GEMM rows") and "x too slow" in said
+    ratio = float(said.split("TFLOP/s, ")[1].split("x its own")[0])
+    assert ratio > CEILING_MARGIN
+    assert mlacalc.validate(measured=path).warnings == [said]
+    prof = mlacalc.calibrate(path, use_scipy=False)
+    assert said in prof.notes
+    # within the margin: nothing said
+    loaded["ceilings"]["matmul_flops_per_s"]["fp32"] = 1e11 / (CEILING_MARGIN - 0.2)
+    path.write_text(json.dumps(loaded))
+    assert kernel_set_warnings(path) == []
+
+
+# --- a held-out set of the same device --------------------------------------------------------
+
+
+def test_a_held_out_table_of_a_device_the_profile_was_fitted_on_is_validated(tmp_path):
+    """validate refused a profile on any table of a device and name it was fitted on ("use a
+    profile not fitted on L40S"), though the rows were other ones: refused only on the same
+    content, which calibrate records (fitted_on[].contents)."""
+    fit = _write(tmp_path / "fit", "a100_sxm")
+    held = pq.read_table(SOURCE / "gemm_perf.parquet").take(list(range(200, 27384, 400)))
+    held_out = _write(tmp_path / "held", "a100_sxm", held)
+    prof = mlacalc.calibrate(fit, use_scipy=False)
+    (entry,) = prof.fitted_on
+    assert list(entry["contents"]) == ["gemm_perf"] and len(entry["contents"]["gemm_perf"]) == 1
+    saved = tmp_path / "p.json"
+    prof.save(saved)
+    v = mlacalc.validate(measured=held_out, profile=str(saved))
+    assert v.overall["predicted"] == held.num_rows
+    for same in (fit, _write(tmp_path / "copy", "a100_sxm")):  # the table, or a copy of it
+        with pytest.raises(mlacalc.MlacalcError, match="validating on the data a profile"):
+            mlacalc.validate(measured=same, profile=str(saved))
+    # a profile without contents (the shipped ones, fitted before) is refused by name
+    bare = tmp_path / "bare.json"
+    doc = json.loads(saved.read_text())
+    for e in doc["fitted_on"]:
+        e.pop("contents")
+    bare.write_text(json.dumps(doc))
+    with pytest.raises(mlacalc.MlacalcError, match="validating on the data a profile"):
+        mlacalc.validate(measured=held_out, profile=str(bare))
+
+
+def test_a_kernel_set_profile_is_refused_on_its_own_set_only(tmp_path):
+    path = _kernel_set(tmp_path, ALL)
+    prof = mlacalc.calibrate(path, use_scipy=False)
+    saved = tmp_path / "p.json"
+    prof.save(saved)
+    with pytest.raises(mlacalc.MlacalcError, match="validating on the data a profile"):
+        mlacalc.validate(measured=path, profile=str(saved))
+    # the same run's file measured again (the device is the run's file: the same one)
+    other = _kernel_set(tmp_path, ALL, rate=9e10)
+    assert mlacalc.validate(measured=other, profile=str(saved)).overall["predicted"] == 12

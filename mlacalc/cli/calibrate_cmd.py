@@ -62,7 +62,11 @@ def command(measured, output, name, engine, fmt):
     )
     prof.save(out)
     for note in prof.notes:  # rows left out of the fit, by reason (also in the profile's notes)
-        if " excluded: " in note or " not fitted (" in note or note.startswith("poor fit: "):
+        if (
+            " excluded: " in note
+            or " not fitted (" in note
+            or note.startswith(("poor fit: ", "ceilings: "))
+        ):
             warn(note)
     records = [
         {"device": device, "class": key, **stats}

@@ -260,6 +260,8 @@ def command(files, measured, profile, mode, show_rows, worst, engine, fmt):
                 "measured (each table's kernels); ignored"
             )
         v = run_validation(measured=list(measured), profile=profile, engine=engine)
+        for line in v.warnings:  # a kernel set's ceilings its own rows beat
+            warn(line)
         if fmt == "csv":
             if worst and not show_rows:
                 emit(fmt, [r for t in v.tables for r in _worst(t.row_records(), worst)], list,

@@ -8,17 +8,25 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from mlacalc.measured.mapped import reason_values
 from mlacalc.measured.mapping import MappedTable, map_table
 from mlacalc.measured.observations import (
     RESIDUAL_SHARE,
+    kernel_set_warnings,
     observations_of,
+    read_kernel_set,
     residual_observations,
 )
 from mlacalc.measured.tables import (
     MeasuredSet,
     MeasuredTable,
+    bench_sidecar,
     engine_of_named_tables,
     load_measured,
+    observations_digest,
+    table_digest,
 )
 from mlacalc.timemodel.engine_profiles import with_stand_ins
 from mlacalc.timemodel.fit import Observations, fit_profile, pinned_params
@@ -62,11 +70,21 @@ def calibrate(
     obs: list[Observations] = []
     for item in one_or_many("measured_sets", measured_sets, what="measured sets or paths"):
         obs += _as_observations(item, engine, progress)
+    mapped = []
+    for item in one_or_many("measured_sets", measured_sets, what="measured sets or paths"):
+        mapped += _mapped_of(item, engine)
+    # a table's rows the mapping left out for a fault of the input (a time NaN or negative, a
+    # dtype or size no kernel has), counted as a kernel set's are (they were dropped unsaid)
+    faults, counts = input_faults(mapped)
+    said = "; ".join(f"{n:,} {why}" for why, n in counts)
+    empty = bool(mapped) and not any(len(m.table) for m in mapped)
     if not obs:
         raise InvalidArgumentError(
             "measured_sets",
-            f"no kernel rows to fit{_in(measured_sets)}; give measured sets whose tables map "
-            "onto single kernels",
+            f"no kernel rows to fit{_in(measured_sets)}"
+            + (f" (excluded: {said})" if said else " (its tables hold no rows)" if empty else "")
+            + "; give measured sets whose tables map onto single kernels"
+            + (" with finite positive times, known dtypes and sizes of at least 1" if said else ""),
         )
     # rows with no usable time or work, unknown kinds and underdetermined classes left out,
     # each said in the profile's notes
@@ -76,16 +94,53 @@ def calibrate(
         sources = sorted({str(o.source) for o in obs if getattr(o, "source", "")})
         where = f" in {', '.join(sources[:3])}{' ...' if len(sources) > 3 else ''}"
         message = exc.message.replace("can use", "can use" + where, 1) if sources else exc.message
+        if said:
+            message = message.replace(" (excluded: ", f" (excluded: {said}; ", 1)
         raise InvalidArgumentError(exc.argument, message) from None
-    notes = (*notes, *excluded)
+    ceilings = [w for side in _kernel_sets(measured_sets) for w in kernel_set_warnings(side)]
+    notes = (*notes, *faults, *ceilings, *excluded)
     prof = fit_profile(
         obs, name=name, use_scipy=use_scipy, notes=notes, progress=progress, engine=engine
     )
-    mapped = []
-    for item in one_or_many("measured_sets", measured_sets, what="measured sets or paths"):
-        mapped += _mapped_of(item, engine)
     prof = fit_composite_classes(prof, mapped, use_scipy=use_scipy, progress=progress)
+    prof = with_contents(prof, mapped, measured_sets, engine)
     return dataclasses.replace(prof, notes=(*prof.notes, *fit_warnings(prof)))
+
+
+def with_contents(prof: Profile, mapped: list[MappedTable], measured_sets: Any, engine: str):
+    """``prof`` with, in each ``fitted_on`` entry, ``contents``: the digest of each table it
+    was fitted on (:func:`~mlacalc.measured.tables.table_digest`, a kernel set's class or
+    observations given as such by :func:`~mlacalc.measured.tables.observations_digest`).
+    validate refuses a profile on a table of the same content, and only then: a held-out
+    table of a device and name it was fitted on, with other rows, is validated."""
+    found: dict[tuple[str, str], set[str]] = {}
+    for m in mapped:
+        found.setdefault((m.table.device, m.table.table), set()).add(table_digest(m.table))
+    for side in _kernel_sets(measured_sets):
+        for o in read_kernel_set(side):
+            found.setdefault((o.device, o.table), set()).add(observations_digest(o))
+    for o in _given_observations(measured_sets):
+        found.setdefault((o.device, o.table), set()).add(observations_digest(o))
+    fitted_on = []
+    for entry in prof.fitted_on:
+        contents = {
+            table: sorted(found[(entry["device"], table)])
+            for table in entry.get("tables", {})
+            if (entry["device"], table) in found
+        }
+        fitted_on.append({**entry, "contents": contents} if contents else dict(entry))
+    return dataclasses.replace(prof, fitted_on=tuple(fitted_on))
+
+
+def _given_observations(measured_sets: Any) -> list[Observations]:
+    items = measured_sets if isinstance(measured_sets, (list, tuple)) else [measured_sets]
+    out: list[Observations] = []
+    for item in items:
+        if isinstance(item, Observations):
+            out.append(item)
+        elif isinstance(item, (list, tuple)):
+            out += _given_observations(item)
+    return out
 
 
 #: A fitted class is said to be a poor fit above these residuals (median and p90 |error|), or
@@ -120,6 +175,66 @@ def fit_warnings(prof: Profile) -> list[str]:
                 + (f"on their search bounds: {', '.join(pinned)}" if pinned else "no bound hit")
                 + " (check the measurements' spread, or measure more shapes)"
             )
+    return out
+
+
+#: The words a fault of a table's row is said in, as a kernel set's rows are
+#: (:mod:`mlacalc.timemodel.observation_checks`): the mapping's reason -> the words.
+FAULT_WORDS = {
+    "time_not_finite": "time not finite (NaN or infinite)",
+    "time_negative": "time zero or negative",
+    "unknown_dtype": "unknown dtype",
+}
+
+
+def _fault_words(why: str) -> str | None:
+    if why in FAULT_WORDS:
+        return FAULT_WORDS[why]
+    if why.endswith("_not_positive"):
+        return f"{why[: -len('_not_positive')]} 0, negative or missing"
+    return None
+
+
+def input_faults(mapped: list[MappedTable]) -> tuple[list[str], list[tuple[str, int]]]:
+    """The rows of mapped tables left out for a fault of the input (a time NaN, infinite,
+    negative or zero, a dtype the kernel vocabulary has no class for, a size of 0 or below),
+    as notes (``"L40S: 5 row(s) of gemm_perf excluded: time not finite (NaN or infinite)"``,
+    the words of a kernel set's rows) and counts by words, the most first."""
+    notes: list[str] = []
+    counts: dict[str, int] = {}
+    for m in mapped:
+        reason = np.asarray(m.reason).astype(str)
+        seconds = np.asarray(m.table.seconds, dtype=np.float64)
+        with np.errstate(invalid="ignore"):
+            zero = (reason == "zero_time") & (seconds == 0)  # not a floored difference's row
+        reason = np.where(zero, "time_negative", reason)
+        for why in sorted(set(reason.tolist()) - {""}):
+            words = _fault_words(why)
+            if words is None:
+                continue
+            rows = reason == why
+            held = reason_values(m.table, rows, why)
+            words += f" ({held})" if held else ""
+            n = int(rows.sum())
+            notes.append(f"{m.table.device}: {n} row(s) of {m.table.table} excluded: {words}")
+            counts[words] = counts.get(words, 0) + n
+    return notes, sorted(counts.items(), key=lambda i: -i[1])
+
+
+def _kernel_sets(measured_sets: Any) -> list[Path]:
+    """The ``calibrate``-preset kernel sets named among ``measured_sets`` (their sidecars)."""
+    items = measured_sets if isinstance(measured_sets, (list, tuple)) else [measured_sets]
+    out = []
+    for item in items:
+        if isinstance(item, (list, tuple)):
+            out += _kernel_sets(item)
+        elif isinstance(item, (str, os.PathLike)) and Path(item).suffix.lower() in (
+            ".json",
+            ".csv",
+        ):
+            side, meta = bench_sidecar(item)
+            if meta.get("preset") == "calibrate":
+                out.append(side)
     return out
 
 

@@ -4,6 +4,7 @@ and :mod:`~mlacalc.measured.quirks` marks, and the table dtype labels as kernel 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -15,15 +16,31 @@ from mlacalc.words.kernels import Kernel, KernelBatch, variant_of
 
 __all__ = [
     "NOT_MODELLED",
+    "SIZE_COLUMNS",
     "KernelPart",
     "KernelSlots",
     "MappedTable",
     "canon_dtypes",
     "distinct_kernels",
+    "reason_values",
 ]
+
+#: Columns of aiconfigurator's tables that hold a size (a count of tokens, heads, rows of a
+#: GEMM ...): a row where one is 0, negative or missing is not predicted, reason
+#: ``<column>_not_positive`` (:func:`mlacalc.measured.mapping.size_faults`). Every shipped
+#: table holds at least 1 in each; the columns that may be 0 (``step``, ``window_size``, the
+#: DeepEP notify times) and the times are not among them.
+SIZE_COLUMNS = (
+    "m", "n", "k", "batch_size", "beam_width", "chunk_size", "d_conv", "d_model", "d_state",
+    "head_dim", "head_k_dim", "head_v_dim", "hidden_size", "inter_size", "isl",
+    "local_num_heads", "message_size", "n_groups", "nheads", "num_experts", "num_heads",
+    "num_k_heads", "num_key_value_heads", "num_token", "num_tokens", "num_topk", "num_v_heads",
+    "seq_len", "topk",
+)  # fmt: skip
 
 #: Reasons a row is not predicted, with what they mean.
 NOT_MODELLED: dict[str, str] = {
+    **{f"{c}_not_positive": f"a {c} of 0, below 0 or missing: no kernel" for c in SIZE_COLUMNS},
     "unknown_dtype": "a dtype the kernel vocabulary has no class for",
     "zero_time": "a measured time of zero (a difference floored at zero)",
     "time_negative": "a measured time below zero: a fault of the table (bench: time zero or "
@@ -37,6 +54,27 @@ NOT_MODELLED: dict[str, str] = {
     "work_not_finite": "shape columns whose FLOPs or bytes overflow (no finite work)",
     "not_mapped": "a table mlacalc reads but does not map onto kernels (mapping.UNMAPPED)",
 }
+
+
+def reason_values(table: Any, rows: np.ndarray, why: str) -> str:
+    """What the table's rows ``rows`` (a mask) hold that gave them reason ``why``, in words:
+    the dtype columns' values of ``unknown_dtype`` rows (``gemm_dtype 'bf17'``), the size
+    column's values of ``<column>_not_positive`` rows (``m 0, -4``); "" for another reason."""
+    cols = getattr(table, "columns", {})
+    if why == "unknown_dtype":
+        names = [c for c in cols if c.endswith("_dtype") and cols[c].dtype.kind == "U"]
+    elif why.endswith("_not_positive") and why[: -len("_not_positive")] in cols:
+        names = [why[: -len("_not_positive")]]
+    else:
+        return ""
+    said = []
+    for name in names:
+        values = list(dict.fromkeys(cols[name][rows].tolist()))
+        shown = ", ".join(repr(v[:20]) if isinstance(v, str) else f"{v:g}" for v in values[:3]) + (
+            " ..." if len(values) > 3 else ""
+        )
+        said.append(f"{name} {shown}")
+    return "; ".join(said)
 
 
 @dataclass(frozen=True)

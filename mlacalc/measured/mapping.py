@@ -95,7 +95,13 @@ from mlacalc.cost.linear import delta_rule_flops, gdn_kernel_bytes, linear_chunk
 from mlacalc.cost.model_step import k_assemble_bytes
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.measured.dsv4_modules import LONG_TOPK, PROMPT_LONG_TOPK, dsv4_module_parts
-from mlacalc.measured.mapped import NOT_MODELLED, KernelPart, MappedTable, canon_dtypes
+from mlacalc.measured.mapped import (
+    NOT_MODELLED,
+    SIZE_COLUMNS,
+    KernelPart,
+    MappedTable,
+    canon_dtypes,
+)
 from mlacalc.measured.moe_routing import ROW_TILES, rank_loads
 from mlacalc.measured.msa_modules import msa_module_parts
 from mlacalc.measured.quirks import apply_quirks
@@ -2565,6 +2571,22 @@ def mapped_tables() -> list[str]:
     return sorted(_MAPPERS)
 
 
+def size_faults(table: MeasuredTable) -> np.ndarray:
+    """Per row, ``<column>_not_positive`` for the first size column
+    (:data:`~mlacalc.measured.mapped.SIZE_COLUMNS`: ``m``, ``batch_size`` ...) whose value is
+    0, negative or missing, else "": a kernel of such a size has no time (the time model
+    divided by it, numpy warning, and the row was counted as ``no_time_model``)."""
+    out = np.full(len(table), "", dtype=object)
+    for name in SIZE_COLUMNS:
+        col = table.columns.get(name)
+        if col is None or col.dtype.kind not in "iuf":
+            continue
+        with np.errstate(invalid="ignore"):
+            bad = ~(np.asarray(col, dtype=np.float64) > 0)
+        out[bad & (out == "")] = f"{name}_not_positive"
+    return out
+
+
 def map_table(table: MeasuredTable, *, quirks: bool = True) -> MappedTable:
     """The kernels of every row of ``table``, and the rows left out by reason.
 
@@ -2584,10 +2606,21 @@ def map_table(table: MeasuredTable, *, quirks: bool = True) -> MappedTable:
             field=table.table,
         )
     reason = np.full(len(table), "", dtype=object)
+    sized = size_faults(table)
     b = _Builder(len(table), table.engine)
-    mapper(table, b, reason)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        mapper(table, b, reason)  # a row of a size of 0 divides by it: left out below
+    parts = b.parts
+    if (sized != "").any():  # its kernels never reach the time model (numpy warned there)
+        reason[sized != ""] = sized[sized != ""]
+        keep = sized == ""
+        parts = []
+        for p in b.parts:
+            idx = np.flatnonzero(keep[p.rows])
+            if idx.size:
+                parts.append(dataclasses.replace(p, rows=p.rows[idx], batch=p.batch.take(idx)))
     mapped = MappedTable(
-        table=table, parts=b.parts, reason=reason, host_s=b.host_s, host_groups=b.host_groups
+        table=table, parts=parts, reason=reason, host_s=b.host_s, host_groups=b.host_groups
     )
     bad_time = ~np.isfinite(table.seconds) | (table.seconds <= 0)
     timed = (reason == NO_KERNEL) & ~bad_time  # no kernel said, a time measured: a miss

@@ -11,6 +11,7 @@ they check the fitted kernels together.
 from __future__ import annotations
 
 import csv
+import math
 import os
 from functools import cache
 from pathlib import Path
@@ -48,6 +49,7 @@ __all__ = [
     "MINOR_KINDS",
     "NOT_CALLS",
     "kernel_set_device",
+    "kernel_set_warnings",
     "observations_of",
     "predict_mapped",
     "read_kernel_set",
@@ -354,6 +356,63 @@ def _kernel_rows(rows_path: Path) -> list[tuple[int, dict]]:
                     fix=_FIX,
                 )
     return ok
+
+
+#: A run's GEMM rows may beat its own measured matmul ceiling of their dtype by at most this
+#: factor before the ceilings are said to be wrong (:func:`kernel_set_warnings`). The runs
+#: seen beat theirs by 0.99-1.03x (the H200 runs 0.99 and 1.02, an idle 2-core CPU run 1.03);
+#: a CPU run whose ceilings were measured under load, 3.0x.
+CEILING_MARGIN = 1.5
+
+#: The start of each such warning (a profile's note, a validation's warning).
+CEILING_NOTE = "ceilings: "
+
+
+def kernel_set_warnings(path: str | os.PathLike) -> list[str]:
+    """Warnings about a ``calibrate``-preset kernel set's own measured ceilings: a dtype whose
+    GEMM rows ran faster than :data:`CEILING_MARGIN` times the run's matmul ceiling of that
+    dtype (the ceilings were measured under load, or on another device), with what that does:
+    a device the catalogue does not name is predicted (validate) and fitted (calibrate) on
+    these ceilings, so its GEMMs read that much too slow; a catalogued GPU is predicted on the
+    catalogue's figures, the ceilings unused."""
+    p, meta = bench_sidecar(path)
+    if meta.get("preset") != "calibrate":
+        return []
+    peaks = meta.get("ceilings", {}).get("matmul_flops_per_s", {})
+    best: dict[str, float] = {}
+    source = str(p.parent / str(meta["rows_file"]))
+    for i, r in _kernel_rows(p.parent / str(meta["rows_file"])):
+        if r.get("kind") != "gemm":
+            continue
+        flops, t = (
+            _cell(r.get("flops"), source, i, "flops"),
+            _cell(r.get("median_s"), source, i, "median_s"),
+        )
+        if math.isfinite(flops) and math.isfinite(t) and t > 0 and flops > 0:
+            dtype = str(r.get("dtype"))
+            best[dtype] = max(best.get(dtype, 0.0), flops / t)
+    device = kernel_set_device(meta, p)
+    out = []
+    for dtype, rate in sorted(best.items()):
+        peak = peaks.get(dtype)
+        if not isinstance(peak, (int, float)) or peak <= 0 or rate <= CEILING_MARGIN * peak:
+            continue
+        ratio = rate / peak
+        effect = (
+            f"predicted on the catalogue's {device}, whose figures validate uses: these "
+            "ceilings are not used"
+            if device != str(p)
+            else f"validate predicts its {dtype} GEMMs on these ceilings, up to {ratio:.1f}x too "
+            "slow, and calibrate fits its GEMM class against that peak"
+        )
+        out.append(
+            f"{CEILING_NOTE}{p.name}: its {dtype} GEMM rows ran at up to "
+            f"{rate / 1e12:.3g} TFLOP/s, {ratio:.1f}x its own measured {dtype} matmul ceiling "
+            f"({peak / 1e12:.3g} TFLOP/s; "
+            f"over {CEILING_MARGIN}x is no ceiling): the ceilings were measured under load or "
+            f"not on this device; {effect}; measure again on an idle machine"
+        )
+    return out
 
 
 def read_kernel_set(path: str | os.PathLike) -> list:

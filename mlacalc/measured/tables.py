@@ -52,8 +52,10 @@ __all__ = [
     "gpu_device",
     "load_measured",
     "measured_fingerprint",
+    "observations_digest",
     "read_bench_set",
     "system_device",
+    "table_digest",
 ]
 
 #: aiconfigurator system folder -> hardware catalogue name: the catalogue's own table.
@@ -650,6 +652,33 @@ def read_bench_set(path: str | os.PathLike) -> MeasuredTable:
         seconds=seconds,
         meta={"sidecar": str(p), "preset": meta.get("preset")},
     )
+
+
+def _digest_arrays(named: list[tuple[str, Any]]) -> str:
+    digest = hashlib.sha256()
+    for name, values in named:
+        array = np.ascontiguousarray(np.asarray(values))
+        digest.update(f"{name}\0{array.dtype.str}\0{array.shape}\0".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()[:16]
+
+
+def table_digest(table: Any) -> str:
+    """A digest of a measured table's content: its columns (by name, sorted) and measured
+    seconds, not where it lies. A profile records the digests of the tables it was fitted on
+    (``fitted_on[].contents``) and validate refuses the same content (a held-out table of the
+    same device and name, other rows, is validated); a copy of a table, or the table written
+    again, has the same digest."""
+    cols = getattr(table, "columns", {})
+    return _digest_arrays([*sorted(cols.items()), ("seconds", table.seconds)])
+
+
+def observations_digest(obs: Any) -> str:
+    """A digest of fitting observations' content (a kernel set's class, or observations given
+    as such): their kernels' work and shape and measured seconds."""
+    b = obs.batch
+    named = [("flops", b.flops), ("bytes", b.bytes), ("calls", b.calls)]
+    return _digest_arrays([*named, *sorted(b.shape.items()), ("seconds", obs.seconds)])
 
 
 def measured_fingerprint(paths: Any) -> str:

@@ -15,31 +15,39 @@ from typing import Any
 import numpy as np
 
 from mlacalc.hardware.catalogue import MEASURED_SYSTEMS, load_hardware
-from mlacalc.measured.mapped import distinct_kernels
+from mlacalc.measured.mapped import distinct_kernels, reason_values
 from mlacalc.measured.mapping import NO_KERNEL, map_table, not_predicted
-from mlacalc.measured.observations import read_kernel_set
+from mlacalc.measured.observations import (
+    KIND_SHAPE_COLUMNS,
+    kernel_set_warnings,
+    read_kernel_set,
+)
 from mlacalc.measured.tables import (
     MeasuredSet,
     bench_sidecar,
     engine_of_named_tables,
     load_measured,
+    observations_digest,
+    table_digest,
 )
 from mlacalc.measured.validate_bench import bench_prediction, validate_file
 from mlacalc.timemodel.engine_profiles import left_out_composed, profile_for
 from mlacalc.timemodel.kernel_time import batch_terms, roofline_seconds
 from mlacalc.timemodel.profile import load_profile, shipped_profiles
 from mlacalc.words.engines import DEFAULT_ENGINE, SHARED, check_engine
-from mlacalc.words.errors import InvalidArgumentError, MlacalcError
+from mlacalc.words.errors import ConfigError, InvalidArgumentError, MlacalcError
 from mlacalc.words.kernels import COMM_KINDS
 
 __all__ = [
     "DTYPE_SPLIT_TABLES",
     "ROOFLINE",
+    "TIME_REASONS",
     "MeasuredValidation",
     "TableValidation",
     "engine_profile",
     "row_kinds",
     "stand_in_note",
+    "time_reasons",
     "validate_measured",
 ]
 
@@ -207,6 +215,9 @@ class MeasuredValidation:
     plan_profiles: dict[str, str] = field(default_factory=dict)
     #: what predicted the tables against what plan uses, and how to validate the latter
     profile_note: str = ""
+    #: what the command line says as warnings: a kernel set's ceilings its own GEMM rows beat
+    #: (:func:`~mlacalc.measured.observations.kernel_set_warnings`)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def by_kind(self) -> list[dict[str, Any]]:
@@ -259,6 +270,7 @@ class MeasuredValidation:
             "engine": self.engine,
             "plan_profiles": dict(self.plan_profiles),
             "profile_note": self.profile_note,
+            "warnings": list(self.warnings),
         }
         if rows:
             doc["rows"] = [r for t in self.tables for r in t.row_records()]
@@ -312,14 +324,45 @@ def _clash(prof: Any, tables: list[Any]) -> list[str]:
     profile's engine or shared by every engine (another engine's table of the same name timed
     other kernels)."""
     fitted = _fitted_tables(prof)
+    contents = _fitted_contents(prof)
     engine = getattr(prof, "engine", DEFAULT_ENGINE)
     return sorted(
         {
             f"{t.device}/{t.table}"
             for t in tables
-            if (t.device, t.table) in fitted and t.engine in (engine, SHARED)
+            if (t.device, t.table) in fitted
+            and t.engine in (engine, SHARED)
+            and _same_content(t, contents.get((t.device, t.table)))
         }
     )
+
+
+def _fitted_contents(prof: Any) -> dict[tuple[str, str], set[str]]:
+    """(device, table) -> the digests of the tables of that name the profile was fitted on,
+    where its ``fitted_on`` records them (``contents``: :func:`mlacalc.calibrate` writes them;
+    the shipped profiles, fitted before, have none)."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for e in getattr(prof, "fitted_on", ()):
+        contents = e.get("contents") if isinstance(e, dict) else None
+        if isinstance(contents, dict):
+            for table, digests in contents.items():
+                if isinstance(digests, list):
+                    out.setdefault((str(e.get("device")), str(table)), set()).update(
+                        str(d) for d in digests
+                    )
+    return out
+
+
+def _same_content(table: Any, digests: set[str] | None) -> bool:
+    """Whether ``table`` is one the profile was fitted on: by content where the profile
+    recorded it (a held-out table of the same device and name, other rows, is not), else by
+    device and name alone."""
+    if digests is None:
+        return True
+    mine = getattr(table, "digest", None)
+    if mine is None:
+        mine = table_digest(table)
+    return mine in digests
 
 
 def _check_not_fitted_on(prof: Any, tables: list[Any]) -> None:
@@ -332,6 +375,12 @@ def _check_not_fitted_on(prof: Any, tables: list[Any]) -> None:
             f"use a profile not fitted on {', '.join(sorted(devices))}"
             + (f" (shipped: {', '.join(others)})" if others else "")
             + ", e.g. mlacalc calibrate OTHER_SET -o p.json, then --profile p.json"
+            + (
+                ""
+                if _fitted_contents(prof)
+                else "; a profile calibrate writes now records its tables' content: fitted "
+                "again, it validates a held-out table of the same device"
+            )
         )
         raise InvalidArgumentError(
             "profile",
@@ -450,8 +499,30 @@ def _predict_mapped(mapped: Any, hw: Any, prof: Any) -> tuple[np.ndarray, str]:
     return mapped.with_host_floor(total, prof.fitted_devices), "; ".join(sorted(how))
 
 
-#: The reason a row whose measured time is not a finite positive number is not predicted.
-MEASURED_TIME = "measured_time_not_positive"
+#: The reasons a row whose measured time is not a finite positive number is not predicted, the
+#: mapping's own names on every path (a microbenchmark's rows were counted as
+#: ``measured_time_not_positive``, a parquet table's as these): NaN or infinite, below zero,
+#: zero.
+TIME_REASONS = ("time_not_finite", "time_negative", "zero_time")
+
+
+#: The reasons that are a fault of the input (with ``<column>_not_positive``): a set whose
+#: every row has one is an error (:func:`_check_some_usable`).
+INPUT_FAULTS = frozenset(
+    {"time_not_finite", "time_negative", "unknown_dtype", "work_not_finite", "status"}
+)
+
+
+def time_reasons(seconds: Any) -> np.ndarray:
+    """Per row, the reason (:data:`TIME_REASONS`) its measured time cannot be scored, else ""."""
+    seconds = np.asarray(seconds, dtype=np.float64)
+    out = np.full(seconds.shape, "", dtype=object)
+    with np.errstate(invalid="ignore"):
+        out[seconds == 0] = TIME_REASONS[2]
+        out[seconds < 0] = TIME_REASONS[1]
+    out[~np.isfinite(seconds)] = TIME_REASONS[0]
+    return out
+
 
 #: The reason a row whose sizes give no finite work is not predicted: its kernels' FLOPs or
 #: bytes overflow (a column far outside any real shape: 1e307 rows), so no time is a number.
@@ -470,7 +541,8 @@ def _validate_bench_table(table: Any) -> TableValidation:
     for i, r in zip(np.nonzero(usable)[0], vs.rows):
         pred[i] = r.predicted_s
     reason = np.where(status_ok, "", "status").astype(object)
-    reason[status_ok & ~usable] = MEASURED_TIME
+    bad = status_ok & ~usable
+    reason[bad] = time_reasons(table.seconds)[bad]
     return TableValidation(
         table.table,
         table.system,
@@ -533,7 +605,12 @@ def _validate_kernel_set(side: Path, profile: Any, engine: str) -> tuple[list, s
     fitted on this set), and the label."""
     obs = read_kernel_set(side)
     hw = load_hardware(obs[0].device)
-    tables = [SimpleNamespace(device=o.device, table=o.table, engine=SHARED) for o in obs]
+    tables = [
+        SimpleNamespace(
+            device=o.device, table=o.table, engine=SHARED, digest=observations_digest(o)
+        )
+        for o in obs
+    ]
     if isinstance(profile, str) and profile == ROOFLINE:
         prof, label = None, "plain roofline bound (uncalibrated)"
     elif profile is None:
@@ -545,10 +622,22 @@ def _validate_kernel_set(side: Path, profile: Any, engine: str) -> tuple[list, s
     out = []
     for o in obs:
         b = o.batch
-        pred, how = _kernel_seconds(b, hw, prof)
+        # a shape size of 0 or below is no kernel: never predicted (the time model divided by
+        # it, numpy warning, and an m of 0 was scored at +1,068%)
+        sized = np.full(len(b), "", dtype=object)
+        for name in KIND_SHAPE_COLUMNS.get(b.kind, ()):
+            if name in b.shape:
+                with np.errstate(invalid="ignore"):
+                    bad = ~(np.asarray(b.shape[name], dtype=np.float64) > 0)
+                sized[bad & (sized == "")] = f"{name}_not_positive"
+        good = np.flatnonzero(sized == "")
+        pred = np.full(len(b), np.nan)
+        how = ""
+        if good.size:
+            pred[good], how = _kernel_seconds(b.take(good), hw, prof)
         seconds = np.asarray(o.seconds, dtype=np.float64)
-        reason = np.full(len(b), "", dtype=object)
-        reason[~(np.isfinite(seconds) & (seconds > 0))] = MEASURED_TIME
+        reason = time_reasons(seconds)
+        reason[(reason == "") & (sized != "")] = sized[(reason == "") & (sized != "")]
         work = np.asarray(b.flops, dtype=np.float64) + np.asarray(b.bytes, dtype=np.float64)
         reason[(reason == "") & ~np.isfinite(work)] = WORK_SIZE
         reason[(reason == "") & ~(np.isfinite(pred) & (pred > 0))] = "no_time_model"
@@ -593,10 +682,13 @@ def validate_measured(
     engine = check_engine(engine_of_named_tables(measured, engine))
     kernel_sets, measured = _split_kernel_sets(measured)
     sets = [_validate_kernel_set(side, profile, engine) for side in kernel_sets]
+    said = [w for side in kernel_sets for w in kernel_set_warnings(side)]
     if measured is None:  # kernel sets alone
         tables = [t for tabs, _ in sets for t in tabs]
         named = tuple(str(side) for side in kernel_sets)
-        return MeasuredValidation(tables, "; ".join(lab for _, lab in sets), named, engine)
+        _check_some_usable(tables, named)
+        label = "; ".join(lab for _, lab in sets)
+        return MeasuredValidation(tables, label, named, engine, warnings=said)
     mset = measured if isinstance(measured, MeasuredSet) else load_measured(measured, engine=engine)
     gpu_tables = [t for t in mset.tables if t.table != "bench"]
     label = "plain roofline bound (uncalibrated)"
@@ -625,7 +717,8 @@ def validate_measured(
         pred, how = _predict_mapped(mapped, load_hardware(t.device), by_device.get(t.device))
         reason = mapped.reason.copy()
         # a measured time that is NaN, infinite, zero or negative is never scored
-        reason[(reason == "") & ~(np.isfinite(t.seconds) & (t.seconds > 0))] = MEASURED_TIME
+        timed = time_reasons(t.seconds)
+        reason[reason == ""] = timed[reason == ""]
         work = mapped.row_totals("flops") + mapped.row_totals("bytes")
         reason[(reason == "") & ~np.isfinite(work)] = WORK_SIZE
         bad = (reason == "") & ~(np.isfinite(pred) & (pred > 0))
@@ -658,10 +751,46 @@ def validate_measured(
     if sets:
         out = [t for tabs, _ in sets for t in tabs] + out
     named = tuple(str(side) for side in kernel_sets) + tuple(mset.paths)
+    _check_some_usable(out, named)
     plans, note = (
         _plan_profiles(by_device, gpu_tables, engine, named) if profile is None else ({}, "")
     )
-    return MeasuredValidation(out, label, named, engine, plans, note)
+    return MeasuredValidation(out, label, named, engine, plans, note, said)
+
+
+def _check_some_usable(tables: list[TableValidation], paths: tuple[str, ...]) -> None:
+    """Refuse a set none of whose rows is predicted for a fault of the input (every time NaN,
+    infinite or negative, every dtype unknown or size 0, no rows), counting the reasons (it
+    printed a table of "-" and exited 0). A set the chosen prediction cannot model (collective
+    rows under the plain roofline, ``no_time_model``) or whose rows a quirk rule leaves out
+    (``zero_time`` of a floored difference) is reported as before."""
+    if any(int((t.reason == "").sum()) + t.predicted_zero for t in tables):
+        return
+    reasons = {str(r) for t in tables for r in t.reason.tolist()}
+    if not reasons <= INPUT_FAULTS and not all(
+        r.endswith("_not_positive") for r in reasons - INPUT_FAULTS
+    ):
+        return
+    counts: dict[str, int] = {}
+    values: dict[str, list[str]] = {}
+    for t in tables:
+        for why, n in t.not_predicted_by_reason().items():
+            counts[why] = counts.get(why, 0) + n
+            table = getattr(t.mapped, "table", None)
+            held = reason_values(table, t.reason == why, why) if table is not None else ""
+            if held and held not in values.setdefault(why, []):
+                values[why].append(held)
+    rows = sum(t.rows for t in tables)
+    said = ", ".join(
+        f"{n:,} {why}" + (f" ({'; '.join(values[why][:2])})" if values.get(why) else "")
+        for why, n in sorted(counts.items(), key=lambda i: -i[1])
+    )
+    raise ConfigError(
+        f"has no row to validate ({rows:,} row(s)" + (f": {said}" if said else "") + ")",
+        source=", ".join(paths[:3]) + (" ..." if len(paths) > 3 else ""),
+        fix="give tables with finite positive latencies, known dtypes and sizes of at least 1 "
+        "(docs/measured-sets.md, 'Inputs that cannot be used')",
+    )
 
 
 def _devices_of(prof: Any) -> str:
