@@ -962,3 +962,36 @@ def test_sglang_fp8_quantize_costs_each_token_a_cta():
         err = pred[sel] / table.seconds[sel] - 1.0
         # without the term: H100 -34%, B200 -44%; with it +4%, -14%
         assert abs(np.median(err)) < 0.2, (system, np.median(err))
+
+
+def test_few_row_gemm_on_a_cut_tensor_rate_device_pads_to_a_swapped_tile(monkeypatch):
+    """cuBLAS multiplies a framework's ``x W^T`` with the tokens on the MMA's N side (steps of
+    8), so a call of 2-32 rows pads to 8, 16 or 32 rows, not to a 64-row tile
+    (SWAP_AB_TILES). It is taken where the padded tile's work on the whole chip outlasts the
+    weights' read: on H20 (148 dense bf16 TFLOPS on 4.0 TB/s) a 64-row tile had made Llama's
+    FFN up-projection at m = 2 twice its time at m = 1; on the measured devices nothing moves."""
+    shape = ([1, 2, 8, 16, 32], 28672, 4096)
+    h20 = _terms(_gemm("bf16", *shape), "H20")
+    t = h20["seconds"]
+    # memory-bound from one row to 16 (at 32 rows the chip's own ridge is near: 2 x 32 FLOPs a
+    # weight of 2 bytes against 148 TFLOPS / 4.0 TB/s = 37 FLOPs a byte)
+    assert np.all(h20["compute_s"][1:4] < h20["memory_s"][1:4])
+    assert t[1] < 1.1 * t[0] and t[4] < 1.5 * t[0]
+    monkeypatch.setattr(model, "SWAP_AB_DTYPES", ())
+    padded = _terms(_gemm("bf16", *shape), "H20")["seconds"]
+    assert padded[1] > 1.8 * padded[0]  # the 64-row tile's work, as before the rule
+    assert padded[0] == pytest.approx(t[0])  # one row is the GEMV either way
+    monkeypatch.undo()
+    # every few-row call on a measured device keeps its time: a sweep of shapes and dtypes
+    m = np.tile(np.arange(1.0, 33.0), 4)
+    n = np.repeat([128.0, 4096.0, 28672.0, 128.0], 32)
+    k = np.repeat([128.0, 4096.0, 4096.0, 65536.0], 32)
+    for device in ("H100-SXM", "A100-SXM-80GB", "B200", "H200"):
+        for dtype in ("bf16", "fp8"):
+            if dtype == "fp8" and device == "A100-SXM-80GB":
+                continue
+            rule = _terms(_gemm(dtype, m, n, k), device)["seconds"]
+            monkeypatch.setattr(model, "SWAP_AB_DTYPES", ())
+            without = _terms(_gemm(dtype, m, n, k), device)["seconds"]
+            monkeypatch.undo()
+            np.testing.assert_allclose(rule, without, rtol=1e-12)

@@ -96,6 +96,22 @@ TILES_BY_DTYPE = {
     ),
 }
 
+#: Tiles of a swapped-operand kernel for few-row calls of cuBLAS's plain and per-tensor fp8
+#: GEMMs (:data:`SWAP_AB_DTYPES`): a framework's ``y = x W^T`` reaches cuBLAS, which is
+#: column-major, with the weight as the MMA's M side and the tokens as its N side, and a warp
+#: group's MMA takes N in steps of 8 (``wgmma``'s m64nNk16, N = 8 ... 256), so a call of a few
+#: rows can pad them to 8, 16 or 32 instead of a 64-row tile. (rows, columns) in this module's
+#: orientation (rows are the tokens); from recall of cuBLAS's layout and the PTX ISA's MMA
+#: shapes, not read from a library's kernel list. Taken, as cuBLAS's GEMV is
+#: (:data:`CUDA_CORE_GEMV_MAX_M`), only where the chosen tile's padded tensor-core work
+#: outlasts its reads of the operands (:func:`_swapped_operands`): the measured H100, A100
+#: and B200 rows have no such few-row call (a padded 64-row tile's work stays under the
+#: weights' read wherever the tensor rate per byte of HBM is theirs), so no fitted figure
+#: moves; it is the rule where that rate is cut (H20: 148 dense bf16 TFLOPS on 4.0 TB/s, whose
+#: 64-row tile had made a two-token decode step of Llama-3.1-8B 2.1 times a one-token one).
+SWAP_AB_TILES = ((8.0, 128.0), (16.0, 128.0), (32.0, 128.0))
+SWAP_AB_DTYPES = ("bf16", "fp16", "fp8")
+
 #: GEMM dtypes whose kernels never split K across SMs: a block-scaled fp8 GEMM multiplies each
 #: 128-wide K block's partial product by its two scales into the tile's fp32 accumulator, so one
 #: tile walks the whole of K; the SmoothQuant int8 GEMM has no split-K either, nor the nvfp4
@@ -619,7 +635,7 @@ def _call(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> _Cal
     reuse = operand_reuse(fig)
     if fig.tcgen05:  # the block scales pass through shared memory with the operands
         reuse = reuse * SCALE_OPERAND_BYTES.get(batch.dtype, 1.0)
-    if reuse > 1.0:  # a tensor rate per SM above Hopper's asks more reuse of every tile
+    if reuse != 1.0:  # a tensor rate per SM off Hopper's asks more or less reuse of a tile
         rate = tile_rate(tm, tn, reuse)
         if fig.tcgen05 and batch.dtype in PAIRED_MMA_DTYPES and batch.variant != "bmm":
             # the two-SM MMA: each SM's tile fed at its pair's intensity (PAIRED_MMA_DTYPES)
@@ -863,6 +879,49 @@ def _cuda_core_gemv(
     }
 
 
+def _swapped_operands(
+    c: _Call, at: dict[str, np.ndarray], chosen: dict[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """``chosen`` with the swapped-operand kernel (:data:`SWAP_AB_TILES`) for a call of at most
+    32 rows whose chosen tile's padded rows, multiplied at the chip's tensor rate, outlast the
+    read of its operands from HBM (a device whose tensor rate per byte of HBM is under the
+    padded tile's intensity), where the swapped kernel is faster: its tiles of the fewest
+    rows that hold the call's."""
+    if c.batch.dtype not in SWAP_AB_DTYPES or c.batch.variant:
+        return chosen
+    custom = (col(c.batch, "cutlass_dispatch", 0) > 0) | (col(c.batch, BLOCK_STAND_IN, 0) > 0)
+    # (not the rows cuBLAS's GEMV takes where it binds, CUDA_CORE_GEMV_MAX_M)
+    gemv = c.m <= CUDA_CORE_GEMV_MAX_M.get(c.batch.dtype, 0)
+    few = (c.m <= SWAP_AB_TILES[-1][0]) & (c.groups <= 1) & ~custom & ~gemv
+    if not few.any():
+        return chosen
+    cols = np.arange(len(c.batch))
+    best = np.argmin(at["total"], axis=0)
+    rows = np.ceil(c.m / np.broadcast_to(c.tm, at["total"].shape)[best, cols])
+    rows = rows * np.broadcast_to(c.tm, at["total"].shape)[best, cols]
+    # the padded rows' tensor-core work on the whole chip outlasts the operands' read from HBM
+    # (a tensor rate per byte of HBM under the padded tile's intensity)
+    padded = 2.0 * rows * c.n * c.k * c.groups / (c.prm["eff_compute"] * c.fig.peak(c.batch.dtype))
+    bound = few & (padded > c.batch.bytes / (c.prm["eff_memory"] * c.fig.hbm_bytes_per_s))
+    if not bound.any():
+        return chosen
+    reuse = operand_reuse(c.fig)
+    tm, tn = (np.asarray([t[i] for t in SWAP_AB_TILES])[:, None] for i in (0, 1))
+    # each row's tile: the first that holds its rows
+    pick = np.searchsorted(tm[:, 0], c.m, side="left").clip(0, len(tm) - 1)
+    swap = dataclasses.replace(
+        c, tm=tm[pick][None, :, 0], tn=tn[pick][None, :, 0],
+        rate=tile_rate(tm[pick], tn[pick], reuse)[None, :, 0],
+        choose_split=False, choice=None, cluster_m=1.0,
+    )  # fmt: skip
+    alt = _candidates(swap, c.m, c.batch.bytes)
+    faster = bound & (alt["total"][0] < at["total"].min(axis=0))
+    return {
+        name: np.where(faster, alt[name][0], chosen[name])
+        for name in ("compute", "units", "partial", "reduce")
+    }
+
+
 def _input_quantization(c: _Call) -> np.ndarray:
     """Seconds of an fp8 GEMM's quantization of its bf16 input: ``quant_passes`` reads of it
     (amax, scaling) and the write of its fp8 copy, which the GEMM then reads (its bytes count
@@ -969,6 +1028,7 @@ def gemm_terms(
     chosen = {name: at[name][best, cols] for name in ("compute", "units", "partial", "reduce")}
     if CUDA_CORE_GEMV_MAX_M.get(batch.dtype, 0):
         chosen = _cuda_core_gemv(c, at, chosen)
+    chosen = _swapped_operands(c, at, chosen)
     if fig.kind == "cpu":
         # a CPU has no output tiles to quantize: its cores share the whole product
         zeros = np.zeros(len(batch))

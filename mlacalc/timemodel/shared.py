@@ -162,11 +162,13 @@ def operand_reuse(fig: DeviceFigures) -> float:
     reaches the full rate doubles (128: a 256 x 256 tile, the two-SM MMA pair's), and the
     128 x 256 tile the libraries' lists top out at reaches sqrt(85.3 / 128) = 0.82 of it.
     The same holds for fp8 and fp4 (twice and four times the FLOPs on half and a quarter of
-    the bytes). Below Hopper's rate (H20's cut tensor cores) Hopper's rule is kept (the
-    tiles' reuse then suffices); ``sm80`` devices (``mma.sync`` from registers) keep theirs."""
+    the bytes). Below Hopper's rate (H20's cut tensor cores: 0.25) a tile needs that much less
+    reuse, the same 128 bytes a clock feeding a quarter of the FLOPs: the large tiles reach the
+    full rate either way, the few-row ones (:data:`~mlacalc.timemodel.gemm_time.SWAP_AB_TILES`)
+    a larger share of it. ``sm80`` devices (``mma.sync`` from registers) keep theirs."""
     if fig.tensor_core_generation != "sm90":
         return 1.0
-    return max(1.0, round(tensor_per_sm_ratio(fig), 2))
+    return round(tensor_per_sm_ratio(fig), 2)
 
 
 def tile_arrays(tiles: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
