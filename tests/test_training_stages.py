@@ -95,3 +95,24 @@ def test_stages_given_to_step_time_are_the_ones_timed():
     moved = step_time(*args, **kw, stages=[list(range(15)), list(range(15, 32))])
     assert [st.layers for st in moved.stages] == [15, 17]
     assert moved.stages[1].micro_batch_s > even.stages[1].micro_batch_s
+
+
+@pytest.mark.parametrize(
+    ("model", "kw"),
+    [
+        ("llama-3.1-8b", dict(lora_rank=16, base_dtype="nf4", recompute="full")),
+        ("llama-3.1-8b", dict(precision="fp32", cp=2)),
+        ("deepseek-v2-lite", dict(impl="absorbed")),
+        ("gemma-3-1b", {}),
+    ],
+)
+def test_the_stages_share_the_one_stage_s_kernels(model, kw):
+    """Split over two stages, the stages' forward, backward and recompute sum to one stage's:
+    every kernel runs on the stage holding its layer, once (LoRA's adapters and QLoRA's
+    dequantization too, within the NF4 weights' rounding a stage). Before, each stage was timed
+    on ceil(calls / pp) of every kernel with the head on each."""
+    one = training_cost(model, 4096, hardware="H100", global_batch=4, **kw).time
+    two = training_cost(model, 4096, hardware="H100", pp=2, global_batch=4, **kw).time
+    for part in ("forward_s", "backward_s", "recompute_s"):
+        got = sum(getattr(st, part) for st in two.stages)
+        assert got == pytest.approx(getattr(one, part), rel=1e-4, abs=1e-12)
