@@ -66,6 +66,8 @@ __all__ = [
     "PADDED_QUERY",
     "RAGGED",
     "RAGGED_CORE",
+    "RAGGED_LOGITS_BYTES",
+    "RAGGED_LOGITS_ENGINES",
     "ROW_TOPK_PROMPT",
     "attention_flops",
     "cache_bytes",
@@ -77,6 +79,7 @@ __all__ = [
     "compressed_layer_bytes",
     "compressed_row_elements",
     "compressed_splits_by_heads",
+    "dsa_ragged_logits_bytes",
     "dsa_topk",
     "engine_topk",
     "engine_v4_kernels",
@@ -584,6 +587,40 @@ def v4_topk(
         row = np.logical_and(np.asarray(shape["topk_kernel"]) > 0, np.logical_not(decode))
         shape["topk_kernel"] = np.where(row, DSA_TOPK_CODE, 0)
     return shape, nbytes
+
+
+#: Engines whose DSA prompt indexer scores a batch's queries against the batch's keys
+#: concatenated (one ragged logits matrix, every query a row over every sequence's keys) and
+#: pay a pass over that whole matrix, not only each query's own keys:
+#: :func:`dsa_ragged_logits_bytes`. SGLang's DSA prompt module rows show it on H100 and B200
+#: (many sequences of a few new tokens after a long cache: up to 4x their kernels); vLLM's and
+#: TensorRT-LLM's rows of as many queries and keys do not (their rows read 5-12% over there).
+RAGGED_LOGITS_ENGINES = frozenset({"sglang"})
+#: Bytes that pass moves per element of the matrix outside a query's own keys, at the
+#: streaming (``elementwise``) class's rate: fitted on SGLang's DSA prompt module rows
+#: (0.80-0.85 on H100, 0.85-0.90 on B200 give the least p90; less than a 4-byte logit, so
+#: not a plain write of the matrix: which kernel it is the tables do not say).
+RAGGED_LOGITS_BYTES = 0.85
+
+
+def dsa_ragged_logits_bytes(
+    batch: Any, q: Any, prefix: Any, topk: int, decode: Any, engine: str
+) -> Any:
+    """Bytes of ``engine``'s pass over a DSA prompt's ragged logits matrix
+    (:data:`RAGGED_LOGITS_ENGINES`): ``batch`` sequences of ``q`` new tokens after ``prefix``
+    cached ones give ``batch q`` rows of ``batch (prefix + q)`` keys, of which each query's
+    own causal keys are the logits kernel's; the rest, :data:`RAGGED_LOGITS_BYTES` an element.
+    0 in decode, under other engines and where no query has more keys than ``topk`` (no
+    selection runs: those rows, SGLang's dense prompt path among them, read 3-66% over with
+    the pass). Numbers or numpy arrays."""
+    import numpy as np  # deferred: the numeric path imports no numpy (as engine_topk)
+
+    b, q, pre = (np.asarray(v, dtype=np.float64) for v in (batch, q, prefix))
+    own = b * (q * pre + q * (q + 1) / 2)
+    outside = np.maximum(b * q * b * (pre + q) - own, 0.0)
+    on = np.logical_and(np.logical_not(decode), engine in RAGGED_LOGITS_ENGINES)
+    on = np.logical_and(on, pre + q > topk)
+    return np.where(on, RAGGED_LOGITS_BYTES * outside, 0.0)
 
 
 def dsa_topk(

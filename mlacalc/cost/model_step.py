@@ -67,7 +67,13 @@ from mlacalc.cost.block_sparse import (
     block_indexer_kernels,
     block_sparse_core,
 )
-from mlacalc.cost.compressed import COMPRESSED_KERNELS, compressed_kernels, dsa_topk
+from mlacalc.cost.compressed import (
+    COMPRESSED_KERNELS,
+    RAGGED_LOGITS_ENGINES,
+    compressed_kernels,
+    dsa_ragged_logits_bytes,
+    dsa_topk,
+)
 from mlacalc.cost.engine import AttentionCost, OpCost, as_model, attention_cost, cost_of
 from mlacalc.cost.linear import linear_kernels
 from mlacalc.cost.mamba import MAMBA_KERNELS, mamba_kernels
@@ -151,6 +157,7 @@ KERNEL_STAGES: dict[str, str] = {
     "indexer_k_proj": "kv_proj",
     "indexer_scores": "core",
     "indexer_topk": "core",
+    "indexer_ragged_logits": "core",
     "q_a_layernorm": "norm",
     "kv_a_layernorm": "norm",
     "rope": "rope",
@@ -456,7 +463,11 @@ def indexer_kernels(
       int32 key indices per query written; under an ``engine``, the top-k kernel the engines
       run (:func:`~mlacalc.cost.compressed.dsa_topk`, ``topk_flat``, as the DSA module rows
       are mapped: the selecting queries' logits, one CTA a query), no bytes where no query
-      has more keys than ``index_topk`` (no kernel runs).
+      has more keys than ``index_topk`` (no kernel runs);
+    - ``indexer_ragged_logits`` (``elementwise``, under SGLang alone): its prompt's pass over
+      the batch's whole ragged logits matrix
+      (:func:`~mlacalc.cost.compressed.dsa_ragged_logits_bytes`), no bytes in decode or where
+      no query selects.
 
     Matmul FLOPs are the engine's (:func:`mlacalc.attention_cost` adds them to ``q_proj``,
     ``kv_proj`` and ``core``); the indexer's norm and RoPE run inside its projections and
@@ -525,7 +536,25 @@ def indexer_kernels(
             b * q * S,
             calls,
         ),
+        *_engine_dsa_ragged_logits(cost, model.index_topk, calls, engine),
     ]
+
+
+def _engine_dsa_ragged_logits(
+    cost: AttentionCost, topk: int, calls: int, engine: str
+) -> list[Kernel]:
+    """``engine``'s pass over a DSA prompt batch's whole ragged logits matrix, as the DSA
+    prompt module rows are mapped (:func:`~mlacalc.cost.compressed.dsa_ragged_logits_bytes`):
+    a kernel of every step under an engine of
+    :data:`~mlacalc.cost.compressed.RAGGED_LOGITS_ENGINES` (a served step's kernels do not
+    change with its size), no bytes in decode or where no query selects (it then runs none);
+    none under other engines."""
+    if engine not in RAGGED_LOGITS_ENGINES:
+        return []
+    q = cost.q_len
+    decode = cost.phase == "decode"
+    nbytes = float(dsa_ragged_logits_bytes(cost.batch, q, cost.seq_len - q, topk, decode, engine))
+    return [_elementwise("indexer_ragged_logits", "bf16", 0, int(nbytes), 0, calls)]
 
 
 def _engine_dsa_topk(

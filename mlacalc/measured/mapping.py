@@ -90,7 +90,7 @@ import dataclasses
 
 import numpy as np
 
-from mlacalc.cost.compressed import dsa_topk, engine_topk
+from mlacalc.cost.compressed import dsa_ragged_logits_bytes, dsa_topk, engine_topk
 from mlacalc.cost.linear import delta_rule_flops, gdn_kernel_bytes, linear_chunks
 from mlacalc.cost.model_step import k_assemble_bytes
 from mlacalc.hardware.catalogue import load_hardware
@@ -2435,6 +2435,10 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     b.add("topk", "elementwise", "bf16", rows[x], 0.0, sel_bytes[x], elements=sel["elements"][x],
           variant=TOPK_KERNEL_VARIANTS[max(int(sel["topk_kernel"].max()), DSA_TOPK_CODE) - 1],
           units=sel["units"][x], ctas=sel["ctas"][x])  # fmt: skip
+    # SGLang's pass over the prompt batch's whole ragged logits matrix (cost.compressed)
+    rag = dsa_ragged_logits_bytes(bs, isl, step, topk, not context, t.engine)
+    x = indexer & (rag > 0)
+    b.add("ragged_logits", "elementwise", "bf16", rows[x], 0.0, rag[x])
     kvb = _elem(kvd)
     d_ = dense & context
     if d_.any():

@@ -48,7 +48,13 @@ from typing import Any
 
 import numpy as np
 
-from mlacalc.cost.compressed import dsa_topk, padded_heads, pooled_below, v4_topk
+from mlacalc.cost.compressed import (
+    dsa_ragged_logits_bytes,
+    dsa_topk,
+    padded_heads,
+    pooled_below,
+    v4_topk,
+)
 from mlacalc.cost.engine import kv_cache
 from mlacalc.cost.linear import LINEAR_CHUNK, linear_chunks
 from mlacalc.cost.mamba import mamba_shape
@@ -1182,6 +1188,13 @@ class StepModel:
             )
             dtype = fmt or (self.gemm_dtype if weighted else t.dtype)
             spec = Spec(t.name, t.kind, dtype, t.part, flops, nbytes, sh, calls=t.calls)
+            if t.name == "indexer_ragged_logits":  # its prompts' whole matrix, as mapped
+                decode = t.phases == "decode"
+                rag = dsa_ragged_logits_bytes(
+                    pf_N, pf_q, pf_pre, self.m.index_topk, decode, self.engine
+                )
+                out.append(dataclasses.replace(spec, flops=0.0 * one, bytes=rag * on))
+                continue
             if "topk_kernel" in shape:  # an engine's top-k of an indexer, as mapped
                 decode = t.phases == "decode"
                 seqs, q, pre = (dec_B, dec_q, dec_S - dec_q) if decode else (pf_N, pf_q, pf_pre)

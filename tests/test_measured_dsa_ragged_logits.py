@@ -1,0 +1,118 @@
+"""SGLang's DSA prompt indexer pays a pass over its batch's whole ragged logits matrix
+(mlacalc.cost.compressed.dsa_ragged_logits_bytes; docs/time-model.md, "Sparse-attention
+kernels"): every query a row over every sequence's keys, the elements outside a query's own
+keys at RAGGED_LOGITS_BYTES each, where some query selects."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mlacalc.cost.compressed import RAGGED_LOGITS_BYTES, dsa_ragged_logits_bytes
+
+
+def test_the_pass_is_the_matrix_outside_each_querys_own_keys():
+    # 2 sequences of 4 new tokens after 4,096 cached: 8 rows of 8,200 keys; a query's own
+    # keys are 4,097..4,100 (16,406 of a sequence's 4 queries)
+    own = 2 * (4 * 4096 + 4 * 5 / 2)
+    want = RAGGED_LOGITS_BYTES * (8 * 8200 - own)
+    assert dsa_ragged_logits_bytes(2, 4, 4096, 2048, False, "sglang") == pytest.approx(want)
+    # one sequence: only the causal triangle above its queries' keys
+    got = dsa_ragged_logits_bytes(1, 4, 4096, 2048, False, "sglang")
+    assert got == pytest.approx(RAGGED_LOGITS_BYTES * 4 * 3 / 2)
+    # quadratic in the sequences at a fixed shape (the tail of SGLang's module rows)
+    one, two = (dsa_ragged_logits_bytes(b, 4, 16384, 2048, False, "sglang") for b in (512, 1024))
+    assert two / one == pytest.approx(4.0, rel=1e-3)
+
+
+def test_no_pass_in_decode_under_other_engines_or_where_no_query_selects():
+    args = (np.array([64.0, 64.0]), np.array([4.0, 4.0]), np.array([2044.0, 2045.0]), 2048)
+    assert dsa_ragged_logits_bytes(*args, True, "sglang").tolist() == [0.0, 0.0]
+    for engine in ("vllm", "trtllm", ""):
+        assert dsa_ragged_logits_bytes(*args, False, engine).tolist() == [0.0, 0.0]
+    # 2,048 keys at most: every key taken, no selection, no pass (SGLang's dense path's rows)
+    got = dsa_ragged_logits_bytes(*args, False, "sglang")
+    assert got[0] == 0.0 and got[1] > 0.0
+
+
+@pytest.mark.parametrize(
+    ("system", "bound_tail", "bound_all"),
+    # the rows with at least 2^32 (query, key of the batch) elements: median |error| H100
+    # 49.1% -> 16.2%, B200 41.7% -> 14.9% (signed -49.1% -> -7.2%, -41.6% -> -8.8%); the
+    # table's p90 31.3% -> 22.2%, 33.0% -> 24.8%
+    [("h100_sxm", 0.18, 0.235), ("b200_sxm", 0.17, 0.26)],
+)
+def test_sglang_prompt_rows_of_many_sequences_after_a_long_cache(system, bound_tail, bound_all):
+    pytest.importorskip("pyarrow")
+    from reference_data import MEASURED
+
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+
+    path = MEASURED / system / "sparse_attention" / "sglang" / "0.5.14"
+    (t,) = load_measured(path / "dsa_context_module_perf.parquet").tables
+    mapped = map_table(t)
+    prof = f"fit-{system.replace('_', '-')}-sglang"
+    err = predict_mapped(mapped, None, prof) / t.seconds - 1.0
+    ok = mapped.modelled & np.isfinite(err)
+    src = t.column("kernel_source").astype(str)
+    indexer = (np.char.find(src, "_indexer_") >= 0) & (np.char.find(src, "skip_") < 0)
+    bs, isl, step = (t.column(c).astype(float) for c in ("batch_size", "isl", "step"))
+    tail = ok & indexer & (bs * isl * bs * (step + isl) >= 2.0**32)
+    assert tail.sum() > 7000
+    assert np.median(np.abs(err[tail])) <= bound_tail  # 0.491 / 0.417 without the pass
+    assert np.median(err[tail]) >= -0.12  # -0.491 / -0.416
+    assert np.percentile(np.abs(err[ok]), 90) <= bound_all  # 0.313 / 0.330
+
+
+def test_a_served_sglang_prompt_runs_the_pass_its_module_rows_are_mapped_to():
+    """A served DSA prompt under SGLang (predict_time's kernels and plan's step model) runs the
+    pass with the bytes the mapping gives the module row of its shape; a decode step, a prompt
+    that selects nothing and vLLM's prompt run none."""
+    pytest.importorskip("pyarrow")
+    import dataclasses
+
+    from reference_data import MEASURED
+
+    from mlacalc.cost.model_step import step_kernels
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.tables import load_measured
+    from mlacalc.models.loading import load_model
+    from mlacalc.serving.gpu_step import StepModel
+    from mlacalc.serving.layout import Layout
+    from mlacalc.words.dtypes import resolve_kv_layout
+
+    path = MEASURED / "b200_sxm" / "sparse_attention" / "sglang" / "0.5.14"
+    (t,) = load_measured(path / "dsa_context_module_perf.parquet").tables
+    c = t.columns
+    hit = (c["model"].astype(str) == "deepseek-ai/DeepSeek-V3.2") & (c["batch_size"] == 64)
+    hit &= (c["isl"] == 4) & (c["step"] == 16384)
+    hit &= c["kernel_source"].astype(str) == "sglang_dsa_indexer_trtllm"
+    row = np.flatnonzero(hit)[:1]
+    assert row.size == 1
+    one = dataclasses.replace(t, columns={k: v[row] for k, v in c.items()}, seconds=t.seconds[row])
+    (part,) = [p for p in map_table(one).parts if p.name == "ragged_logits"]
+    want = float(part.batch.bytes[0])
+    assert want == pytest.approx(dsa_ragged_logits_bytes(64, 4, 16384, 2048, False, "sglang"))
+    ks = step_kernels("deepseek-v3.2", "chunk", 16388, 64, 4, causal=True, kv_dtype="fp8",
+                      engine="sglang", scope="attention_layer")  # fmt: skip
+    (k,) = [k for k in ks if k.name == "indexer_ragged_logits"]
+    assert (k.kind, k.dtype, k.flops) == ("elementwise", "bf16", 0)
+    assert k.bytes == pytest.approx(want, abs=1.0)
+    m = load_model("deepseek-v3.2")
+    sm = StepModel(m, Layout(1, 1, 1, 1, 1, False, 1, 1), "fp8", resolve_kv_layout("fp8"),
+                   load_hardware("B200"), engine="sglang")  # fmt: skip
+    # a prompt batch like the row, one of a single sequence of 1,000 keys (none selects), and
+    # a decode step: the pass runs for the first alone
+    specs = sm.specs(pf_N=np.array([64.0, 1.0]), pf_q=np.array([4.0, 1000.0]),
+                     pf_pre=np.array([16384.0, 0.0]))  # fmt: skip
+    got = sum(s.bytes for s in specs if s.name == "indexer_ragged_logits")
+    assert got[0] == pytest.approx(want) and got[1] == 0.0
+    specs = sm.specs(dec_B=np.array([64.0]), dec_S=np.array([16389.0]))
+    assert sum(s.bytes[0] for s in specs if s.name == "indexer_ragged_logits") == 0.0
+    vllm = StepModel(m, Layout(1, 1, 1, 1, 1, False, 1, 1), "fp8", resolve_kv_layout("fp8"),
+                     load_hardware("B200"), engine="vllm")  # fmt: skip
+    specs = vllm.specs(pf_N=np.array([64.0]), pf_q=np.array([4.0]), pf_pre=np.array([16384.0]))
+    assert not [s for s in specs if s.name == "indexer_ragged_logits"]
