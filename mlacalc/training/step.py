@@ -9,8 +9,9 @@ parallelism"); ``ep`` expert-parallel ranks laid over the ``tp x dp`` ranks of a
 A step runs ``global_batch / (micro_batch x dp)`` micro-batches through the pipeline with the
 1F1B schedule, then reduces the gradients over the data-parallel ranks and steps the optimizer.
 
-One GPU's kernels for one micro-batch (one pipeline stage: ``L / pp`` layers; the last stage
-also runs the head, and the slowest stage sets the pace):
+One GPU's kernels for one micro-batch, on each pipeline stage its own layers
+(:func:`stage_layer_ids`, :func:`layer_calls`; the embedding on the first stage, the final
+norm and the head on the last; the slowest stage sets the pace):
 
 - forward: the model step's kernels (:func:`mlacalc.training.flops.forward_kernels`) sharded as
   Megatron-LM shards them: column-parallel projections (queries, MLA's up-projections, FFN up)
@@ -49,10 +50,11 @@ where the device file gives no ``fp32`` peak).
 With ``comm_sms`` (DeepSeek-V3 gives 20 of an H800's 132 SMs to communication while it
 overlaps), the compute kernels take ``sm_count / (sm_count - comm_sms)`` longer.
 
-Step time = ``(micro-batches + (pp - 1) / vp) x`` the stage's micro-batch time (``vp``
-virtual stages under the interleaved schedule, 1 under 1F1B) ``+`` the exposed
-data-parallel time ``+`` the optimizer step (an element-wise kernel reading and writing the
-rank's weights, gradients and states).
+Step time = micro-batches ``x`` the slowest stage's micro-batch time ``+`` the bubble, the
+other stages' micro-batch times ``/ vp`` (``vp`` virtual stages under the interleaved
+schedule, 1 under 1F1B; ``(pp - 1) / vp`` micro-batch times where the stages are alike)
+``+`` the exposed data-parallel time ``+`` the optimizer step (an element-wise kernel
+reading and writing the rank's weights, gradients and states).
 """
 
 from __future__ import annotations
