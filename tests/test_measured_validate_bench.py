@@ -51,8 +51,9 @@ def test_the_measured_gemm_sweep_is_what_closes_the_gap():
     import statistics
 
     from mlacalc.hardware.catalogue import read_sidecar
+    from mlacalc.measured.validate import default_measurement_files
 
-    path = mlacalc.measured.validate.default_measurement_files()[0]
+    path = default_measurement_files()[0]
     meta = read_sidecar(path)
     full = Calibration.from_measurements(meta)
     plain = dataclasses.replace(full, gemm_m_sweep={})

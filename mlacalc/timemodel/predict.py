@@ -1019,6 +1019,17 @@ def _step_warnings(step: _Step, hw: Any, rates: Any) -> tuple[str, ...]:
     beyond = beyond_positions(m, work.seq_len)
     if beyond:
         out.append(f"{beyond}: {m.label} was not trained for it; the time is counted as if it were")
+    cal = rates.cal
+    if cal is not None and cal.device_kind == "cuda" and not hw.measured:
+        # deferred: the kernel-set reader loads the measured package
+        from mlacalc.measured.tables import gpu_device
+
+        if gpu_device(cal.device_name) is None:
+            out.append(
+                f"--calibrate: the sidecar's device.name {cal.device_name!r} is no catalogue "
+                f"GPU, so it is not checked to be {hw.name}: its ceilings are taken as "
+                f"{hw.name}'s"
+            )
     return tuple(out)
 
 
@@ -1050,6 +1061,46 @@ def _calibration_of(calibration: Any) -> Calibration | None:
             "calibration",
             f"{why}; pass a Calibration or the .json sidecar that mlacalc bench wrote",
         ) from None
+
+
+def _check_calibration_device(calibration: Calibration | None, hw: HardwareSpec) -> None:
+    """Refuse a sidecar's ceilings for another device than ``hw`` (a CPU's 39 GB/s beside an
+    L40S's datasheet, an H200's for an L40S): its ``device.kind`` must be ``hw``'s kind, a GPU's
+    ``device.name`` must name ``hw`` (matched to the catalogue as the kernel sets are:
+    ``NVIDIA H200`` -> H200), and a measured device's sidecar must be of the same device. A
+    GPU name the catalogue does not know is taken unchecked, said in the prediction's warnings
+    (:func:`_step_warnings`). A hand-built :class:`Calibration` names no device."""
+    if calibration is None or not calibration.device_kind:
+        return
+    mismatch = calibration_device_mismatch(calibration, hw)
+    if mismatch:
+        raise InvalidArgumentError("calibration", mismatch)
+
+
+def calibration_device_mismatch(calibration: Calibration, hw: HardwareSpec) -> str:
+    """The one-line reason the sidecar's ceilings are not ``hw``'s, or ``""``."""
+    # deferred: the kernel-set reader loads the measured package
+    from mlacalc.measured.tables import gpu_device
+
+    name, kind = calibration.device_name, calibration.device_kind
+    theirs = "gpu" if kind == "cuda" else kind
+    fix = (
+        f"pass a sidecar that mlacalc bench wrote on {hw.name}, or time it by its datasheet "
+        "(drop --calibrate)"
+    )
+    said = f"the sidecar's device.name {name!r} (device.kind {kind!r})"
+    if theirs != hw.kind:
+        return f"{said} is a {theirs.upper()}, not {hw.name} (a {hw.kind.upper()}): {fix}"
+    if hw.measured:
+        own = hw.display_name.removesuffix(" (measured)")
+        if name and own and name != own:
+            return f"{said} is not {hw.name}'s device ({own!r}): {fix}"
+        return ""
+    if kind == "cuda":
+        match = gpu_device(name)
+        if match is not None and match != hw.name:
+            return f"{said} is the catalogue's {match}, not {hw.name}: {fix}"
+    return ""
 
 
 def _check_mode(m: ModelConfig, mode: str, scope: str) -> None:
@@ -1170,6 +1221,7 @@ def predict_time(
         weight_dtype = m.weights_dtype if stored else dtype
     _check_latency(launch_latency_s)
     calibration = _calibration_of(calibration)
+    _check_calibration_device(calibration, hw)
     rates = RooflineRates(hw, calibration, dtype, weight_dtype, launch_latency_s, stored)
     impl = _engine_impl(m, hw, engine_name, phase, seq_len, q_len, impl, kv_dtype or dtype)
     work = Workload(

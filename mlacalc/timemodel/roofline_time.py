@@ -108,6 +108,10 @@ class Calibration:
     #: bytes per second at which a fresh output's pages are first touched (a CPU run measures
     #: it; None: the eager model's calibrated value, mlacalc.timemodel.eager_time)
     first_touch_bytes_per_s: float | None = None
+    #: the sidecar's ``device.name`` and ``device.kind`` ("cuda" or "cpu"; "" for a
+    #: Calibration built by hand): predict_time refuses the ceilings for another device
+    device_name: str = ""
+    device_kind: str = ""
 
     @classmethod
     def from_measurements(cls, json_path: str | Path | dict) -> Calibration:
@@ -130,6 +134,8 @@ class Calibration:
             first_touch_bytes_per_s=(
                 float(c["first_touch_bytes_per_s"]) if c.get("first_touch_bytes_per_s") else None
             ),
+            device_name=str((meta.get("device") or {}).get("name", "")),
+            device_kind=str((meta.get("device") or {}).get("kind", "")),
         )
 
     def gemm_seconds(self, dtype: str, G: int, M: int, N: int, K: int) -> float | None:
