@@ -950,6 +950,34 @@ def _hd192_side_call(t: MeasuredTable, hd: np.ndarray) -> np.ndarray:
     return ((source.astype(str) == kernel) & (hd == 192.0)).astype(np.float64)
 
 
+#: SGLang's Triton prompt kernel over an fp8 cache with a bf16 query (``attn_dtype`` bf16,
+#: ``kv_cache_dtype`` fp8): a kernel of its own, the ``triton_upcast`` variant, where the
+#: quirk rule of TensorRT-LLM's FMHA (a bf16 query over an fp8 cache runs the fp8 kernel) would
+#: put it in the fp8 Triton class with the fp8-query rows. Triton compiles a kernel for each
+#: dtype of its operands, and this one converts the fp8 K/V blocks it loads to the query's
+#: bf16 (as recalled of SGLang's ``extend_attention.py``, not checked against a stored copy).
+#: The tables show two kernels: at one shape (no window) the bf16-query rows take 1.07 / 1.15
+#: times the bf16-cache rows at head dims 192 / 256 on B200 and 1.6-1.7 at 512 on H100, flat in
+#: the prompt's length, where the fp8-query rows take 0.79-0.90 and 0.94-1.01; one class for
+#: both had read the first 16% / 9% fast and the second 11% / 5% slow (signed medians, B200 /
+#: H100)
+TRITON_UPCAST_PROMPT = {"triton": "triton_upcast"}
+
+
+def _upcast_prompt_variants(
+    t: MeasuredTable, variant: np.ndarray, attn: np.ndarray, kvd: np.ndarray, context: bool
+) -> np.ndarray:
+    """``variant`` with SGLang's Triton prompt rows of a bf16 query over an fp8 cache renamed
+    to their own kernel's (:data:`TRITON_UPCAST_PROMPT`); every other row as it is."""
+    if not context or t.engine != "sglang":
+        return variant
+    out = np.asarray(variant, dtype=object).copy()
+    upcast = (attn == "bf16") & (kvd == "fp8")
+    for name, own in TRITON_UPCAST_PROMPT.items():
+        out[upcast & (out == name)] = own
+    return out.astype(str)
+
+
 #: The kernel (``kernel_source``) of SGLang's head dim 192 rows per system: FlashAttention-3 on
 #: H100, Triton on B200
 _HD192_SIDE_CALL_SOURCES = {"h100_sxm": "fa3", "b200_sxm": "triton"}
@@ -1114,7 +1142,9 @@ def _attention_rows(
         rows,
         flops,
         nbytes,
-        variant="" if prompt_keys else _source_variants(t, fmha_dt),
+        variant=""
+        if prompt_keys
+        else _upcast_prompt_variants(t, _source_variants(t, fmha_dt), attn, kvd, context),
         batch=bs,
         q_len=q,
         kv_len=kv,

@@ -573,7 +573,7 @@ def attention_time(
 
 #: Prompt kernels that walk a sliding window's causal blocks rather than only the band's
 #: (SGLang's Triton extend kernel, the ``triton`` variant).
-WINDOW_WALK_VARIANTS = frozenset({"triton"})
+WINDOW_WALK_VARIANTS = frozenset({"triton", "triton_upcast"})
 
 
 def prefill_terms(
