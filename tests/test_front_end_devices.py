@@ -39,3 +39,41 @@ def test_a_sidecar_of_the_device_is_taken(tmp_path):
     # a measured CPU with its own sidecar, and another run of the same CPU
     p = predict_time("llama-3.1-8b", CPU, "decode", 1024, 1, dtype="fp32", calibration=CPU)
     assert p.calibrated
+
+
+#: The catalogue devices the shared datasheets hold (/work/shared/reference/gpu-datasheets/, a
+#: copy of aiconfigurator's system descriptions at 095f58a5; listed here, not read: the tests
+#: and the catalogue read nothing outside the repository). H20, MI300X, MI325X, MI355X, H800,
+#: RTX-4080 and RTX-4090 have none there.
+SHARED_DATASHEETS = {
+    "A100-PCIe-40GB": "a100_pcie",
+    "A100-SXM-80GB": "a100_sxm",
+    "A30": "a30",
+    "B200": "b200_sxm",
+    "B300": "b300_sxm",
+    "GB200": "gb200",
+    "GB300": "gb300",
+    "H100-PCIe": "h100_pcie",
+    "H100-SXM": "h100_sxm",
+    "H200": "h200_sxm",
+    "L4": "l4",
+    "L40S": "l40s",
+    "RTX-PRO-6000-Server": "rtx_pro_6000_server",
+}
+
+
+def test_a_device_with_a_shared_datasheet_is_not_said_to_have_none():
+    """The words 'secondary sources only (no stored datasheet)' (Profile.describe) only for a
+    device no shared datasheet holds; one that has it cites the file (L40S cited it for its
+    memory only and was said to have none)."""
+    from mlacalc.hardware.catalogue import _catalogue_dir, load_hardware, shipped_hardware
+    from mlacalc.timemodel.profile import load_profile
+
+    prof = load_profile("default")
+    for name in shipped_hardware():
+        hw = load_hardware(name)
+        said = "no stored datasheet" in prof.describe(hw.name, hw)
+        if name in SHARED_DATASHEETS:
+            text = (_catalogue_dir() / f"{name}.yaml").read_text()
+            assert f"{SHARED_DATASHEETS[name]}.yaml" in text, name
+            assert not said, name
