@@ -149,7 +149,9 @@ def test_q_a_proj_at_2_flop_per_byte_is_memory_bound(run):
         assert o["bound"] == ("compute" if intensity >= ridge else "memory"), o["name"]
     text = run("roofline", "deepseek-v3", "-H", "H100")[0]
     row = next(line for line in text.splitlines() if "qkv_a_proj" in line)
-    assert "memory" in row and "compute" not in row
+    cells = [c.strip() for c in row.strip().strip("│").split("│")]
+    # the bound column says memory; the model's own compute term is its limited-by column's
+    assert cells[5] == "memory" and cells[6] == "compute", cells
     assert "295.4 or 590.7 FLOP/byte" in " ".join(text.split())
 
 
@@ -364,3 +366,22 @@ def test_prefill_heading_and_json_say_which_pairs(run):
     assert (every["causal"], causal["causal"], decode["causal"]) == (False, True, False)
     assert every["pairs"].startswith("all (query, key) pairs") and causal["pairs"] == "causal"
     assert decode["pairs"] == "" and causal["flops"] < every["flops"]
+
+
+def test_the_table_shows_the_models_limiting_term_beside_the_bound(run):
+    """The kernel model's own largest term (OpTime.limited_by) is a column beside the datasheet
+    ridge's bound: Llama-3.1-8B's kv_proj at batch 1 on an H100 is memory-bound by its 1 FLOP
+    per byte and compute-limited in the model (a narrow GEMM spread over few SMs), its norms
+    latency-limited; the plain roofline's table has no such column."""
+    args = ("roofline", "llama-3.1-8b", "-H", "H100-SXM", "--scope", "model", "--seq-len", "1k")
+    out, _ = run(*args, "--format", "markdown")
+    head = next(line for line in out.splitlines() if line.startswith("| kernel"))
+    cells = [c.strip() for c in head.strip("|").split("|")]
+    assert cells[cells.index("bound") + 1] == "limited by"
+    kv = next(line for line in out.splitlines() if line.startswith("| kv_proj"))
+    kv_cells = [c.strip() for c in kv.strip("|").split("|")]
+    assert kv_cells[cells.index("bound")] == "memory"
+    assert kv_cells[cells.index("limited by")] == "compute"
+    assert "limited by: the kernel time model's largest term" in out
+    plain, _ = run(*args, "--profile", "roofline", "--format", "markdown")
+    assert "limited by" not in plain

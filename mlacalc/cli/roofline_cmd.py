@@ -559,6 +559,9 @@ def _prediction_section(
     # the tile efficiency is the plain roofline's (the kernel model quantizes tiles
     # inside its own times): a column only where it says something
     tiles = p.profile == "roofline" and any(o.efficiency != 1.0 for o in p.ops)
+    # the kernel model's own largest term (OpTime.limited_by), beside the datasheet-ridge
+    # label: a "memory" kernel the model times as compute- or latency-limited shows here
+    limits = p.profile != "roofline"
     rows = [
         [o.name]
         + ([kind[i]] if kind else [])
@@ -569,6 +572,7 @@ def _prediction_section(
             f"{o.arithmetic_intensity:,.1f}",
             o.bound,
         ]
+        + ([o.limited_by] if limits else [])
         + ([f"{o.efficiency:.2f}"] if tiles else [])
         + [f"{o.seconds * 1e6:,.1f}"]
         for i, o in enumerate(p.ops)
@@ -583,6 +587,7 @@ def _prediction_section(
             f"{p.arithmetic_intensity:,.1f}",
             p.bound,
         ]
+        + ([""] if limits else [])
         + ([""] if tiles else [])
         + [f"{p.seconds * 1e6:,.1f}"]
     )
@@ -590,6 +595,7 @@ def _prediction_section(
         ["kernel"]
         + (["layer kind"] if kind else [])
         + ["stage", "FLOPs", "bytes", "FLOP/byte", "bound"]
+        + (["limited by"] if limits else [])
         + (["tile eff."] if tiles else [])
         + ["time (us)"]
     )
@@ -608,7 +614,7 @@ def _prediction_section(
         rows,
         note=_times_note(p, flat) + _runs_as_note(p) + (_rank_note(m, p) if rank_note else ""),
         text_columns=tuple(
-            i for i, c in enumerate(columns) if c in ("layer kind", "stage", "bound")
+            i for i, c in enumerate(columns) if c in ("layer kind", "stage", "bound", "limited by")
         ),
     )
 
@@ -684,7 +690,14 @@ def _times_note(p, plain=None) -> str:
     if any(o.bound == "link" for o in p.ops):
         words.append("link: a collective's transfer")
     words.append(f"the total: the step's FLOPs per byte against {p.ridge:,.1f}")
-    return how + " bound: " + "; ".join(words) + "."
+    term = (
+        " limited by: the kernel time model's largest term of the kernel (compute, memory, "
+        "latency where its fixed cost per call outweighs the rest, or link), which can differ "
+        "from bound."
+        if p.profile != "roofline"
+        else ""
+    )
+    return how + " bound: " + "; ".join(words) + "." + term
 
 
 def _uncalibrated(p) -> str:
