@@ -342,4 +342,5 @@ def test_the_training_tab_takes_stage_layers():
                               stage_layers="7,..,7")  # fmt: skip
     assert list(table["micro-batch (s)"]) == pytest.approx([s.micro_batch_s for s in c.time.stages])
     at.text_input(key="tr_stage_layers").set_value("7,8,8").run()
-    assert any(e.value.startswith("stage_layers: 3 counts for pp 4") for e in at.error)
+    want = "stage_layers: got 3 counts for 4 pipeline stages"
+    assert any(e.value.startswith(want) for e in at.error)

@@ -85,18 +85,18 @@ def test_uneven_stages_interleave():
 
 
 BAD = [
-    ("7,8,8", "stage_layers", "3 counts for pp 4 stages"),
+    ("7,8,8", "stage_layers", "got 3 counts for 4 pipeline stages (pp 4)"),
     ("8,8,8,9", "stage_layers", "make them sum to 32"),
     ("0,..,8", "stage_layers", "every pipeline stage holds at least one"),
     ("-1,..,11", "stage_layers", "every pipeline stage holds at least one"),
-    ("7,x,8,9", "stage_layers", "is not a whole number of layers"),
-    ("7.5,..,7", "stage_layers", "is not a whole number of layers"),
+    ("7,x,8,9", "stage_layers", "where each count is a whole number of layers"),
+    ("7.5,..,7", "stage_layers", "where each count is a whole number of layers"),
     ("7,..,..,7", "stage_layers", "'..' stands for the stages between the given ones, once"),
     ("..", "stage_layers", "'..' stands for the stages between"),
     ("5,..,6", "stage_layers", "do not split the 21 layers left"),
     ("16,..,16", "stage_layers", "the 2 stages between the given ones do not split the 0"),
-    ([8, 8, 8, True], "stage_layers", "is not a whole number of layers"),
-    ([8, 8, 8, 8.0], "stage_layers", "is not a whole number of layers"),
+    ([8, 8, 8, True], "stage_layers", "where each count is a whole number of layers"),
+    ([8, 8, 8, 8.0], "stage_layers", "where each count is a whole number of layers"),
     (5, "stage_layers", "takes counts"),
 ]
 
@@ -136,3 +136,21 @@ def test_cli_stage_layers(run):
     out, _ = run("train", "llama-3.1-8b", "--pp", "4", "--global-batch", "8", *m30)
     flat = " ".join(out.split())
     assert "the first 2 hold one more (8, 8, 7, 7;" in flat and "--stage-layers sets" in flat
+
+
+def test_cli_virtual_stages_help_allows_uneven_stages(run):
+    """The help said pp x v must divide the layers, which --stage-layers lifts."""
+    out, _ = run("train", "--help")
+    flat = " ".join(out.split())
+    at = flat.index("--virtual-stages")
+    text = flat[at : flat.index("[default: 1]", at)]
+    assert "unless --stage-layers gives the counts" in text
+
+
+def test_a_wrong_count_says_what_was_given_and_wanted():
+    with pytest.raises(MlacalcError) as err:
+        training_cost("llama-3.1-8b", 4096, pp=4, global_batch=8, stage_layers="32")
+    assert "got 1 count for 4 pipeline stages (pp 4)" in str(err.value)
+    with pytest.raises(MlacalcError) as err:
+        training_cost("llama-3.1-8b", 4096, pp=4, global_batch=8, stage_layers="abc,8,8,8")
+    assert "got 'abc', where each count" in str(err.value) and "(a str)" not in str(err.value)

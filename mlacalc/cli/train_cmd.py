@@ -351,7 +351,9 @@ def _blocks(c) -> list[tuple[str, int, int]]:
     show_default=True,
     help="Interleaved pipeline (Megatron-LM's interleaved 1F1B): layer chunks a stage holds; "
     "the bubble / v, v x the pipeline's sends, more activations in flight on the first "
-    "stages (pp x v must divide the layers, pp the micro-batches a rank).",
+    "stages (each stage's layers split into v chunks of at least one layer: pp x v must "
+    "divide the layers unless --stage-layers gives the counts; pp must divide the "
+    "micro-batches a rank).",
 )
 @click.option(
     "--stage-layers",

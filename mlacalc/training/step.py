@@ -245,7 +245,8 @@ def check_stage_layers(m: ModelConfig, pp: int, value: Any) -> tuple[int, ...]:
         n = args.whole(x) if not isinstance(x, str) else (int(x) if _digits(x) else None)
         if n is None:
             raise InvalidArgumentError(
-                "stage_layers", f"{args.show_value(x)} is not a whole number of layers: {use}"
+                "stage_layers",
+                f"got {x!r}, where each count is a whole number of layers (or '..'): {use}",
             )
         if n < 1:
             raise InvalidArgumentError(
@@ -268,7 +269,9 @@ def check_stage_layers(m: ModelConfig, pp: int, value: Any) -> tuple[int, ...]:
         counts[at : at + 1] = [left // middle] * middle
     if len(counts) != pp:
         raise InvalidArgumentError(
-            "stage_layers", f"{len(counts)} counts for pp {pp} stages: {use}"
+            "stage_layers",
+            f"got {len(counts)} count{'s' * (len(counts) != 1)} for {pp} pipeline stages "
+            f"(pp {pp}): {use}",
         )
     if sum(given := [int(n) for n in counts if n is not None]) != L:
         raise InvalidArgumentError(
