@@ -80,6 +80,7 @@ __all__ = [  # noqa: RUF022  (grouped by topic)
     "sweep",
     "convert",
     "training_cost",
+    "training_search",
     # hardware, roofline, planning
     "load_hardware",
     "HardwareSpec",
@@ -123,6 +124,7 @@ _LAZY = {
     "load_profile": "mlacalc.timemodel.profile",
     "convert": "mlacalc.models.convert",
     "training_cost": "mlacalc.training.cost",
+    "training_search": "mlacalc.training.layout_search",
 }
 
 

@@ -29,7 +29,7 @@ import click
 
 from mlacalc.words.errors import MlacalcError, MlacalcWarning
 
-__all__ = ["COMMANDS", "cli", "main"]
+__all__ = ["COMMANDS", "TRAINING", "cli", "main"]
 
 #: Command name -> module of this package that defines it as ``command``.
 COMMANDS: dict[str, str] = {
@@ -38,6 +38,7 @@ COMMANDS: dict[str, str] = {
     "compare": "compare_cmd",
     "convert": "convert_cmd",
     "train": "train_cmd",
+    "train-search": "train_search_cmd",
     "formula": "formula_cmd",
     "import-hf": "import_hf_cmd",
     "roofline": "roofline_cmd",
@@ -48,6 +49,9 @@ COMMANDS: dict[str, str] = {
     "bench": "bench_cmd",
 }
 
+
+#: the commands whose errors name the training API's fields as their options
+TRAINING = ("train", "train-search")
 
 #: Words a user may try for a command, and the commands that do it (the API's names among them).
 _MEANT = {
@@ -133,11 +137,11 @@ def _option_for(argv: list[str] | None, argument: str) -> str | None:
 
 
 def _flags_named(argv: list[str] | None, message: str) -> str:
-    """``train``'s error with the API fields it names (``lora_rank``, ``global_batch``) as
-    the command's options (``--lora-rank``, ``--global-batch``); other commands' as they
-    are."""
+    """``train``'s and ``train-search``'s error with the API fields it names (``lora_rank``,
+    ``global_batch``) as the command's options (``--lora-rank``, ``--global-batch``); other
+    commands' as they are."""
     words = list(sys.argv[1:] if argv is None else argv)
-    if next((w for w in words if not str(w).startswith("-")), None) != "train":
+    if next((w for w in words if not str(w).startswith("-")), None) not in TRAINING:
         return message
 
     def flag(found: re.Match[str]) -> str:

@@ -427,11 +427,27 @@ def stage_breakdowns(
     m: ModelConfig, lay: Layout, include_mtp: bool = False
 ) -> list[tuple[dict[str, float], range, bool]]:
     """Every pipeline stage's :func:`weight_breakdown` parts (parameters one of its GPUs
-    holds), its layers, and whether it is the last; training takes the busiest of them."""
-    return [
-        ({k: float(v) for k, v in part.items()}, layers, last)
-        for part, layers, last in _stages(m, lay, include_mtp)
-    ]
+    holds), its layers, and whether it is the last; training takes the busiest of them.
+
+    Remembered for the last :data:`_BREAKDOWNS_KEPT` (model, layout) pairs, the model by
+    identity (a training layout search prices the same stages hundreds of times, each
+    :func:`mlacalc.training.cost.training_cost` call asking two or three times); each call
+    gets its own dicts."""
+    key = (id(m), lay, include_mtp)
+    kept = _BREAKDOWNS.get(key)
+    if kept is None or kept[0] is not m:
+        if len(_BREAKDOWNS) >= _BREAKDOWNS_KEPT:
+            del _BREAKDOWNS[next(iter(_BREAKDOWNS))]
+        exact = _stages(m, lay, include_mtp)
+        kept = (m, [({k: float(v) for k, v in p.items()}, ls, last) for p, ls, last in exact])
+        _BREAKDOWNS[key] = kept
+    return [(dict(part), layers, last) for part, layers, last in kept[1]]
+
+
+#: :func:`stage_breakdowns`' memory: (id(model), layout, include_mtp) -> (model, stages); the
+#: model kept so that its id is not reused while the entry lives
+_BREAKDOWNS: dict[tuple, tuple] = {}
+_BREAKDOWNS_KEPT = 512
 
 
 def _stages(

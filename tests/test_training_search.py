@@ -1,0 +1,198 @@
+"""training_search / `mlacalc train-search`: the pruned search against a brute-force pricing of
+the same space, what it says where nothing fits, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+
+import pytest
+
+import mlacalc
+from mlacalc.hardware.catalogue import load_hardware
+from mlacalc.serving.plan_checks import usable_of
+from mlacalc.training.cost import model_argument, training_cost
+from mlacalc.training.layout_search import ACTIVATIONS, STATES, bound_of, setting, training_search
+from mlacalc.training.step import expert_dp, make_layout
+from mlacalc.words.errors import MlacalcError
+
+
+def _divisors(n):
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _kwargs(lay: dict) -> dict:
+    """training_cost's layout arguments from a Layout's fields (less the micro-batch)."""
+    names = {"vp": "virtual_stages"}
+    return {names.get(k, k): v for k, v in lay.items() if k != "micro_batch"}
+
+
+def _brute(name, hardware, gpus, batch, seq_len, vps, policies):
+    """Every (tp, cp, pp, dp, ep, v, ZeRO, recompute, micro-batch) with tp within the 8-GPU
+    node, each priced (the cost function's refusal is what makes a tuple no layout), the
+    fitting ones timed: the tried count, the not-fit counts by reason (the weights and states
+    where they are over at the shape's least activations: the last policy, the smallest
+    micro-batch) and the timed ones, fastest first. ZeRO stages over one rank that shard
+    nothing are one layout (ZeRO-1)."""
+    m = model_argument(name)
+    hw = load_hardware(hardware)
+    usable = usable_of(int(hw.memory_bytes), 0, 0.1)
+    tried, reasons, fits = 0, Counter(), []
+    experts = m.n_routed_experts if m.is_moe else 1
+    for tp in [t for t in _divisors(gpus) if t <= 8]:
+        for cp in _divisors(gpus // tp):
+            for pp in _divisors(gpus // (tp * cp)):
+                dp = gpus // (tp * cp * pp)
+                for ep in _divisors(math.gcd(experts, dp * cp * tp)):
+                    for v in vps:
+                        for mb in _divisors(batch):
+                            try:
+                                lay = make_layout(m, tp, pp, dp, ep, mb, batch, cp, seq_len, v)
+                            except MlacalcError:
+                                continue
+                            shards = dp * cp > 1 or (m.is_moe and expert_dp(lay) > 1)
+                            first = min(  # the smallest micro-batch the schedule runs
+                                b
+                                for b in _divisors(batch // dp)
+                                if v == 1 or (batch // (dp * b)) % pp == 0
+                            )
+                            for zero in (0, 1, 2, 3) if shards else (1,):
+                                ref = training_cost(m, seq_len, first, recompute=policies[-1],
+                                                    tp=tp, pp=pp, dp=dp, ep=ep, cp=cp,
+                                                    virtual_stages=v, global_batch=batch,
+                                                    zero=zero)  # fmt: skip
+                                over = sum(ref.states_per_gpu.values()) > usable
+                                for r in policies:
+                                    kw = dict(ref.layout.__dict__, recompute=r, zero=zero)
+                                    kw = _kwargs(kw)
+                                    c = training_cost(m, seq_len, mb, **kw)
+                                    tried += 1
+                                    if c.memory_per_gpu <= usable:
+                                        fits.append(
+                                            training_cost(m, seq_len, mb, hardware=hw, **kw)
+                                        )
+                                    elif over:
+                                        reasons[STATES] += 1
+                                    else:
+                                        reasons[ACTIVATIONS] += 1
+    fits.sort(key=lambda c: (c.time.step_s, c.layout.gpus, c.memory_per_gpu))
+    return tried, reasons, fits
+
+
+@pytest.mark.parametrize(
+    ("name", "batch", "seq_len", "vps", "policies"),
+    [
+        ("llama-3.1-8b", 8, 8192, (1, 2), ("none", "full")),
+        ("deepseek-v2-lite", 8, 4096, (1,), ("none", "kv_up", "full")),
+    ],
+    ids=["llama-8b-interleaved", "dsv2-lite-moe-mla"],
+)
+def test_the_pruned_search_equals_a_brute_force_pricing(name, batch, seq_len, vps, policies):
+    """4 H100s, where the states, the activations or neither are over depending on the layout:
+    the same layouts tried, the same counts by reason, the same top 5 with the same steps."""
+    s = training_search(name, "H100", 4, batch, seq_len, virtual_stages=vps, top=5)
+    tried, reasons, fits = _brute(name, "H100", 4, batch, seq_len, vps, policies)
+    assert reasons[STATES] and reasons[ACTIVATIONS] and fits  # every branch of the pruning
+    assert (s.tried, s.fitted, s.not_fit) == (tried, len(fits), dict(reasons))
+    assert [setting(c) for c in s.ranked] == [setting(c) for c in fits[:5]]
+    assert [c.time.step_s for c in s.ranked] == [c.time.step_s for c in fits[:5]]
+    assert s.priced < tried  # pruned: fewer pricings than layouts
+
+
+def test_the_bound_is_the_largest_part_of_the_step():
+    s = training_search("llama-3.1-8b", "H100", 8, 64, 4096, top=1, recompute="full", pp=(2,))
+    c = s.best
+    name, share = bound_of(c)
+    t = c.time
+    assert name == "compute" and 0.5 < share <= 1
+    busy = t.forward_s + t.backward_s + t.recompute_s
+    compute = c.layout.micro_batches * min(t.micro_batch_s, busy)
+    assert share == pytest.approx(compute / t.step_s)
+    assert t.bubble_s > 0  # a pipeline's bubble, a smaller part
+
+
+def test_nothing_fits_says_what_to_change():
+    s = training_search("deepseek-v3", "H100", 8, 8, 4096)
+    assert not s.ranked and s.fitted == 0 and set(s.not_fit) == {STATES}
+    assert "more GPUs" in s.advice and "LoRA" in s.advice
+    s = training_search("llama-3.1-8b", "H100", 8, 8, 1 << 20, cp=1)
+    assert not s.ranked and s.not_fit.get(ACTIVATIONS)
+    assert "activations" in s.advice and "cp" in s.advice
+
+
+def test_exported():
+    assert "training_search" in mlacalc.__all__
+    assert mlacalc.training_search is training_search
+    assert mlacalc.training.training_search is training_search
+
+
+def test_cli_train_search_table_and_json(run):
+    argv = ("train-search", "llama-3.1-8b", "--hw", "H100", "--gpus", "8", "--global-batch",
+            "16", "--pp", "1,2", "--cp", "1", "--top", "3")  # fmt: skip
+    out, err = run(*argv)
+    text = " ".join(out.split())  # the note wraps
+    assert "fastest training layouts on 8 x H100-SXM" in text and "layouts tried" in text
+    assert "mlacalc train llama-3.1-8b --hw H100-SXM" in text and not err
+    doc = json.loads(run(*argv, "--format", "json")[0])
+    assert len(doc["ranked"]) == 3 and doc["tried"] >= doc["fitted"] > 0
+    assert doc["ranked"][0]["setting"]["cp"] == 1 and doc["ranked"][0]["bound"]
+
+
+def test_cli_train_search_nothing_fits_warns_in_one_line(run):
+    out, err = run("train-search", "deepseek-v3", "--hw", "H100", "--gpus", "8",
+                   "--global-batch", "8")  # fmt: skip
+    assert err.startswith("mlacalc: warning: no layout fits:") and err.count("\n") == 1
+    assert "0 fit" in " ".join(out.split())
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["--gpus", "0"], "--gpus"),
+        (["--gpus", "-8"], "--gpus"),
+        (["--gpus", "12"], "--gpus"),  # not whole 8-GPU nodes
+        (["--gpus", "64", "--pp", "1", "--cp", "1", "--global-batch", "7"], "--global-batch"),
+        (["--global-batch", "0"], "--global-batch"),
+        (["--tp", "3"], "--tp"),
+        (["--zero", "5"], "--zero"),
+        (["--recompute", "kv_up"], "--recompute"),
+        (["--recompute", "some"], "--recompute"),
+        (["--hw", "B999"], "hardware"),
+        (["--top", "0"], "--top"),
+        (["--lora-rank", "5000"], "--lora-rank"),
+    ],
+)
+def test_cli_train_search_errors_are_one_line(run, argv, fragment):
+    base = {"--hw": "H100", "--gpus": "8", "--global-batch": "64"}
+    words = list(argv)
+    for flag, value in base.items():
+        if flag not in words:
+            words += [flag, value]
+    out, err = run("train-search", "llama-3.1-8b", *words, code=2)
+    assert fragment in err and err.count("\n") == 1 and not out
+
+
+def test_unknown_model_is_one_line(run):
+    _, err = run("train-search", "llama-9", "--hw", "H100", "--gpus", "8",
+                   "--global-batch", "8", code=2)  # fmt: skip
+    assert "unknown model 'llama-9'" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"gpus": 0}, "gpus"),
+        ({"gpus": 12}, "gpus"),
+        ({"global_batch": -1}, "global_batch"),
+        ({"zero": 4}, "zero"),
+        ({"tp": 0}, "tp"),
+        ({"bogus": 1}, "bogus"),
+        ({"memory_reserve": 1.5}, "memory_reserve"),
+    ],
+)
+def test_training_search_mutations_name_the_field(kwargs, field):
+    given = {"model": "llama-3.1-8b", "hardware": "H100", "gpus": 8, "global_batch": 64}
+    with pytest.raises(MlacalcError) as e:
+        training_search(**{**given, **kwargs})
+    assert str(e.value).startswith(field)
