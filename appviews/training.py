@@ -15,6 +15,7 @@ from mlacalc.training.cost import (
     training_cost,
 )
 from mlacalc.training.flops import RECOMPUTE_POLICIES, TRAINING_STAGES
+from mlacalc.training.layout_search import bound_of, training_search
 from mlacalc.training.lora import BASE_DTYPES, NF4_BYTES_PER_PARAM, TARGETS
 from mlacalc.training.memory import OPTIMIZERS, PRECISIONS, SWIGLU
 from mlacalc.words.errors import MlacalcError
@@ -28,6 +29,65 @@ TITLE = "Training"
 @st.cache_data(show_spinner=False)
 def _cost(model: ModelConfig, hardware: str, **kw) -> dict:
     return training_cost(model, hardware=hardware, **kw).to_dict()
+
+
+#: the inputs above that a layout search holds fixed (the rest it searches)
+_FIXED = ("impl", "swiglu", "optimizer", "precision", "comm_sms", "overlap", "lora_rank",
+          "lora_targets", "base_dtype")  # fmt: skip
+
+
+@st.cache_data(show_spinner="Searching the layouts ...")
+def _search(model: ModelConfig, hardware: str, gpus: int, top: int, **kw) -> dict:
+    """A layout search's rows, counts and advice (the CLI's ``train-search``)."""
+    s = training_search(model, hardware, gpus, top=top, **kw)
+    rows = []
+    for c in s.ranked:
+        lay, (bound, share) = c.layout, bound_of(c)
+        rows.append({
+            "tp": lay.tp, "cp": lay.cp, "pp": lay.pp, "dp": lay.dp, "ep": lay.ep,
+            "ZeRO": c.zero, "recompute": c.recompute, "micro-batch": lay.micro_batch,
+            "step (s)": round(c.time.step_s, 3), "tokens/s/GPU": round(c.tokens_per_s_per_gpu),
+            "MFU": f"{c.mfu:.1%}", "memory/GPU": human_bytes(c.memory_per_gpu),
+            "bound": f"{bound} ({share:.0%})",
+        })  # fmt: skip
+    return {"rows": rows, **{k: v for k, v in s.to_dict().items() if k != "ranked"}}
+
+
+def _search_section(sc: Scenario, kw: dict) -> None:
+    """Find a layout: the fastest layouts of N GPUs that fit, at the sequence length, global
+    batch and fixed settings above (``mlacalc train-search``)."""
+    with st.expander("Find a layout: which layouts of N GPUs fit, fastest first"):
+        c = st.columns(4)
+        gpus = int(c[0].number_input("GPUs", 1, 1 << 16, 8, key="tr_search_gpus"))
+        batch = int(c[1].number_input("global batch", 1, 1 << 24, 64, key="tr_search_gb"))
+        top = int(c[2].number_input("layouts shown", 1, 100, 5, key="tr_search_top"))
+        if not c[3].button("Search", key="tr_search_go"):
+            st.caption(
+                "Every tp (within a node) x cp x pp x dp x ep, ZeRO 0-3, recompute policy and "
+                "micro-batch splitting the global batch, each priced as this tab prices one, "
+                "at the sequence length above; the precision, optimizer, MLA path, SwiGLU, "
+                "overlap, SMs and LoRA inputs above held fixed."
+            )
+            return
+        fixed = {k: kw[k] for k in _FIXED if kw.get(k) is not None}
+        try:
+            r = _search(sc.model, sc.hardware, gpus, top, global_batch=batch,
+                        seq_len=kw["seq_len"], **fixed)  # fmt: skip
+        except MlacalcError as exc:
+            st.error(str(exc))
+            return
+        why = ", ".join(f"{n:,} on the {k}" for k, n in r["not_fit"].items()) or "none"
+        if r["advice"]:
+            st.warning(f"No layout fits: {r['advice']}.", icon=":material/memory:")
+        else:
+            show_table(r["rows"], right=("memory/GPU",))
+        st.caption(
+            f"{r['tried']:,} layouts tried, {r['fitted']:,} fit the "
+            f"{human_bytes(r['usable_memory_bytes'])} usable of a {r['hardware']}, "
+            f"{r['tried'] - r['fitted']:,} do not ({why}); ranked by step time at the global "
+            "batch; bound: the part of the step that takes the most of it (docs/training.md, "
+            "Layout search)."
+        )
 
 
 def _label(key: str, d: dict) -> str:
@@ -372,3 +432,4 @@ def render(sc: Scenario) -> None:
             ]
         )
     download(d, f"{m.name}-training", "dl_training")
+    _search_section(sc, kw)
