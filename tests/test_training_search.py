@@ -24,8 +24,9 @@ def _divisors(n):
 
 def _kwargs(lay: dict) -> dict:
     """training_cost's layout arguments from a Layout's fields (less the micro-batch)."""
-    names = {"vp": "virtual_stages"}
-    return {names.get(k, k): v for k, v in lay.items() if k != "micro_batch"}
+    names = {"tp": "tp", "pp": "pp", "dp": "dp", "ep": "ep", "cp": "cp", "vp": "virtual_stages"}
+    names["global_batch"] = "global_batch"
+    return {names[k]: v for k, v in lay.items() if k in names}
 
 
 def _brute(name, hardware, gpus, batch, seq_len, vps, policies):
@@ -64,8 +65,8 @@ def _brute(name, hardware, gpus, batch, seq_len, vps, policies):
                                                     zero=zero)  # fmt: skip
                                 over = sum(ref.states_per_gpu.values()) > usable
                                 for r in policies:
-                                    kw = dict(ref.layout.__dict__, recompute=r, zero=zero)
-                                    kw = _kwargs(kw)
+                                    kw = _kwargs(ref.layout.__dict__)
+                                    kw.update(recompute=r, zero=zero)
                                     c = training_cost(m, seq_len, mb, **kw)
                                     tried += 1
                                     if c.memory_per_gpu <= usable:
