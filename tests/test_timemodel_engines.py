@@ -1747,6 +1747,27 @@ def test_sglangs_triton_prompt_of_a_bf16_query_over_an_fp8_cache_is_its_own_kern
     assert np.median(np.abs(err[sel])) <= median
 
 
+@pytest.mark.slow
+def test_vllms_triton_prompt_runs_packed_16_row_tiles_over_32_key_blocks():
+    """vLLM's Triton unified attention (its B200 prompts at head dim 192,
+    attention_time.UNIFIED_TRITON_PROMPT_KEYS) packs a KV head's query heads into 16-row tiles
+    over 32-key blocks: a 128-key window's band costs a tile 1.1-1.5 times the window's keys,
+    not the 2 of 128 x 128 tiles. Fitted, its rows read 5.2% / 16.7% (median / p90), windowed and
+    not within 6% signed; with 128 x 128 tiles 16.1% / 41.7% (windowed +24% to +27%, unwindowed
+    -13% to -16% signed from 512 tokens)."""
+    mapped, err = _fitted("b200_sxm", "attention", "context_attention_perf", "fit-b200-sxm-vllm",
+                          "vllm")  # fmt: skip
+    t = mapped.table
+    sel = mapped.modelled & (t.column("kernel_source").astype(str) == "vllm_triton_attn")
+    assert sel.sum() > 1000
+    assert np.median(np.abs(err[sel])) <= 0.06
+    long = sel & (t.column("isl").astype(float) >= 512)
+    windowed = t.column("window_size").astype(float) > 0
+    for part in (long & windowed, long & ~windowed):
+        assert part.sum() > 300
+        assert abs(np.median(err[part])) <= 0.06
+
+
 def test_flash_attention_encoders_run_padded_head_dims_in_their_own_tiles():
     # SGLang's and vLLM's encoders (FlashAttention-3 / -4) run head dims 72 and 80 as 96, in
     # 192-row tiles on H100 (192 keys at 64, 144 at 96) and 256 x 128 on B200; TensorRT-LLM's
@@ -2174,11 +2195,14 @@ def test_the_engines_decode_kernels_pack_every_query_head_and_trtllms_xqa_32():
         "triton": {1.0},
         "triton_upcast": {1.0},
     }
-    assert set().union(
-        *packs(
-            "b200_sxm", "attention", "context_attention_perf", "vllm", "attention_prefill"
-        ).values()
-    ) == {1.0}
+    # (vLLM's Triton unified attention, its B200 prompts at head dim 192, packs them too:
+    # attention_time.UNIFIED_TRITON_PROMPT_KEYS)
+    assert packs(
+        "b200_sxm", "attention", "context_attention_perf", "vllm", "attention_prefill"
+    ) == {
+        "": {1.0},
+        "vllm_triton_attn": {0.0},
+    }
     # (vLLM's one-token prompts on B200 run its decode kernel, which packs every one)
     assert packs("b200_sxm", "attention", "context_attention_perf", "vllm", "attention_decode") == {
         "": {0.0}

@@ -851,7 +851,7 @@ def _pairs(q_len: np.ndarray, window: np.ndarray) -> np.ndarray:
 
 #: The prompt kernels that pack the query heads of a KV head into one tile's rows
 #: (FlashAttention-3's ``pack_gqa`` over a paged cache): SGLang's and vLLM's on H100.
-_PACKING_PREFILL = ("fa3", "vllm_flash_attn_fa3")
+_PACKING_PREFILL = ("fa3", "vllm_flash_attn_fa3", "vllm_triton_attn")
 
 
 def _head_pack(t: MeasuredTable, *, context: bool) -> np.ndarray:

@@ -88,6 +88,7 @@ __all__ = [
     "TRTLLM_GEN_DISPATCH_KERNELS",
     "UNFUSED_PREFILL_VARIANTS",
     "UNFUSED_SCORE_BYTES",
+    "UNIFIED_TRITON_PROMPT_KEYS",
     "UNIT_LATENCY_DECODE",
     "WINDOW_WALK_VARIANTS",
     "XQA_HEAD_PACK",
@@ -571,6 +572,21 @@ def attention_time(
     return {"compute_s": compute, "memory_s": memory, "extra_s": extra}
 
 
+#: Prompt variants of vLLM's Triton unified attention (its B200 rows at head dim 192, kernel
+#: source ``vllm_triton_attn``) and the keys of a tile's K/V blocks: 32, its query tile 16 rows
+#: of (query position, query head) packed from one KV head's heads, or the next power of two of
+#: the query heads a KV head carries where they are more (as recalled of vLLM's
+#: ``triton_unified_attention.py``, BLOCK_M and TILE_SIZE_PREFILL, not checked against a stored
+#: copy). A 128-key window's band then spans ``ceil((128 + queries a tile - 1) / 32)`` blocks
+#: of 32 keys, 1.1-1.5 times the window's keys where 128 x 128 tiles compute twice them; the
+#: rows showed the tiles: with 128 x 128 ones the fitted class read the windowed rows +24% to
+#: +27% and the unwindowed -13% to -16% (signed medians from 512 tokens), and 8 query heads a
+#: KV head +24% to +26% against -13% to -16% at 16
+UNIFIED_TRITON_PROMPT_KEYS = {"vllm_triton_attn": 32.0}
+
+#: Fewest query rows of a unified Triton prompt tile (:data:`UNIFIED_TRITON_PROMPT_KEYS`)
+UNIFIED_TRITON_PROMPT_ROWS = 16.0
+
 #: Prompt kernels that walk a sliding window's causal blocks rather than only the band's
 #: (SGLang's Triton extend kernel, the ``triton`` variant).
 WINDOW_WALK_VARIANTS = frozenset({"triton", "triton_upcast"})
@@ -592,6 +608,13 @@ def prefill_terms(
     pack = col(batch, "head_pack", 1)
     tile_q, tile_k = col(batch, "tile_rows", 128), col(batch, "tile_keys", 128)
     tile_q, tile_k = _wide_head_tiles(batch, fig, tile_q, tile_k)
+    unified = batch.variant in UNIFIED_TRITON_PROMPT_KEYS
+    if unified:
+        # vLLM's unified Triton kernel: 16 rows of packed query heads (more where a KV head
+        # carries more) over 32-key blocks (:data:`UNIFIED_TRITON_PROMPT_KEYS`)
+        heads_pow2 = 2.0 ** np.ceil(np.log2(np.maximum(a["group"], 1.0)))
+        tile_q = np.maximum(UNIFIED_TRITON_PROMPT_ROWS, heads_pow2) * np.ones(len(batch))
+        tile_k = UNIFIED_TRITON_PROMPT_KEYS[batch.variant] * np.ones(len(batch))
     per_unit = np.where(pack <= 0, a["group"], np.clip(pack, 1.0, a["group"]))
     units = b * heads / per_unit * np.ceil(q * per_unit / tile_q)
     rows = np.minimum(q * per_unit, tile_q)
@@ -602,8 +625,13 @@ def prefill_terms(
     # band's edges masked inside), not the ``window`` keys per query the FLOPs count
     banded = (window > 0) & (kv > window)
     band_blocks = np.ceil((window + 127.0) / 128.0)
-    unit_blocks = np.where(banded, band_blocks, unit_blocks)
     padded = np.where(banded, band_blocks * 128.0 / np.maximum(window, 1.0), 1.0)
+    if unified:
+        # its tile's queries (rows over the packed heads) and the band's 32-key blocks
+        queries = np.maximum(tile_q / np.maximum(per_unit, 1.0), 1.0)
+        band_blocks = np.ceil((window + queries - 1.0) / tile_k)
+        padded = np.where(banded, band_blocks * tile_k / np.maximum(window, 1.0), 1.0)
+    unit_blocks = np.where(banded, band_blocks, unit_blocks)
     # the band's two edge blocks are masked (the window's lower edge and the diagonal cut
     # through them) and take the kernel's masking path, every block of a 128-key window;
     # the blocks between them are whole (a causal tile masks only its diagonal block, which
