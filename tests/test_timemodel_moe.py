@@ -1801,3 +1801,51 @@ def test_trtllm_b200_narrow_moe_rows_at_many_rows_a_rank(dtype, before):
     narrow, wide = ok & (width <= 3000), ok & (width > 8000) & (width <= 12000)
     assert narrow.sum() > 300 and wide.sum() > 450
     assert abs(np.median(err[narrow])) < 0.06 and abs(np.median(err[wide])) < 0.06
+
+
+def test_a_moe_call_pays_one_hidden_rows_latency():
+    """``hidden_s``: one hidden row's latency, once a call, on every MoE row and step (a class
+    that does not fit it keeps 0): its time is ``hidden_s x hidden`` at the reference clock,
+    whatever the tokens, the kernel's columns or the dtype."""
+    from mlacalc.timemodel.moe_time import PAIR_TILE_MOE
+
+    assert "hidden_s" in CLOCKED
+    p = default_params("moe")
+    assert p["hidden_s"] == 0.0
+    scale = REFERENCE_CLOCK_HZ / FIG.clock_hz
+    for dtype, cols in (("bf16", {}), ("fp8", {PAIR_TILE_MOE: [1.0, 1.0]})):
+        batch = _moe_batch(dtype, tokens=[1.0, 4096.0], **cols)
+        plain = kernel_terms(batch, FIG, p)["extra_s"]
+        q = dict(p, hidden_s=2e-9)
+        step = kernel_terms(batch, FIG, q)["extra_s"] - plain
+        assert step == pytest.approx([2e-9 * HIDDEN * scale] * 2)
+
+
+@pytest.mark.parametrize(
+    "system, profile, dtype",
+    [("h100_sxm", "fit-h100-sxm", "bf16"), ("b200_sxm", "fit-b200-sxm", "bf16")],
+)  # fmt: skip
+def test_trtllm_moe_floor_grows_with_the_hidden_size(system, profile, dtype):
+    """TensorRT-LLM's CUTLASS MoE rows of one to four tokens on a rank of few experts (EP x TP
+    >= 8) take longer as the hidden size grows than a fixed cost gives them: signed median at
+    hidden <= 2,048 / over 5,120 before ``hidden_s`` H100 bf16 (fit-h100-sxm) +17.7% / -6.3%,
+    B200 bf16 +15.3% / -2.2%; after +7.1% / +3.3%, +4.7% / +9.0%: the narrow rows nearer 0 and
+    the two bins within 10 points (B200's fp8 rows, +5.2% / +0.9% before, -0.3% / +8.2% after,
+    were within the bounds already)."""
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+
+    path = MEASURED / system / "moe" / "trtllm" / "1.3.0rc20" / "moe_perf.parquet"
+    (t,) = load_measured(path).tables
+    mapped = map_table(t)
+    err = predict_mapped(mapped, None, profile) / t.seconds - 1.0
+    ok = mapped.modelled & np.isfinite(err) & rows_running(mapped, dtype)
+    ok &= t.column("kernel_source") == "moe_torch_flow_cutlass"
+    ok &= (t.column("num_tokens") <= 4) & (t.column("moe_ep_size") * t.column("moe_tp_size") >= 8)
+    hidden = t.column("hidden_size")
+    narrow, wide = ok & (hidden <= 2048), ok & (hidden > 5120)
+    assert narrow.sum() > 400 and wide.sum() > 600
+    lo, hi = np.median(err[narrow]), np.median(err[wide])
+    assert abs(lo) < 0.08 and abs(hi - lo) < 0.1

@@ -1032,6 +1032,13 @@ def _around_gemms_s(
     # ins take none: engine_profiles.with_generation_kernels); docs/time-model.md, "A cost per
     # expert of the rank"
     extra = extra + prm["expert_s"] * col(batch, "experts", 0)
+    # ``hidden_s`` a hidden element, once a call: the latency of one hidden row in the kernels
+    # around the GEMMs that give a CTA a row (the permutation with its quantization, the
+    # finalize), whose time at a few tokens is one CTA's loop over the row, not the SMs'
+    # throughput. Every MoE row and step carries it; fitted in TensorRT-LLM's B200 and H100-only
+    # bf16, fp8 and nvfp4 classes (1.0-1.9 ns; default 0): docs/time-model.md, "One hidden row's
+    # latency in TensorRT-LLM's MoE"
+    extra = extra + prm["hidden_s"] * hidden
     return extra
 
 

@@ -73,6 +73,7 @@ CLOCKED = (
     "row_s",
     "sort_s",
     "sort_pair_s",
+    "hidden_s",
     "launch_s",
     "merge_s",
     "wave_s",
@@ -137,6 +138,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "row_s": (0.0, 1e-5, "seconds one SM spends on each (token, expert) row of a MoE's rank"),
     "sort_s": (0.0, 2e-5, "seconds a MoE's sort by expert takes past one block's tokens"),
     "sort_pair_s": (0.0, 1e-7, "seconds a MoE's one-block sort spends on each (token, top-k) pair"),
+    "hidden_s": (0.0, 1e-8, "seconds of a MoE call's one-row latency a hidden element"),
     "token_row_s": (
         0.0,
         2e-6,
@@ -211,6 +213,7 @@ DEFAULTS: dict[str, float] = {
     "row_s": 0.0,
     "sort_s": 0.0,
     "sort_pair_s": 0.0,
+    "hidden_s": 0.0,
     "token_row_s": 0.0,
     # a class whose rows run no tuned config (moe_time.TUNED_MOE) keeps the one rate
     "tuned_rate": 1.0,
@@ -406,6 +409,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "row_s",
         "sort_s",
         "sort_pair_s",
+        "hidden_s",
         "tuned_rate",
         "wave_draw",
     ),
