@@ -217,8 +217,10 @@ def test_a_search_point_whose_experts_do_not_take_it_goes_without_it(run):
         "search", "deepseek-v3", "-H", "B200", "--gpus", 8, "--isl", 1000, "--osl", 1000,
         "--weight-dtypes", "fp8,fp4", "--kv-dtypes", "fp8", "--modes", "aggregated",
         "--chunked-prefills", "none", "--tp", 8, "--batches", "1,2,4", "--engine", "trtllm",
-        "--moe-backend", "trtllm-gen", "--tpot", "8.6ms", "--launch", "trtllm",
+        "--moe-backend", "trtllm-gen", "--tpot", "8.4ms", "--launch", "trtllm",
     )  # fmt: skip
+    # (8.4 ms: with the MoE's one-row latency, ``hidden_s``, fp8's batch-2 point is over 8.6 ms
+    # and fp4's, 8.5 ms, won at 8.6; fp8's batch-1 point is 8.3 ms)
     flat = " ".join(out.split())
     command = (
         flat.split("The same figures: mlacalc ", 1)[1].split(" # ")[0].split(" trtllm-serve")[0]
