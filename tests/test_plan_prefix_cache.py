@@ -29,16 +29,19 @@ from mlacalc.words.errors import InvalidArgumentError
 #: (attention_time.turn_overlap: in flight TPOT 12.53 -> 12.57 ms, chunked 20.38 -> 20.45 ms),
 #: and when its bf16 decode took narrow_head_s less a call at head dims 64 and 192
 #: (attention_time.NARROW_HEAD_DIMS; attention_decode:bf16 refitted, its other terms moved:
-#: arrivals TPOT 7.087 -> 7.105 ms, in flight 12.573 -> 12.577 ms)
+#: arrivals TPOT 7.087 -> 7.105 ms, in flight 12.573 -> 12.577 ms), and when TensorRT-LLM's
+#: mma.sync XQA split the whole cache by its own count and merged in the kernel
+#: (attention_time.xqa_splits; attention_decode:bf16 refitted: arrivals TPOT 7.105 -> 7.203
+#: ms, in flight 12.577 -> 12.747 ms, chunked 20.62 -> 20.94 ms)
 TODAY = {
     "inflight": (
         dict(model="llama-3-8b", hardware="H200", gpus=1, isl=2048, osl=256, concurrency=32),
-        dict(ttft_s=0.060048688542862494, tpot_s=0.012577235166812781),
-        dict(output_tokens_per_s=2507.3122369539956, prefill_s=0.04195520477066293),
+        dict(ttft_s=0.06021550687320492, tpot_s=0.012746590222088437),
+        dict(output_tokens_per_s=2474.478905484176, prefill_s=0.04195520477066293),
     ),
     "arrivals": (
         dict(model="llama-3-8b", hardware="H200", gpus=1, isl=2048, osl=256, request_rate=4),
-        dict(ttft_s=0.054266845309338826, tpot_s=0.007105108724338205),
+        dict(ttft_s=0.054430520361467324, tpot_s=0.0072030164850295725),
         dict(output_tokens_per_s=1024.0, prefill_s=0.04195520477066293),
     ),
     "chunked": (
@@ -51,8 +54,8 @@ TODAY = {
             concurrency=64,
             chunked_prefill=1024,
         ),
-        dict(ttft_s=0.1408479813987277, tpot_s=0.020619031705660228),
-        dict(output_tokens_per_s=3068.977100811656, prefill_chunks_s=0.1051780529605216),
+        dict(ttft_s=0.1424898153621637, tpot_s=0.020938238937345942),
+        dict(output_tokens_per_s=3022.3401428454513, prefill_chunks_s=0.10645488188726446),
     ),
     "disaggregated": (
         dict(
@@ -68,11 +71,11 @@ TODAY = {
         # 2 + 2 GPUs of one H200 node: the KV transfer goes over NVLink, a rank's share (was
         # the whole cache over the network, 10.07 ms)
         dict(
-            ttft_s=0.06205517835959496,
-            tpot_s=0.015151027061970754,
+            ttft_s=0.06184575394616401,
+            tpot_s=0.015459984500765316,
             kv_transfer_s=0.000645462038095238,
         ),
-        dict(output_tokens_per_s=4190.613023863114, prefill_pool_requests_per_s=24.18326050632421),
+        dict(output_tokens_per_s=4107.625700914949, prefill_pool_requests_per_s=24.18326050632421),
     ),
 }
 

@@ -1085,6 +1085,40 @@ TRITON_MAX_KV_SPLITS = 8.0
 TRITON_SPLIT_VARIANTS = frozenset({"triton"})
 
 
+#: TensorRT-LLM's key splits of its mma.sync XQA decode (grouped queries, a bf16 cache on
+#: Hopper and Ampere), as recalled of its dispatcher's multi-block count (a least number of
+#: history tokens a CTA, a square-root cap so the final reduction does not dominate, a target
+#: of CTAs a wave; not checked against a stored copy of the source): a part per
+#: XQA_SPLIT_KEYS cached keys of the whole cache (a window's or not), at most
+#: round(sqrt(XQA_SPLIT_SQRT x that)) parts, and no more than XQA_SPLIT_WAVES x SMs CTAs over
+#: its units (batch x KV heads). The
+#: tables show each bound (H100, bf16, head dim 64): 512 units take 23.0 us at 128 cached keys
+#: and 43.8 at 256 (two parts: 1,024 CTAs, as 1,024 units of 128 keys take, 40.5), 1,024 units
+#: 40.5 and 46.9 (one); under a 128-key window the time grows with the whole cache until the
+#: count stops, at 256 keys for 512 units, 512 for 256, 1,024 for 128, 4,096 for 64 (16 parts:
+#: the CTAs) and 16,384-32,768 for 32 (32-33 parts: the square root, then the CTAs).
+XQA_SPLIT_KEYS = 128.0
+XQA_SPLIT_SQRT = 8.0
+XQA_SPLIT_WAVES = 8.0
+#: Whether the mma.sync XQA merges its key splits in the kernel (the last CTA of a unit reads
+#: the others' partial results, ``merge_s`` a part, as Hopper's fp8 XQA does) rather than in a
+#: reduction kernel of its own: from recall of its semaphores and scratch buffer, not checked
+#: against a stored copy. A reduction kernel read the B200 rows from H100 + A100's fit worse
+#: (bf16 median 8.4% -> 9.6%: the fit took the kernel's launch out of ``fixed_s``).
+XQA_MERGES_IN_KERNEL = True
+
+
+def xqa_splits(kv: np.ndarray, heads_units: np.ndarray, fig: DeviceFigures) -> np.ndarray:
+    """Parts TensorRT-LLM's mma.sync XQA decode splits a unit's ``kv`` cached keys into (the
+    whole cache's, a window's or not): ``c = floor(kv / XQA_SPLIT_KEYS)``, at most
+    ``round(sqrt(XQA_SPLIT_SQRT x c))`` and ``floor(XQA_SPLIT_WAVES x SMs / units)``, at
+    least one."""
+    c = np.maximum(np.floor(np.asarray(kv, dtype=np.float64) / XQA_SPLIT_KEYS), 1.0)
+    n = np.minimum(c, np.round(np.sqrt(XQA_SPLIT_SQRT * c)))
+    cap = np.floor(XQA_SPLIT_WAVES * fig.sm_count / np.maximum(heads_units, 1.0))
+    return np.maximum(np.minimum(n, cap), 1.0)
+
+
 def _max_splits(batch: KernelBatch) -> float:
     """Most parts a decode kernel splits a unit's keys into: :data:`TRITON_MAX_KV_SPLITS` for
     the variants of :data:`TRITON_SPLIT_VARIANTS` (SGLang's Triton decode), else no cap."""
@@ -1466,13 +1500,15 @@ def _call_kernels_s(
     pack: np.ndarray,
     splits: np.ndarray,
     xqa_fp8: np.ndarray,
+    merges: np.ndarray | None = None,
 ) -> np.ndarray:
     """Seconds of a decode call's kernels beside the attention kernel (``xqa_fp8``: Hopper's
     fp8-cache XQA, TensorRT-LLM's own)."""
     # further kernels of the call, ``launch_s`` each: the RoPE + cache-append pre-kernel, which
     # Hopper's fp8-cache XQA kernel (TensorRT-LLM's: grouped queries, no attention sinks, not a
     # packing kernel) does itself, and the reduction of the key splits (a kernel of its own
-    # but in Hopper's fp8 XQA and Blackwell's TensorRT-LLM-gen kernel; FlashAttention-3, the
+    # but in TensorRT-LLM's XQA kernels, ``merges``, and Blackwell's TensorRT-LLM-gen kernel;
+    # FlashAttention-3, the
     # packing kernel on Hopper, runs its combine kernel after it and the engine's cache append
     # before it, either cache dtype: vLLM's and SGLang's H100 fp8 rows take no less than their
     # bf16 rows at the floor, 13.0 against 11.5 us and 13.0 against 9.5 us)
@@ -1484,7 +1520,8 @@ def _call_kernels_s(
     # (vLLM's FlashAttention-3 on Hopper runs its combine kernel at every call, one split or
     # many, ``ALWAYS_COMBINE_S``: :data:`ALWAYS_COMBINE_DECODE`)
     always = col(batch, "combine_kernel", 0) > 0
-    kernels = pre.astype(np.float64) + ((splits > 1) & ~xqa_fp8 & (not gen) & ~always)
+    merges = xqa_fp8 if merges is None else merges
+    kernels = pre.astype(np.float64) + ((splits > 1) & ~merges & (not gen) & ~always)
     # TensorRT-LLM's own dispatch of the Blackwell kernel (not the packing engines', which call
     # it through FlashInfer) runs a kernel of its own before the preprocessing
     # (:data:`TRTLLM_GEN_DISPATCH_KERNELS`)
@@ -1540,7 +1577,10 @@ def _decode_calls_s(
     call's own cost and the in-kernel merge of key splits."""
     gen = _trtllm_gen_decode(batch, fig)
     xqa_fp8 = sm90 & (pack > 0) & (not gen)
-    extra = _call_kernels_s(batch, fig, prm, pack, splits, xqa_fp8)
+    # (the mma.sync XQA merges them in the kernel too: XQA_MERGES_IN_KERNEL)
+    mma_sync_xqa = grouped & ~sm90 & _trtllm_own_decode(batch, fig, pack)
+    merges = xqa_fp8 | (XQA_MERGES_IN_KERNEL & mma_sync_xqa)
+    extra = _call_kernels_s(batch, fig, prm, pack, splits, xqa_fp8, merges)
     extra = extra + query_convert_s(batch, fig, prm)
     extra = extra + hd192_side_call_s(batch)
     # TensorRT-LLM's MMHA call (MHA, or grouped queries it does not run as XQA) takes
@@ -1550,16 +1590,17 @@ def _decode_calls_s(
     # its own bf16 decode at head dims 64 and 192 takes ``narrow_head_s`` less a call
     narrow = _narrow_head_call(batch, fig, pack)
     extra = extra - np.where(narrow, prm.get("narrow_head_s", 0.0), 0.0)
-    # Hopper's fp8 XQA kernel and Blackwell's (an fp8 cache) merge a unit's key splits
-    # themselves, no reduction kernel: the last part of a unit to finish reads every part's
-    # partial result in turn, on one SM after the walk, ``merge_s`` a part at every head dim
-    # (inferred, not recalled of the source: its threads span a part's head dim at once, a
-    # wait a part, not a stream of its elements). The tables: at one or two sequences of one
-    # KV head (2-16 query heads) the rows at head dims 64-256 take within 1.17x of each other
-    # at one cache length (medians; H100 4,095-32,767 cached keys, 10.5-21.6 us; B200 to
-    # 65,535, 11.2-27.5 us), where a merge in proportion to the head dim gave 256 four times
-    # 64's wait (docs/time-model.md, "The fp8 decode's in-kernel merge waits a part")
-    merged = np.where((xqa_fp8 | (sm90 & gen)) & (splits > 1), splits, 0.0)
+    # Hopper's fp8 XQA kernel, the mma.sync XQA (XQA_MERGES_IN_KERNEL) and Blackwell's (an
+    # fp8 cache) merge a unit's key splits themselves, no reduction kernel: the last part of a
+    # unit to finish reads every part's partial result in turn, on one SM after the walk,
+    # ``merge_s`` a part at every head dim (inferred, not recalled of the source: its threads
+    # span a part's head dim at once, a wait a part, not a stream of its elements). The
+    # tables: at one or two sequences of one KV head (2-16 query heads) the rows at head dims
+    # 64-256 take within 1.17x of each other at one cache length (medians; H100 4,095-32,767
+    # cached keys, 10.5-21.6 us; B200 to 65,535, 11.2-27.5 us), where a merge in proportion to
+    # the head dim gave 256 four times 64's wait (docs/time-model.md, "The fp8 decode's
+    # in-kernel merge waits a part")
+    merged = np.where((merges | (sm90 & gen)) & (splits > 1), splits, 0.0)
     return extra + prm["merge_s"] * merged
 
 
@@ -1605,6 +1646,10 @@ def decode_terms(
         _split_part_keys(batch, fig),
     )
     splits = np.minimum(splits, _max_splits(batch))  # (SGLang's Triton decode: 8 at most)
+    # TensorRT-LLM's mma.sync XQA picks its own count over the whole cache, window or not
+    # (xqa_splits; Hopper's fp8 XQA keeps the model's: its count tried, not kept)
+    xqa = grouped & _trtllm_own_decode(batch, fig, pack) & ~sm90
+    splits = np.where(xqa, xqa_splits(a["kv"], heads_units, fig), splits)
     # TensorRT-LLM's MMHA units (a query head each) split up to one part an SM over them
     mmha_cap = np.maximum(1.0, np.ceil(sms * MMHA_SPLIT_UNITS_PER_SM / heads_units))
     mmha_units = ~grouped & _trtllm_own_decode(batch, fig, pack)
@@ -1669,15 +1714,16 @@ def decode_terms(
     alone = col(batch, "unit_latency", 0) > 0
     unit_blocks = np.where(fallback, 0.0, unit_blocks)
     unit_cost = np.where(fallback, 0.0, unit_cost)
-    # (every part pays its per-unit work, empty or not; only the parts holding keys stream
-    # the cache and keep tensor cores busy)
+    # (every part pays its per-unit work, a part holding no key ``empty_part`` of it; only the
+    # parts holding keys walk their blocks, stream the cache and keep tensor cores busy)
+    paid = (busy + prm.get("empty_part", 1.0) * (units - busy)) / sms
     out = attention_time(
         batch,
         fig,
         prm,
         units=busy,
-        unit_blocks=unit_blocks * np.maximum(share, 1.0) * walk_scale,
-        unit_cost=unit_cost * np.where(alone, np.maximum(share, 1.0), share) * tensor,
+        unit_blocks=unit_blocks * np.maximum(busy / sms, 1.0) * walk_scale,
+        unit_cost=unit_cost * np.where(alone, np.maximum(share, 1.0), paid) * tensor,
         local=_local_window_s(batch, prm, share),
         serial=np.ones(len(batch)),
         flops=_padded_flops(batch, fig, grouped, rows),

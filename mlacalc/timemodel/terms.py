@@ -168,6 +168,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "wave_s": (0.0, 1e-4, "seconds per further wave of a decode kernel's resident units"),
     "mmha_s": (0.0, 2e-5, "seconds TensorRT-LLM's MMHA decode call takes beyond its XQA call"),
     "narrow_head_s": (0.0, 4e-6, "seconds TensorRT-LLM's bf16 decode call saves at hd 64 / 192"),
+    "empty_part": (0.0, 1.0, "share of a decode part's unit work a part of no cached key pays"),
     "turn_overlap": (
         1.0,
         16.0,
@@ -260,6 +261,9 @@ DEFAULTS: dict[str, float] = {
     "mmha_s": 0.0,
     # no step by head dim where no fit saw it (attention_time.NARROW_HEAD_DIMS)
     "narrow_head_s": 0.0,
+    # a part of a split decode that holds no key (before a window) pays a full part's unit work
+    # where no fit saw it (attention_time.decode_terms)
+    "empty_part": 1.0,
     # a class fitted without them: the class's overlap whatever the units an SM runs in turn
     "turn_overlap": 0.0,
     "overlap_turns": 0.0,
@@ -382,6 +386,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "turn_overlap",
         "overlap_turns",
         "narrow_head_s",
+        "empty_part",
     ),
     "mla_decode": (
         "eff_compute",
@@ -458,7 +463,8 @@ def fit_params(kind: str, dtype: str) -> tuple[str, ...]:
         names = (*names, "dequant_s")  # a cache converted to bf16 by a kernel of its own
     if kind == "attention_decode" and dtype.startswith("fp8"):
         names = (*names, "dequant_s")  # MMHA converts each fp8 cache element
-        names = (*names, "merge_s")  # Hopper's fp8 XQA merges its key splits itself
+    if kind == "attention_decode":
+        names = (*names, "merge_s")  # TensorRT-LLM's XQA merges its key splits itself
     return names
 
 
