@@ -77,3 +77,40 @@ def test_a_device_with_a_shared_datasheet_is_not_said_to_have_none():
             text = (_catalogue_dir() / f"{name}.yaml").read_text()
             assert f"{SHARED_DATASHEETS[name]}.yaml" in text, name
             assert not said, name
+
+
+def test_predict_time_and_roofline_say_plans_device_words(run):
+    """roofline and predict_time warn as plan does (one helper, provenance.device_warnings):
+    an unmeasured device's route (L40S: JSON warnings were []), TensorRT-LLM on an AMD GPU, and
+    the transfer's ratios; a fitted device under its own engine has none."""
+    from mlacalc.serving.plan import plan
+
+    l40s = predict_time("llama-3.1-8b", "L40S", "decode", 4096, 16, scope="model")
+    assert any(w.startswith("L40S is not a fitted device") for w in l40s.warnings)
+    assert any("its figures over A100-SXM-80GB's: SMs 1.31x" in w for w in l40s.warnings)
+    mi = predict_time("llama-3.1-8b", "MI300X", "decode", 4096, 16)
+    assert any("TensorRT-LLM runs on NVIDIA GPUs only" in w for w in mi.warnings)
+    assert not predict_time("llama-3.1-8b", "H100-SXM", "decode", 4096, 16).warnings
+    p = plan("llama-3.1-8b", "MI300X", 1, isl=1000, osl=100)
+    for w in mi.warnings:
+        assert w in p.warnings, w
+    out = json.loads(run("roofline", "llama-3.1-8b", "-H", "MI300X", "--format", "json")[0])
+    said = out["predictions"][0]["warnings"]
+    assert said[:2] == list(mi.warnings[:2])
+
+
+def test_a_device_beyond_the_checked_transfer_is_unvalidated():
+    """H20's bf16 tensor rate is 0.15x H100's, beyond the 0.44x-2.27x the leave-one-device-out
+    check (H100 <-> B200) moved: no error figure is quoted for it (plan said 'expect about 11%');
+    H200 (1.0x the rate, 1.43x the bandwidth) keeps it. The serving errors name their devices."""
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.serving.provenance import prediction_route, route_warning
+
+    h20 = prediction_route("default", load_hardware("H20"), "trtllm")
+    assert h20["expected_error"] is None and h20["ratios"]["bf16"] == pytest.approx(0.15, abs=0.01)
+    words = route_warning(h20)
+    assert "expect about" not in words and "unvalidated" in words and "0.15x" in words
+    h200 = prediction_route("default", load_hardware("H200"), "trtllm")
+    assert h200["expected_error"]["median"] == pytest.approx(0.112)
+    assert "on H100 / H200" in h20["note"] and "none of them on H20" in h20["note"]
+    assert "none of them" not in h200["note"]

@@ -770,13 +770,10 @@ def _vendor_warnings(hw: HardwareSpec, engine: str, components: dict[str, str]) 
     32)."""
     if hw.kind != "gpu" or hw.vendor in ("", "nvidia"):
         return ()
-    out = []
-    if engine == "trtllm":
-        out.append(
-            f"TensorRT-LLM runs on NVIDIA GPUs only: on {hw.name} ({hw.vendor.upper()}) these "
-            "are its kernels' times by datasheet ratios, a stand-in; --engine sglang or vllm "
-            "names an engine that runs there (their kernels measured on NVIDIA GPUs too)"
-        )
+    # deferred: provenance reads the profiles
+    from mlacalc.serving.provenance import engine_vendor_warning
+
+    out = [w for w in (engine_vendor_warning(hw, engine),) if w]
     for component, fmt in components.items():  # given, or as the checkpoint stores them
         if fmt.endswith("nvfp4"):
             out.append(

@@ -29,7 +29,9 @@ __all__ = [
     "ROUTE_ERRORS",
     "SERVING_ERRORS",
     "calibration_of",
+    "device_warnings",
     "engine_profile_of",
+    "engine_vendor_warning",
     "prediction_route",
     "route_warning",
     "serving_error_words",
@@ -307,18 +309,27 @@ SERVING_ERRORS: dict[str, dict[str, Any]] = {
 SERVING_ERROR_SOURCE = "docs/serving.md 'Checked against published figures'"
 
 
-def serving_error_words() -> str:
-    """The serving-level errors in one clause (:data:`SERVING_ERRORS`)."""
+#: The devices the published serving runs of :data:`SERVING_ERRORS` ran on
+SERVING_ERROR_DEVICES = ("H100-SXM", "H200", "H800")
+
+
+def serving_error_words(device: str = "") -> str:
+    """The serving-level errors in one clause (:data:`SERVING_ERRORS`), naming the devices
+    they were measured on; where ``device`` is none of them, that none was measured on it."""
     e = SERVING_ERRORS
     tpot, ttft = e["online_tpot"], e["online_ttft"]
     ep = e["expert_parallel"]
-    return (
+    text = (
         f"served TPOT (ITL) {tpot['median']:+.1%} at the median (max {tpot['max_abs']:.1%}), TTFT "
         f"{ttft['median_abs']:.1%} median |error| (max {ttft['max_abs']:.1%}) against TensorRT-"
-        f"LLM's online Llama runs, offline throughput {e['offline_throughput']['median_abs']:.1%} "
-        f"median |error|, expert-parallel runs' tokens/s {ep['low']:+.1%} .. {ep['high']:+.0%} "
+        f"LLM's online Llama runs on H100 / H200, offline throughput "
+        f"{e['offline_throughput']['median_abs']:.1%} median |error| (H100 / H200), "
+        f"expert-parallel runs' tokens/s {ep['low']:+.1%} .. {ep['high']:+.0%} (H800, H100) "
         f"({SERVING_ERROR_SOURCE})"
     )
+    if device and device not in SERVING_ERROR_DEVICES:
+        text += f", none of them on {device}"
+    return text
 
 
 def prediction_note(route: dict) -> str:
@@ -334,7 +345,7 @@ def prediction_note(route: dict) -> str:
         )
     else:
         kernel = "the kernel tables' error for this route is not measured"
-    text = f"Expected error: {kernel}; {serving_error_words()}"
+    text = f"Expected error: {kernel}; {serving_error_words(route.get('device', ''))}"
     if route.get("geometry_note"):
         text += f"; {route['geometry_note']}"
     return text + "."
@@ -402,6 +413,7 @@ def prediction_route(
         "device": hw.name,
         "device_route": route,
         "device_fit": fit,
+        "ratios": transfer_ratios(hw, fit),
         "engine": engine,
         "engine_route": "stand_in" if engine_note else "own",
         "engine_profile": prof.engine,
@@ -432,6 +444,10 @@ def prediction_route(
         out["expected_error_source"] = (
             f"README.md 'How accurate the times are': {label} on {fit}, fitted (pooled median "
             "/ p90 |error| of every measured row)"
+        )
+    elif route == "same_generation" and measured and _beyond_checked(hw, fit):
+        out["expected_error_source"] = (
+            f"not measured: {_beyond_checked(hw, fit)}; no table of {hw.name} ships (unvalidated)"
         )
     elif route == "same_generation" and measured:
         out["expected_error"] = {"median": round(measured[2] / 100, 4), "p90": None}
@@ -470,6 +486,72 @@ def prediction_route(
     return out
 
 
+#: The figures a device's transfer from a fitted device scales its kernels by, in words
+_RATIO_WORDS = (
+    ("sm_count", "SMs"),
+    ("clock_hz", "clock"),
+    ("l2_bytes", "L2"),
+    ("hbm_bytes_per_s", "bandwidth"),
+    ("bf16", "bf16 tensor rate"),
+)
+
+
+def transfer_ratios(hw: Any, fit: str | None) -> dict[str, float]:
+    """The target's figures over the fitted device's that its kernels are scaled from (SMs,
+    clock, L2, HBM bandwidth, dense bf16 tensor rate): what datasheet ratios moves; empty
+    where no one device's fit is the source (the pooled fit, measured ceilings)."""
+    if not fit or getattr(hw, "measured", False):
+        return {}
+    mine, theirs = _device_figures(hw), _device_figures(load_hardware(fit))
+    if mine is None or theirs is None:
+        return {}
+    out = {}
+    for key, _ in _RATIO_WORDS:
+        a = mine.peaks.get(key) if key == "bf16" else getattr(mine, key, None)
+        b = theirs.peaks.get(key) if key == "bf16" else getattr(theirs, key, None)
+        if a and b:
+            out[key] = round(float(a) / float(b), 3)
+    return out
+
+
+def ratio_words(route: dict) -> str:
+    """The transfer's ratios in one clause: "ratios to H100-SXM: SMs 0.59x, clock 1.00x, L2
+    1.20x, bandwidth 1.19x, bf16 tensor rate 0.15x" (``""`` where there are none)."""
+    r = route.get("ratios") or {}
+    if not r:
+        return ""
+    said = ", ".join(f"{w} {r[k]:.2f}x" for k, w in _RATIO_WORDS if k in r)
+    return f"its figures over {route['device_fit']}'s: {said}"
+
+
+#: The figures the leave-one-device-out check's transfer covers: a device of the same
+#: generation whose tensor rate or bandwidth over the fitted device's lies outside what that
+#: check moved (H100-SXM <-> B200: 0.44x-2.27x the bf16 rate, 0.44x-2.30x the bandwidth) is
+#: not covered by its error
+_CHECKED_RATIOS = (("bf16", "bf16 tensor rate"), ("hbm_bytes_per_s", "bandwidth"))
+
+
+def _beyond_checked(hw: Any, fit: str | None) -> str:
+    """Why the leave-one-device-out error of ``fit``'s profile does not cover ``hw`` (its tensor
+    rate or bandwidth over ``fit``'s beyond the span that check moved: H20's bf16 rate is 0.15x
+    H100's), or ``""``."""
+    other = _OTHER_DEVICE.get(fit or "")
+    if not other:
+        return ""
+    mine = transfer_ratios(hw, fit)
+    checked = transfer_ratios(load_hardware(other), fit)
+    for key, words in _CHECKED_RATIOS:
+        if key not in mine or key not in checked:
+            continue
+        lo, hi = sorted((checked[key], 1 / checked[key]))
+        if not lo * 0.99 <= mine[key] <= hi * 1.01:
+            return (
+                f"its {words} is {mine[key]:.2f}x {fit}'s, beyond the {lo:.2f}x-{hi:.2f}x "
+                f"the leave-one-device-out check ({fit} <-> {other}) spans"
+            )
+    return ""
+
+
 def route_warning(route: dict) -> str:
     """One line for ``plan``'s warnings where the device or the engine was not fitted (``""``
     where both were): how, the benchmark's error for that route, and the clock's note."""
@@ -503,7 +585,32 @@ def route_warning(route: dict) -> str:
         parts.append(f"its error is {route['expected_error_source']}")
     if route["clock_note"]:
         parts.append(route["clock_note"])
+    if ratio_words(route):
+        parts.append(ratio_words(route))
     return "; ".join(parts)
+
+
+def engine_vendor_warning(hw: Any, engine: str) -> str:
+    """TensorRT-LLM on another vendor's GPU (a new-user trial's MI355X plans read as
+    TensorRT-LLM's without a word): it runs on NVIDIA GPUs only, so its kernels' times there
+    are a stand-in; ``""`` elsewhere."""
+    vendor = getattr(hw, "vendor", "")
+    if engine != "trtllm" or getattr(hw, "kind", "") != "gpu" or vendor in ("", "nvidia"):
+        return ""
+    return (
+        f"TensorRT-LLM runs on NVIDIA GPUs only: on {hw.name} ({vendor.upper()}) these "
+        "are its kernels' times by datasheet ratios, a stand-in; --engine sglang or vllm "
+        "names an engine that runs there (their kernels measured on NVIDIA GPUs too)"
+    )
+
+
+def device_warnings(profile: Any, hw: Any, engine: str, engine_note: str = "") -> tuple:
+    """What every front end (plan, roofline, predict_time) says of a device it times by the
+    kernel model without a fit of its own: TensorRT-LLM on another vendor's GPU
+    (:func:`engine_vendor_warning`) and the device's route with its error and ratios
+    (:func:`route_warning`); empty for a fitted device under its own engine."""
+    route = prediction_route(profile, hw, engine, engine_note)
+    return tuple(w for w in (engine_vendor_warning(hw, engine), route_warning(route)) if w)
 
 
 def _device_route(prof: Any, hw: HardwareSpec) -> tuple[str, str | None]:

@@ -928,7 +928,9 @@ def _roofline_ffn_and_head(step: _Step, rates: RooflineRates) -> list[OpTime]:
 
 
 def _prediction(step: _Step, hw, rates, q, impl, ops, **how) -> Prediction:
-    """The prediction of a step from its timed ops; ``how`` says how it was calibrated."""
+    """The prediction of a step from its timed ops; ``how`` says how it was calibrated (and
+    ``device_said``, the device's route warnings, leads the warnings)."""
+    said = how.pop("device_said", ())
     m = step.m
     layer = ""
     if step.scope == "attention_layer":
@@ -964,7 +966,8 @@ def _prediction(step: _Step, hw, rates, q, impl, ops, **how) -> Prediction:
         bandwidth_bytes_per_s=rates.copy_bw,
         weights=_weights_word(step, rates),
         layer=layer,
-        warnings=_step_warnings(step, hw, rates)
+        warnings=said
+        + _step_warnings(step, hw, rates)
         + _geometry_notes(step, impl, how)
         + _chunk_notes(step, impl, q, how),
         **how,
@@ -1247,6 +1250,10 @@ def predict_time(
             ops, q = _model_unfused(step, hw, prof, rates.latency)
         else:
             ops, q = _model_fused(step, hw, prof)
+        # deferred: provenance loads the serving words; the same lines plan warns with
+        from mlacalc.serving.provenance import device_warnings
+
+        said = device_warnings(prof, hw, engine_name, note) if mode == "fused" else ()
         return _prediction(
             step,
             hw,
@@ -1259,6 +1266,7 @@ def predict_time(
             profile=prof.name,
             calibration=prof.describe(hw.name, hw) + (f"; {note}" if note else ""),
             engine=engine_name,
+            device_said=said,
         )
     ops, q = _roofline_attention(step, rates)
     if scope == "model":
