@@ -41,10 +41,10 @@ def test_a_sidecar_of_the_device_is_taken(tmp_path):
     assert p.calibrated
 
 
-#: The catalogue devices the shared datasheets hold (/work/shared/reference/gpu-datasheets/, a
-#: copy of aiconfigurator's system descriptions at 095f58a5; listed here, not read: the tests
-#: and the catalogue read nothing outside the repository). H20, MI300X, MI325X, MI355X, H800,
-#: RTX-4080 and RTX-4090 have none there.
+#: The catalogue devices the shared datasheets hold (the reference folder of GPU datasheets
+#: beside the project, a copy of aiconfigurator's system descriptions at 095f58a5; listed
+#: here, not read: the tests and the catalogue read nothing outside the repository). H20,
+#: MI300X, MI325X, MI355X, H800, RTX-4080 and RTX-4090 have none there.
 SHARED_DATASHEETS = {
     "A100-PCIe-40GB": "a100_pcie",
     "A100-SXM-80GB": "a100_sxm",

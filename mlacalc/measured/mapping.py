@@ -2385,6 +2385,21 @@ def _prompt_core_in_cache_dtype(
     return gen, f8
 
 
+def _dsa_dense_prompt(b: _Builder, rows: np.ndarray, g: dict, bs, isl, keys, h, pairs) -> None:
+    """A DSA prompt module's dense path (SGLang's ``..._dense_mha_...`` rows, up to 2,048 keys;
+    every argument, the geometry ``g`` too, already those rows'): the kv_b GEMM over every key
+    and an ``mla_prefill`` of the new tokens over them all (:func:`_dsa_module_table`)."""
+    tok, lat, qk = bs * isl, g["kv_lora"] + g["rope"], g["nope"] + g["rope"]
+    _gemm_kernels(b, "kv_b", rows, "bf16", bs * keys, h * (g["nope"] + g["v"]), g["kv_lora"])
+    qkv = tok * h * qk * 2 + bs * keys * h * (qk + g["v"]) * 2
+    b.add("mla_context", "mla_prefill", "bf16", rows,
+          2.0 * h * pairs * (qk + g["v"]), qkv + tok * h * g["v"] * 2,
+          batch=bs, q_len=isl, kv_len=keys, n_heads=h, n_kv=h,
+          head_dim_qk=qk, head_dim_v=g["v"], window=0, causal=1, kv_bytes=2,
+          preprocess_bytes=tok * lat * 4,
+          rope_elements=tok * (h + 1) * g["rope"])  # fmt: skip
+
+
 def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, context: bool) -> None:
     """``dsa_context_module_perf`` / ``dsa_generation_module_perf``: DeepSeek-V3.2's and GLM-5's
     sparse-attention module for ``batch_size`` sequences of ``isl`` new tokens (one in the
@@ -2472,16 +2487,8 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     kvb = _elem(kvd)
     d_ = dense & context
     if d_.any():
-        qk = g["nope"] + g["rope"]
-        _gemm_kernels(b, "kv_b", rows[d_], "bf16", (bs * keys)[d_], (h * (g["nope"] + g["v"]))[d_],
-                      g["kv_lora"][d_])  # fmt: skip
-        qkv = tok * h * qk * 2 + bs * keys * h * (qk + g["v"]) * 2
-        b.add("mla_context", "mla_prefill", "bf16", rows[d_],
-              (2.0 * h * pairs * (qk + g["v"]))[d_], (qkv + tok * h * g["v"] * 2)[d_],
-              batch=bs[d_], q_len=isl[d_], kv_len=keys[d_], n_heads=h[d_], n_kv=h[d_],
-              head_dim_qk=qk[d_], head_dim_v=g["v"][d_], window=0, causal=1, kv_bytes=2,
-              preprocess_bytes=(tok * lat * 4)[d_],
-              rope_elements=(tok * (h + 1) * g["rope"])[d_])  # fmt: skip
+        sub = {k: v[d_] for k, v in g.items()}
+        _dsa_dense_prompt(b, rows[d_], sub, *(v[d_] for v in (bs, isl, keys, h, pairs)))
     sp = ~d_
     r = rows[sp]
     _gemm_kernels(b, "bmm_pre", r, "bf16", tok[sp], g["kv_lora"][sp], g["nope"][sp], h[sp],

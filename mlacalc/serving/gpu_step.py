@@ -1188,24 +1188,31 @@ class StepModel:
             )
             dtype = fmt or (self.gemm_dtype if weighted else t.dtype)
             spec = Spec(t.name, t.kind, dtype, t.part, flops, nbytes, sh, calls=t.calls)
-            if t.name == "indexer_ragged_logits":  # its prompts' whole matrix, as mapped
-                decode = t.phases == "decode"
-                rag = dsa_ragged_logits_bytes(
-                    pf_N, pf_q, pf_pre, self.m.index_topk, decode, self.engine
-                )
-                out.append(dataclasses.replace(spec, flops=0.0 * one, bytes=rag * on))
-                continue
-            if "topk_kernel" in shape:  # an engine's top-k of an indexer, as mapped
-                decode = t.phases == "decode"
-                seqs, q, pre = (dec_B, dec_q, dec_S - dec_q) if decode else (pf_N, pf_q, pf_pre)
-                if csa:  # DeepSeek-V4's CSA (FLAT_TOPK_ENGINES, ROW_TOPK_PROMPT)
-                    topk = v4_topk(self.engine, seqs, q, pre, *csa, decode)
-                    out += _engine_topk(spec, topk, on)
-                else:  # a DSA layer's (every engine)
-                    topk = dsa_topk(seqs, q, pre, self.m.index_topk, decode, self.engine)
-                    out += _engine_topk(spec, topk, on, keep=False)
-                continue
-            out.append(spec)
+            rows = (dec_B, dec_q, dec_S, pf_N, pf_q, pf_pre)
+            out += self._indexer_specs(t, spec, shape, on, rows, csa)
+
+    def _indexer_specs(
+        self, t: _Template, spec: Spec, shape: dict[str, Any], on: Any, rows: tuple, csa: Any
+    ) -> list[Spec]:
+        """``spec`` as the step runs it: an indexer's pass over its prompts' whole ragged
+        logits matrix and an engine's top-k of an indexer as the tables' rows are mapped, any
+        other kernel as it is. ``rows``: the decode and prompt drivers (dec_B, dec_q, dec_S,
+        pf_N, pf_q, pf_pre)."""
+        dec_B, dec_q, dec_S, pf_N, pf_q, pf_pre = rows
+        decode = t.phases == "decode"
+        if t.name == "indexer_ragged_logits":  # its prompts' whole matrix, as mapped
+            topk = self.m.index_topk
+            rag = dsa_ragged_logits_bytes(pf_N, pf_q, pf_pre, topk, decode, self.engine)
+            return [dataclasses.replace(spec, flops=0.0 * on, bytes=rag * on)]
+        if "topk_kernel" not in shape:
+            return [spec]
+        # an engine's top-k of an indexer, as mapped
+        seqs, q, pre = (dec_B, dec_q, dec_S - dec_q) if decode else (pf_N, pf_q, pf_pre)
+        if csa:  # DeepSeek-V4's CSA (FLAT_TOPK_ENGINES, ROW_TOPK_PROMPT)
+            return _engine_topk(spec, v4_topk(self.engine, seqs, q, pre, *csa, decode), on)
+        # a DSA layer's (every engine)
+        topk = dsa_topk(seqs, q, pre, self.m.index_topk, decode, self.engine)
+        return _engine_topk(spec, topk, on, keep=False)
 
     def _sampling(self, out: list[Spec], logits: np.ndarray) -> None:
         """What turns the head's logits into tokens, per sampled position: under tensor
