@@ -479,7 +479,8 @@ def _advice(price: _Pricer, not_fit: Counter, policies, counts, hw: HardwareSpec
         more = max(counts) * math.ceil(states / usable)
         return (
             f"the weights and optimizer states alone take at least {human_bytes(states)} a GPU "
-            f"(tp {c.layout.tp} pp {c.layout.pp} dp {c.layout.dp} ep {c.layout.ep}, ZeRO-"
+            f"(tp {c.layout.tp} cp {c.layout.cp} pp {c.layout.pp} dp {c.layout.dp} ep "
+            f"{c.layout.ep}, ZeRO-"
             f"{c.zero}) of the {human_bytes(usable)} usable on {hw.name}: more GPUs (about "
             f"{more:,}), LoRA (lora_rank) or a lighter optimizer or precision"
         )
