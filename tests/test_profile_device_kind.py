@@ -34,6 +34,8 @@ def test_a_cpu_fit_is_refused_for_a_gpu(tmp_path):
         assert out.exit_code != 0, out.output
         message = out.output + str(out.exception)  # the entry point prints an MlacalcError
         assert "--profile" in message and "fitted on CPU runs only" in message
+        # the refusal says where a CPU profile is read
+        assert "mlacalc validate --measured OTHER_RUN.json --profile" in message
 
 
 def test_a_profile_is_left_unused_on_a_cpu(tmp_path):
@@ -41,4 +43,6 @@ def test_a_profile_is_left_unused_on_a_cpu(tmp_path):
     args = ["roofline", "llama-3-8b", "-H", "measured:cpu-2core-epyc-fp32", "--dtype", "fp32"]
     out = CliRunner().invoke(cli, [*args, "--batch", "1", "-s", "512", "--profile", str(path)])
     assert out.exit_code == 0, out.output
-    assert "a profile calibrates GPU kernels); ignored" in out.output
+    # ignored, saying where such a profile is read (validate --measured on another run)
+    said = " ".join(out.output.split())
+    assert "validate --measured OTHER_RUN.json --profile P" in said and "); ignored" in said

@@ -410,7 +410,9 @@ def _device(hardware: str, profile) -> Any:
         warn(
             f"--profile: {device.name} is timed by the roofline on its "
             + ("measured ceilings" if device.measured else "datasheet figures")
-            + " (a profile calibrates GPU kernels); ignored"
+            + " (the kernel model times a catalogue GPU's model step; a profile fitted on "
+            "this device's calibrate-preset runs is read by mlacalc validate --measured "
+            "OTHER_RUN.json --profile P, which times those kernels); ignored"
         )
     return device
 

@@ -467,8 +467,12 @@ def check_profile_applies(profile: Profile, hardware: Any) -> None:
         on = ", ".join(str(e.get("device", "?")) for e in profile.fitted_on)
         raise InvalidArgumentError(
             "--profile",
-            f"profile '{profile.name}' was fitted on CPU runs only ({on}): it does not time "
-            f"{getattr(hardware, 'name', 'a GPU')}'s kernels; fit one on GPU tables or drop it",
+            f"profile '{profile.name}' was fitted on CPU runs only ({on}): a CPU's fp32 fit "
+            f"does not time {getattr(hardware, 'name', 'a GPU')}'s GPU kernels (datasheet "
+            "ratios from a CPU are no transfer); fit one on GPU tables (mlacalc calibrate "
+            "DIR-or-GPU-SIDECAR -o p.json) or drop it; a CPU profile validates another run of "
+            "its CPU: mlacalc validate --measured OTHER_RUN.json --profile it "
+            "(docs/microbenchmark.md)",
         )
 
 
