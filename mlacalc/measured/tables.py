@@ -227,6 +227,17 @@ def system_device(system: str) -> str | None:
     return None
 
 
+def canonical_system(system: str, device: str) -> str:
+    """The collector's system name (:data:`SYSTEM_DEVICES`) of a folder's ``device`` where it
+    has one, else the folder's name: a table's rules per device (the mapping's kernel choices,
+    its host floors) are keyed by the collector's names, so a folder named after a catalogue
+    device (``A100-SXM-80GB/``, ``H100-SXM/``) is read as the collector's (``a100_sxm``) and
+    predicts as it does."""
+    if system in SYSTEM_DEVICES:
+        return system
+    return next((s for s, d in SYSTEM_DEVICES.items() if d == device), system)
+
+
 class UnknownSystemError(KeyError, MlacalcError):
     """A measured set's system folder that names no device in the hardware catalogue."""
 
@@ -497,7 +508,9 @@ def _read_parquet(path: Path, meta: dict[str, Any]) -> list[MeasuredTable]:
     _check_columns_match_folder(cols, device, system, engine, str(runtime["framework"]), str(path))
     common: dict[str, Any] = {
         "engine": engine,
-        "system": system,
+        # the collector's name of the device where it has one (A100-SXM-80GB/ reads as
+        # a100_sxm/): the mapping's and the host floors' rules per device are keyed by it
+        "system": canonical_system(system, device),
         "device": device,
         "family": family,
         "framework": str(runtime["framework"]),
