@@ -205,3 +205,17 @@ def test_the_step_note_says_each_stage_is_timed_with_its_own_layers(run):
     flat = " ".join(out.split())
     assert "(MoE layers a stage: 6/12, 12/12, 12/12, 12/12)" in flat
     assert "Pipeline stages" in flat and "(slowest)" in flat
+
+
+def test_the_memory_model_cuts_chunks_with_the_step_model_helper(monkeypatch):
+    """One helper cuts a stage into chunks (cost._held had its own copy of the rule)."""
+    from mlacalc.training import cost, step
+
+    lay = Layout(tp=1, pp=2, dp=1, ep=1, micro_batch=1, global_batch=4, cp=1, vp=2)
+    each = [Fraction(1), Fraction(1), Fraction(1), Fraction(10), Fraction(10)]
+    assert step.chunk_sizes(5, 2) == [3, 2] and step.chunk_sizes(4, 3) == [2, 1, 1]
+    ids = step.stage_layer_ids(10, replace(lay, stage_layers=(5, 5)))
+    assert ids[0] == [0, 1, 2, 6, 7] and ids[1] == [3, 4, 5, 8, 9]
+    even = _held(lay, 1, each)
+    monkeypatch.setattr(cost, "chunk_sizes", lambda n, vp: [1] * (vp - 1) + [n - vp + 1])
+    assert _held(lay, 1, each) != even

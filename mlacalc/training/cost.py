@@ -59,6 +59,7 @@ from mlacalc.training.memory import (
 from mlacalc.training.step import (
     Layout,
     StepTime,
+    chunk_sizes,
     expert_dp,
     make_layout,
     stage_layer_ids,
@@ -721,9 +722,8 @@ def _held(lay: Layout, s: int, each: list[Fraction]) -> Fraction:
     when the first is the lighter."""
     if lay.vp == 1:
         return sum(each, Fraction(0)) * _in_flight(lay, s)
-    n, chunks, start = len(each), [], 0
-    for c in range(lay.vp):  # as stage_layer_ids cuts them: the longer chunks first
-        size = n // lay.vp + (c < n % lay.vp)
+    chunks, start = [], 0
+    for size in chunk_sizes(len(each), lay.vp):
         chunks.append(sum(each[start : start + size], Fraction(0)))
         start += size
     total = lay.micro_batches * lay.vp

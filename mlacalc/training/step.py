@@ -96,6 +96,7 @@ __all__ = [
     "Layout",
     "StageTime",
     "StepTime",
+    "chunk_sizes",
     "layer_calls",
     "make_layout",
     "shard",
@@ -781,6 +782,13 @@ def _optimizer_seconds(
     return _seconds([kernel], hw, profile)
 
 
+def chunk_sizes(layers: int, vp: int) -> list[int]:
+    """A stage's ``layers`` cut into ``vp`` chunks as evenly as whole layers go, the longer
+    chunks first: how :func:`stage_layer_ids` cuts each stage under the interleaved schedule
+    (and how the memory model reads a stage's chunks)."""
+    return [layers // vp + (c < layers % vp) for c in range(vp)]
+
+
 def stage_layer_ids(num_layers: int, lay: Layout) -> list[list[int]]:
     """The layers each pipeline stage holds, in the order it runs them. Under 1F1B, one
     contiguous block a stage: ``lay.stage_layers`` where given, else an even split, the first
@@ -795,7 +803,7 @@ def stage_layer_ids(num_layers: int, lay: Layout) -> list[list[int]]:
     if lay.vp == 1:
         starts = [sum(counts[:s]) for s in range(lay.pp)]
         return [list(range(a, a + n)) for a, n in zip(starts, counts, strict=True)]
-    chunks = [[n // lay.vp + (c < n % lay.vp) for c in range(lay.vp)] for n in counts]
+    chunks = [chunk_sizes(n, lay.vp) for n in counts]
     out: list[list[int]] = [[] for _ in range(lay.pp)]
     start = 0
     for c in range(lay.vp):
