@@ -102,7 +102,12 @@ from mlacalc.measured.mapped import (
     MappedTable,
     canon_dtypes,
 )
-from mlacalc.measured.moe_routing import ROW_TILES, rank_loads
+from mlacalc.measured.moe_routing import (
+    GROUPED_ROUTING,
+    ROW_TILES,
+    grouped_rank_loads,
+    rank_loads,
+)
 from mlacalc.measured.msa_modules import msa_module_parts
 from mlacalc.measured.quirks import apply_quirks
 from mlacalc.measured.tables import SYSTEM_L2_BYTES, MeasuredSet, MeasuredTable, load_measured
@@ -1769,6 +1774,33 @@ def _moe_rank_loads(
     return assigned, active_e, most, row_tiles, whole
 
 
+#: Engines whose ``moe_perf`` collectors route a :data:`~mlacalc.measured.moe_routing.
+#: GROUPED_ROUTING` shape with its model's group-limited top-k (TensorRT-LLM's collector
+#: renormalizes a plain top-k: its tables' rows of DeepSeek-V3's shape halve at EP 2)
+GROUPED_ROUTING_ENGINES = ("sglang", "vllm")
+
+
+def _grouped_routing(
+    t: MeasuredTable,
+    hidden: np.ndarray,
+    inter: np.ndarray,
+    experts: np.ndarray,
+    topk: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row whether its collector routes it with group-limited top-k
+    (:data:`GROUPED_ROUTING_ENGINES`, :data:`~mlacalc.measured.moe_routing.GROUPED_ROUTING`),
+    and its groups and groups kept (0 elsewhere)."""
+    n = len(hidden)
+    on, groups, kept = np.zeros(n, dtype=bool), np.zeros(n), np.zeros(n)
+    if t.engine not in GROUPED_ROUTING_ENGINES:
+        return on, groups, kept
+    for (h, i, n_e, k), (g, gk) in GROUPED_ROUTING.items():
+        sel = (hidden == h) & (inter == i) & (experts == n_e) & (topk == k)
+        on |= sel
+        groups[sel], kept[sel] = g, gk
+    return on, groups, kept
+
+
 def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     dt = canon_dtypes(t.column("moe_dtype"))
     T = _f(t.column("num_tokens"))
@@ -1785,6 +1817,31 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
             continue
         alpha[dist == label] = float(str(label)[len("power_law_") :])
     assigned, active_e, most, row_tiles, whole = _moe_rank_loads(t, T, topk, E, ep, alpha)
+    # a balanced row of a shape its collector routes with the model's group-limited top-k: the
+    # round-robin logits' ties put most of the call on the lowest experts, rank 0's
+    # (moe_routing.grouped_rank_loads); each expert's rows padded on its own, as a power-law
+    # row's (docs/time-model.md, "A balanced row under DeepSeek-V3's grouped routing")
+    grouped, groups, kept = _grouped_routing(t, hidden, inter, E, topk)
+    if grouped.any():
+        # (power-law rows spread as balanced ones take the balanced logits)
+        law = np.where(whole, 0.0, alpha)
+        g = grouped_rank_loads(
+            T[grouped],
+            topk[grouped],
+            E[grouped],
+            ep[grouped],
+            groups[grouped],
+            kept[grouped],
+            law[grouped],
+        )
+        assigned, active_e, most = assigned.copy(), active_e.copy(), most.copy()
+        assigned[grouped], active_e[grouped], most[grouped] = (
+            g.assignments,
+            g.active_experts,
+            g.max_per_expert,
+        )
+        row_tiles[grouped] = g.row_tiles
+        whole = whole & ~grouped
     source = t.columns.get("kernel_source", np.full(len(t), ""))
     gated = (~np.char.endswith(source.astype(str), "nongated")).astype(np.float64)
     gated[_nongated_shape(hidden, inter, E, topk)] = 0.0
@@ -1837,7 +1894,8 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     # keep the equal share's row tiles on power-law rows: their power-law rows were already as
     # slow in the model as their balanced ones or slower, and the drawn tiles made them slower
     # still (docs/time-model.md, "A power-law row's experts padded one by one")
-    row_tiles[gen | flashinfer] = 0.0
+    # (not the rows of a grouped routing, whose loads above are exact)
+    row_tiles[(gen | flashinfer) & ~grouped] = 0.0
     col_tile = np.where(sg, sg_cols, 0.0)
     # Marlin's MoE (SGLang's and vLLM's int4 and MXFP4 weight-only kernels): its block of rows
     # by the mean load (:func:`~mlacalc.timemodel.moe_time.marlin_row_tile`)

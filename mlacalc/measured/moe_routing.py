@@ -35,7 +35,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["DRAWS", "ROW_TILES", "RankLoad", "power_law_draws", "rank_loads"]
+__all__ = [
+    "DRAWS",
+    "GROUPED_ROUTING",
+    "ROW_TILES",
+    "RankLoad",
+    "grouped_balanced_loads",
+    "grouped_rank_loads",
+    "power_law_draws",
+    "rank_loads",
+]
 
 #: Routing draws averaged per power-law row (the collector averages five per measurement).
 DRAWS = 32
@@ -137,4 +146,129 @@ def rank_loads(
             out_max[sel] = top.max(axis=1).mean()
             out_act[sel] = (top > 0).sum(axis=1).mean()
             out_tiles[sel] = np.ceil(top[:, :, None] / row_tile).sum(axis=1).mean(axis=0)
+    return RankLoad(out_a, out_max, out_act, out_tiles)
+
+
+#: (hidden, intermediate, experts, top-k) of the MoE shapes whose SGLang and vLLM ``moe_perf``
+#: rows route with group-limited top-k, with (groups, groups kept): DeepSeek-V3's (its router
+#: keeps the top 4 of 8 groups of 32 experts, each scored by its two best experts, then the
+#: top-8 experts of those groups). Read from the tables, not a collector's source: their
+#: balanced rows of this shape alone take at EP 2 the time of EP 1 (docs/time-model.md, "A
+#: balanced row under DeepSeek-V3's grouped routing")
+GROUPED_ROUTING = {(7168, 2048, 256, 8): (8, 4)}
+
+
+def _balanced_picks(tokens: int, topk: int, experts: int) -> np.ndarray:
+    """The experts the collector's balanced logits single out for each token, shape
+    ``(tokens, topk)``: a stride of ``ceil(E / k)`` between a token's experts, token ``t``
+    starting at ``t`` (or at ``floor(t * stride / tokens)`` while the tokens are fewer than the
+    stride), as recalled of the collector (no copy of it ships with the tables)."""
+    stride = -(-experts // topk)
+    t = np.arange(tokens, dtype=np.int64)[:, None]
+    i = np.arange(topk, dtype=np.int64)[None, :]
+    start = t if tokens >= stride else (t * stride) // tokens
+    return (start + i * stride) % experts
+
+
+def _power_law_picks(loads: np.ndarray, topk: int, ep: int) -> tuple[np.ndarray, np.ndarray]:
+    """The experts the collector's power-law logits single out for each token, shape
+    ``(tokens, topk)``, from one draw's per-expert ``loads``: the most-loaded rank's block of
+    experts swapped with rank 0's, every expert listed ``load`` times from the most loaded
+    down, the list read as ``topk`` rows of ``tokens`` (token ``t``'s ``i``-th expert at ``i x
+    tokens + t``), as recalled of the collector (no copy of it ships with the tables); with
+    the count of tokens of each row of picks."""
+    experts = loads.shape[0]
+    blocks = loads.reshape(ep, experts // ep).copy()
+    top = int(blocks.sum(axis=1).argmax())
+    blocks[[0, top]] = blocks[[top, 0]]
+    loads = blocks.reshape(experts).astype(np.int64)
+    order = np.argsort(-loads, kind="stable")
+    ends = np.cumsum(loads[order])  # the list's position after each expert's run
+    tokens = int(ends[-1]) // topk
+    # tokens between two changes of the list in any of its rows share their picks: one row of
+    # picks for each run of tokens, with the run's length
+    starts = np.unique(np.concatenate([[0], ends[:-1] % tokens]))
+    at = np.arange(topk)[None, :] * tokens + starts[:, None]
+    picks = order[np.searchsorted(ends, at, side="right")]
+    return picks, np.diff(np.append(starts, tokens))
+
+
+def _grouped_routed(
+    picks: np.ndarray, count: np.ndarray, experts: int, groups: int, kept: int
+) -> np.ndarray:
+    """Every expert's assignments when logits singling out ``picks`` (the picked experts score
+    high, every other expert the same low score) go through group-limited top-k: each group
+    scored by its two best experts, the ``kept`` best groups taken (ties to the lower index),
+    then the ``topk`` best experts of those groups: the picked ones there, the rest filled by
+    the lowest-index experts of those groups (ties to the lower index); ``count`` tokens have
+    each row of picks. Shape ``(experts,)``."""
+    tokens, topk = picks.shape
+    size = experts // groups
+    hot = np.zeros((tokens, experts), dtype=bool)
+    np.put_along_axis(hot, picks, True, axis=1)
+    # a group's score: its two best experts, picked ones first (a stable sort keeps the lower
+    # group first among equals)
+    score = np.minimum(hot.reshape(tokens, groups, size).sum(axis=2), 2)
+    order = np.argsort(-score, axis=1, kind="stable")[:, :kept]
+    allowed = np.zeros((tokens, groups), dtype=bool)
+    np.put_along_axis(allowed, order, True, axis=1)
+    allowed = np.repeat(allowed, size, axis=1)
+    # the best experts of the kept groups: picked before unpicked, lower index first
+    key = np.where(allowed, np.where(hot, 0, 1) * experts + np.arange(experts)[None, :], 2**40)
+    chosen = np.argsort(key, axis=1, kind="stable")[:, :topk]
+    weights = np.repeat(count, topk).astype(np.float64)
+    return np.bincount(chosen.ravel(), weights=weights, minlength=experts)
+
+
+def grouped_balanced_loads(
+    tokens: int, topk: int, experts: int, groups: int, kept: int
+) -> np.ndarray:
+    """Every expert's assignments when the balanced logits (:func:`_balanced_picks`) go through
+    group-limited top-k (:func:`_grouped_routed`). Shape ``(experts,)``, summing to ``tokens x
+    topk``."""
+    picks, count = np.unique(_balanced_picks(tokens, topk, experts), axis=0, return_counts=True)
+    return _grouped_routed(picks, count, experts, groups, kept)
+
+
+def grouped_rank_loads(
+    tokens: np.ndarray,
+    topk: np.ndarray,
+    experts: np.ndarray,
+    ep: np.ndarray,
+    groups: np.ndarray,
+    kept: np.ndarray,
+    alpha: np.ndarray,
+) -> RankLoad:
+    """The measured rank's loads under group-limited top-k: balanced rows (``alpha`` 0) from
+    the balanced logits (:func:`grouped_balanced_loads`), power-law rows the mean over the
+    :data:`DRAWS` draws of :func:`power_law_draws` of each draw's logits
+    (:func:`_power_law_picks`) routed (:func:`_grouped_routed`). The rank holds the first ``E /
+    ep`` experts (rank 0's block, where the collector swapped the most-loaded rank of the
+    draws before routing). Row tiles are the count of each of :data:`ROW_TILES`, every
+    expert's rows padded on its own."""
+    n = len(tokens)
+    out_a, out_max, out_act = np.zeros(n), np.zeros(n), np.zeros(n)
+    out_tiles = np.zeros((n, len(ROW_TILES)))
+    row_tile = np.array(ROW_TILES, dtype=np.float64)
+    cache: dict[tuple, np.ndarray] = {}
+    drawn: dict[tuple, np.ndarray] = {}
+    for r in range(n):
+        t, k, e, p = int(tokens[r]), int(topk[r]), int(experts[r]), int(ep[r])
+        g, gk, a = int(groups[r]), int(kept[r]), float(alpha[r])
+        key = (t, k, e, g, gk, a, p if a > 0 else 0)
+        if key not in cache:
+            if a > 0:
+                if (t, k, e, a) not in drawn:
+                    drawn[(t, k, e, a)] = power_law_draws(t, k, e, a)
+                draws = drawn[(t, k, e, a)]
+                cache[key] = np.stack(
+                    [_grouped_routed(*_power_law_picks(d, k, p), e, g, gk) for d in draws]
+                )
+            else:
+                cache[key] = grouped_balanced_loads(t, k, e, g, gk)[None, :]
+        mine = cache[key][:, : e // p]
+        out_a[r] = mine.sum(axis=1).mean()
+        out_max[r] = mine.max(axis=1).mean()
+        out_act[r] = (mine > 0).sum(axis=1).mean()
+        out_tiles[r] = np.ceil(mine[:, :, None] / row_tile).sum(axis=1).mean(axis=0)
     return RankLoad(out_a, out_max, out_act, out_tiles)
