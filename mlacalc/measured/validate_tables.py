@@ -365,6 +365,29 @@ def _same_content(table: Any, digests: set[str] | None) -> bool:
     return mine in digests
 
 
+def _namesakes(prof: Any, tables: list[Any]) -> list[str]:
+    """Warnings for the tables of ``tables`` of a device and name the profile was fitted on
+    under other content (validated: a held-out table): the content digest tells a whole table,
+    not its rows, so rows the fit also held would go unseen and read as held out."""
+    if prof is None:
+        return []
+    fitted, engine = _fitted_tables(prof), getattr(prof, "engine", DEFAULT_ENGINE)
+    named = sorted(
+        {
+            f"{t.device}/{t.table}"
+            for t in tables
+            if (t.device, t.table) in fitted and t.engine in (engine, SHARED)
+        }
+    )
+    if not named:
+        return []
+    return [
+        f"profile '{prof.name}' was fitted on other tables named {', '.join(named[:4])}"
+        f"{' ...' if len(named) > 4 else ''}: validated as held out by their content; rows "
+        "these share with the fit's read better than held-out rows would"
+    ]
+
+
 def _check_not_fitted_on(prof: Any, tables: list[Any]) -> None:
     """Refuse a profile fitted on any of the tables it would validate."""
     clash = _clash(prof, tables)
@@ -755,6 +778,8 @@ def validate_measured(
     plans, note = (
         _plan_profiles(by_device, gpu_tables, engine, named) if profile is None else ({}, "")
     )
+    for prof in {id(p): p for p in by_device.values()}.values():
+        said = said + _namesakes(prof, [t for t in gpu_tables if by_device.get(t.device) is prof])
     return MeasuredValidation(out, label, named, engine, plans, note, said)
 
 
