@@ -114,3 +114,29 @@ def test_a_device_beyond_the_checked_transfer_is_unvalidated():
     assert h200["expected_error"]["median"] == pytest.approx(0.112)
     assert "on H100 / H200" in h20["note"] and "none of them on H20" in h20["note"]
     assert "none of them" not in h200["note"]
+
+
+def test_a_profile_fitted_on_the_users_tables_says_its_own_error(tmp_path, run):
+    """A profile calibrate fits on a user's L40S tables (GEMMs only) gives its own residuals as
+    the error of its route (plan said 'the kernel tables' error for this route is not
+    measured'), and plan and roofline warn that it fits only those classes."""
+    from mlacalc.timemodel.profile import Profile, load_profile
+
+    h100 = load_profile("default").devices["H100-SXM"]["gemm:bf16"]
+    residual = {"rows": 300, "median_abs_error": 0.0605, "p90_abs_error": 0.1926}
+    path = Profile(
+        name="l40s-prof",
+        classes={"gemm:bf16": dict(h100)},
+        devices={"L40S": {"gemm:bf16": dict(h100)}},
+        fitted_on=({"device": "L40S", "tables": {"gemm_perf": 300}, "sources": ["x"]},),
+        residuals={"L40S": {"gemm:bf16": residual}},
+    ).save(tmp_path / "l40s-prof.json")
+    args = ["llama-3.1-8b", "-H", "L40S", "--profile", str(path), "--format", "json"]
+    doc = json.loads(run("plan", *args[:3], "--gpus", "1", *args[3:])[0])
+    route = doc["prediction"]
+    assert route["expected_error"] == {"median": 0.0605, "p90": 0.1926}
+    assert "gemm:bf16 300 rows, median 6.0%, p90 19.3%" in route["expected_error_source"]
+    said = "L40S is timed by a profile fitted on its own tables for gemm:bf16 only"
+    assert any(w.startswith(said) for w in doc["warnings"])
+    out = json.loads(run("roofline", *args)[0])
+    assert any(w.startswith(said) for w in out["predictions"][0]["warnings"])

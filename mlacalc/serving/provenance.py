@@ -456,6 +456,25 @@ def prediction_route(
             f"{_OTHER_DEVICE[fit or '']}'s tables (leave one device out, pooled median |error|), "
             f"the nearest measured route: no table of {hw.name} ships, so its own is not measured"
         )
+    own = _own_residuals(prof, hw.name) if route == "fitted" and not measured else {}
+    if own and not engine_note:
+        # a profile fitted on the user's own tables of this device: its residuals there (the
+        # worst class's, fitted rows, not held out) are the only error measured for it
+        out["expected_error"] = {
+            "median": round(max(r["median_abs_error"] for r in own.values()), 4),
+            "p90": round(max(r.get("p90_abs_error", 0.0) for r in own.values()), 4),
+        }
+        out["expected_error_source"] = (
+            f"profile {prof.name}'s own residuals on the {hw.name} tables it was fitted on "
+            "(fitted rows, not held out; the worst class's): "
+            + "; ".join(
+                f"{k} {r.get('rows', '?')} rows, median {r['median_abs_error']:.1%}, p90 "
+                f"{r.get('p90_abs_error', 0.0):.1%}"
+                for k, r in own.items()
+            )
+            + "; a kernel class it holds no fit of is not measured"
+        )
+        out["own_fit_classes"] = sorted(own)
     if not out["expected_error_source"]:
         out["expected_error_source"] = (
             "not measured: no table of this device's tensor-core generation ships"
@@ -556,7 +575,14 @@ def route_warning(route: dict) -> str:
     """One line for ``plan``'s warnings where the device or the engine was not fitted (``""``
     where both were): how, the benchmark's error for that route, and the clock's note."""
     if route["device_route"] == "fitted" and route["engine_route"] == "own":
-        return ""
+        if not route.get("own_fit_classes"):
+            return ""
+        return (
+            f"{route['device']} is timed by a profile fitted on its own tables for "
+            f"{', '.join(route['own_fit_classes'])} only; its error there: "
+            f"{route['expected_error_source']} (the calibration line says how every other "
+            "class is timed)"
+        )
     how = {
         "same_generation": f"by datasheet ratios from the {route['device_fit']} fit (same "
         "tensor-core generation)",
@@ -588,6 +614,18 @@ def route_warning(route: dict) -> str:
     if ratio_words(route):
         parts.append(ratio_words(route))
     return "; ".join(parts)
+
+
+def _own_residuals(prof: Any, device: str) -> dict[str, dict]:
+    """The residuals a profile records for ``device``'s own classes (``mlacalc calibrate`` on
+    a user's tables), each with a median |error|; empty for a shipped profile's device that
+    :data:`ROUTE_ERRORS` covers, or a profile without them."""
+    theirs = (getattr(prof, "residuals", {}) or {}).get(device, {})
+    return {
+        k: r
+        for k, r in theirs.items()
+        if isinstance(r, dict) and isinstance(r.get("median_abs_error"), (int, float))
+    }
 
 
 def engine_vendor_warning(hw: Any, engine: str) -> str:
