@@ -101,6 +101,16 @@ def test_the_pruned_search_equals_a_brute_force_pricing(name, batch, seq_len, vp
     assert s.priced < tried  # pruned: fewer pricings than layouts
 
 
+def test_materialized_attention_searches_no_context_parallelism():
+    """The absorbed path's materialized attention refuses cp > 1: no such layout is tried
+    (they had been counted as 'refused (cp)')."""
+    s = training_search("deepseek-v2-lite", "H100", 4, 8, 4096, impl="absorbed", top=3)
+    assert s.ranked and all(c.layout.cp == 1 for c in s.ranked)
+    assert not any(k.startswith("refused") for k in s.not_fit)
+    with pytest.raises(MlacalcError, match=r"^cp"):
+        training_search("deepseek-v2-lite", "H100", 4, 8, 4096, impl="absorbed", cp=2)
+
+
 def test_the_bound_is_the_largest_part_of_the_step():
     s = training_search("llama-3.1-8b", "H100", 8, 64, 4096, top=1, recompute="full", pp=(2,))
     c = s.best

@@ -10,7 +10,8 @@ under the cost function's accounting:
 
 - divisibility: ``tp`` within the device's scale-up domain (its NVLink node or rack) and
   dividing the heads; ``2 cp`` dividing the sequence; ``pp`` at most the layers; ``dp``
-  dividing the global batch; ``ep`` dividing the experts and the ``dp x cp x tp`` ranks; the
+  dividing the global batch (``cp`` 1 under materialized attention, the absorbed path's);
+  ``ep`` dividing the experts and the ``dp x cp x tp`` ranks; the
   micro-batch dividing a rank's sequences; ``pp x v`` dividing the layers and ``pp`` the
   micro-batches under the interleaved schedule. What fails these is not a layout, not counted.
 - weights and states: a layout's memory is at least a stage's weights, gradients and
@@ -42,7 +43,7 @@ from mlacalc.models.loading import ModelConfig, model_argument
 from mlacalc.render import human_bytes
 from mlacalc.serving.plan_checks import check_number, usable_of
 from mlacalc.training.cost import TrainingCost, training_cost
-from mlacalc.training.flops import RECOMPUTE_POLICIES
+from mlacalc.training.flops import RECOMPUTE_POLICIES, default_attention
 from mlacalc.training.step import expert_dp, make_layout
 from mlacalc.words import arguments as args
 from mlacalc.words import defaults as D
@@ -316,6 +317,9 @@ def training_search(
         "virtual_stages": _limits("virtual_stages", virtual_stages or 1),
         "micro_batch": _limits("micro_batch", micro_batch),
     }
+    attention = fixed.get("attention") or default_attention(fixed.get("impl", "expanded"))
+    if attention != "flash":  # the ring's flash kernel does not split materialized attention
+        only["cp"] = tuple(x for x in only["cp"] or (1,) if x == 1)
     zeros = _choices("zero", zero, _ZERO)
     policies = _policies(m, fixed.get("impl", "expanded"), recompute)
     usable = usable_of(int(hw.memory_bytes), 0, reserve)
