@@ -143,6 +143,11 @@ def step_rows(t: dict, overlap: bool) -> list[dict]:
     return out
 
 
+def _box_words(note: str) -> str:
+    """A library note in the tab's words: the stage split's field as the box that sets it."""
+    return note.replace("stage_layers", "the pipeline stage layers box")
+
+
 def stage_rows(t: dict) -> list[dict]:
     """Each pipeline stage's micro-batch as the stages table shows it."""
     return [
@@ -404,7 +409,7 @@ def render(sc: Scenario) -> None:
             "model and the link model "
             f"(profile {t['profile']}: {t['calibration']}; benchmarks/bench_training.py gives "
             "its error on published runs)"
-            + (f"; {d['step_layers_note']}." if d.get("step_layers_note") else "."),
+            + (f"; {_box_words(d['step_layers_note'])}." if d.get("step_layers_note") else "."),
         )
         if len(t["stages"]) > 1:
             show_table(

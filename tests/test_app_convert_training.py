@@ -341,6 +341,10 @@ def test_the_training_tab_takes_stage_layers():
     c = mlacalc.training_cost("llama-3.1-8b", 4096, hardware="H100", pp=4, global_batch=8,
                               stage_layers="7,..,7")  # fmt: skip
     assert list(table["micro-batch (s)"]) == pytest.approx([s.micro_batch_s for s in c.time.stages])
+    # the note names the box, not the library's field (it said "as stage_layers gives them")
+    note = " ".join(c.value for c in at.caption)
+    assert "as the pipeline stage layers box gives them" in note
+    assert "stage_layers" not in note
     at.text_input(key="tr_stage_layers").set_value("7,8,8").run()
     want = "stage_layers: got 3 counts for 4 pipeline stages"
     assert any(e.value.startswith(want) for e in at.error)
