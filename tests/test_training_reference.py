@@ -587,6 +587,8 @@ class Model:
                 x = self.layer(w, x)
         final = LN.apply(x, self.nf, self.bf) if hasattr(self, "bf") else RMS.apply(x, self.nf)
         logits = F.linear(final, self.head)
+        # the loss on fp32 logits, as Megatron-LM upcasts them (the cast saves nothing)
+        logits = logits.float()
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
 
 
@@ -731,9 +733,10 @@ def test_the_layer_rerun_in_backward_saves_what_memory_adds(cfg, impl):
 def test_hugging_face_eager_layers_save_more_than_the_fused_reference():
     """The activation list is that of fused kernels (FlashAttention, fused RMSNorm and RoPE):
     a Hugging Face Llama layer (transformers, SDPA attention, bf16) saves about a third more
-    (its RMSNorm's fp32 copies, RoPE's cos/sin and rotated halves, SiLU's input): +41.9% on
-    this tiny model against the count with its eager SwiGLU (``swiglu="unfused"``), +55.8%
-    against the default fused SwiGLU (the new-user trial measured +17% to +82% over Llama,
+    (its RMSNorm's fp32 copies, RoPE's cos/sin and rotated halves, SiLU's input): +34.7% on
+    this tiny model against the count with its eager SwiGLU (``swiglu="unfused"``), +47.2%
+    against the default fused SwiGLU (+41.9% and +55.8% before the loss's log-probabilities
+    were counted in fp32, as both upcast them) (the new-user trial measured +17% to +82% over Llama,
     GPT-2, Mixtral and Qwen3-MoE against the unfused count, the range docs/training.md
     states); eager attention adds the probabilities."""
     transformers = pytest.importorskip("transformers")
@@ -753,5 +756,5 @@ def test_hugging_face_eager_layers_save_more_than_the_fused_reference():
         s: sum(a.bytes * a.layers for a in layer_activations(m, t, b, "expanded", "none", swiglu=s))
         for s in ("fused", "unfused")
     }
-    assert 1.35 < saved / ours["unfused"] < 1.5  # 1.419: HF's SwiGLU is the eager one
-    assert 1.5 < saved / ours["fused"] < 1.6  # 1.558 against the default (fused SwiGLU)
+    assert 1.3 < saved / ours["unfused"] < 1.4  # 1.347: HF's SwiGLU is the eager one
+    assert 1.4 < saved / ours["fused"] < 1.55  # 1.472 against the default (fused SwiGLU)

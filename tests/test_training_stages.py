@@ -58,8 +58,9 @@ def test_a_uniform_model_s_pace_is_unchanged_and_its_bubble_holds_no_head():
     c = training_cost("llama-3.1-8b", 4096, hardware="H100", pp=4, global_batch=16)
     t = c.time
     assert t.slowest_stage == 3 and [st.layers for st in t.stages] == [8, 8, 8, 8]
-    # the figure main (ab1ab80) gave this stage, on L / pp = 8 average layers with the head
-    assert t.micro_batch_s == pytest.approx(0.08275356719248803, rel=1e-9)
+    # main (ab1ab80) gave this stage 0.08275 s, on L / pp = 8 average layers with the head;
+    # the loss on its logits (fp32 cross-entropy, test_training_loss.py) adds to it since
+    assert t.micro_batch_s == pytest.approx(0.09172267504656875, rel=1e-9)
     rest = [st.micro_batch_s for st in t.stages[:3]]
     assert t.bubble_s == pytest.approx(sum(rest)) and max(rest) < 0.85 * t.micro_batch_s
     assert t.step_s == pytest.approx(

@@ -46,7 +46,9 @@ this count with ``swiglu="unfused"``:
   forward runs again and saves the rest: :func:`recomputed_layer_bytes`, which memory per GPU
   adds once);
 - the embedding its token ids (int64); the head: the final norm's input and RMS, the normed
-  input, the log-probabilities (``N V``), the targets (int64) and the loss's total weight.
+  input, the log-probabilities (``N V``, fp32: the loss upcasts the logits, as Megatron-LM's
+  vocab-parallel cross-entropy does, from recall), the targets (int64) and the loss's total
+  weight (fp32 too).
 
 - GPT-2 and Falcon: LayerNorms save their input, mean and reciprocal standard deviation (fp32);
   the fused QKV projection's output holds Q, K and V (the flash kernel keeps it whole); the MLP
@@ -334,9 +336,11 @@ def layer_activations(
         ("final_norm_input", n * d, a),
         *stats,
         ("normed", n * d, a),
-        ("log_probabilities", n * m.vocab_size, a),
+        # Megatron-LM's cross-entropy upcasts the logits to fp32 and keeps their softmax (fp32)
+        # for its backward, whatever the activation dtype (from recall)
+        ("log_probabilities", n * m.vocab_size, F32),
         ("targets", n, I64),
-        ("loss_weight", 1, a),
+        ("loss_weight", 1, F32),
     ]
     out += [ActivationTensor("head", x, el, el * s, 1) for x, el, s in head]
     return out

@@ -29,6 +29,9 @@ norm and the head on the last; the slowest stage sets the pace):
   plus the recomputed scores; this assumes the backward kernel runs at the forward kernel's
   efficiency); the absorbed path's materialized scores, softmax and values as GEMMs and an
   element-wise pass; element-wise kernels move twice their forward bytes;
+- the loss on the last stage: Megatron-LM's vocab-parallel cross-entropy on the logits upcast
+  to fp32 (:func:`loss_kernels`: element-wise passes over the rank's ``V / tp`` slice, 38
+  bytes a logit forward and 14 backward), not recomputed;
 - recomputation: the recomputed kernels again (forward);
 - communication, by the link model of :mod:`mlacalc.serving.comm` (scale-up link within a
   node, the scale-out network beyond), added to the compute or, with ``overlap`` (a schedule
@@ -98,6 +101,7 @@ __all__ = [
     "StepTime",
     "chunk_sizes",
     "layer_calls",
+    "loss_kernels",
     "make_layout",
     "shard",
     "stage_layer_ids",
@@ -524,6 +528,30 @@ def _dequantize(params: float, dtype: str) -> Kernel:
     )
 
 
+#: the bytes per logit Megatron-LM's vocab-parallel cross-entropy moves, each PyTorch operation
+#: its own pass (from recall of ``_VocabParallelCrossEntropy``, unfused): forward, the upcast
+#: (read 2, write 4), the row max (read 4), the max subtracted (4 + 4), the exponential in
+#: place (4 + 4), the row sum (read 4) and the division into the softmax kept for the backward
+#: (4 + 4): 38; backward, the softmax times the loss's gradient in place (4 + 4) and the
+#: gradient cast back to the logits' bf16 (4 + 2): 14 (the one-hot subtraction at the targets
+#: touches a logit a token). fp32 training has no casts: 32 and 8
+LOSS_BYTES_PER_LOGIT = {"bf16": (38, 14), "fp32": (32, 8)}
+
+
+def loss_kernels(m: ModelConfig, lay: Layout, seq_len: int, dtype: str) -> list[Kernel]:
+    """The last stage's cross-entropy on one GPU, forward and backward: element-wise passes
+    over its logits (its ``micro_batch x seq_len / cp`` tokens times ``V / tp`` of the
+    vocabulary: under tensor parallelism each rank holds a slice and the row max and sum are
+    all-reduced over the group, a few bytes a token, not counted), at
+    :data:`LOSS_BYTES_PER_LOGIT`."""
+    logits = lay.micro_batch * seq_len // lay.cp * max(1, m.vocab_size // lay.tp)
+    fwd, bwd = LOSS_BYTES_PER_LOGIT["fp32" if dtype == "fp32" else "bf16"]
+    return [
+        Kernel(name, "elementwise", "fp32", 0, logits * b, 1, {"elements": logits})
+        for name, b in (("cross_entropy", fwd), ("cross_entropy_backward", bwd))
+    ]
+
+
 def _materialized(k: Kernel) -> list[Kernel]:
     """An absorbed core with its probabilities kept: scores, softmax and values apart."""
     s = k.shape
@@ -947,6 +975,9 @@ def _stage_time(r: _Run, index: int, fwd: list[Kernel], layers: list[int], nf4: 
         bwd = [*bwd, _dequantize(nf4, r.dtype)]
         if r.recompute == "full":
             again = [*again, _dequantize(nf4, r.dtype)]
+    if m.num_hidden_layers - 1 in layers:  # the loss on the head's logits (not recomputed)
+        loss_f, loss_b = loss_kernels(m, lay, r.seq_len, r.dtype)
+        fwd, bwd = [*fwd, loss_f], [*bwd, loss_b]
     t_f, t_b, t_r = (_seconds(x, hw, profile, slower, lay.cp) for x in (fwd, bwd, again))
     cores = core_kinds()
     core_f, core_b = (
