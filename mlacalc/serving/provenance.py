@@ -242,13 +242,13 @@ def _takes_time(x: Any) -> bool:
 #: fitted" and "H100 from A100 only"). ``tests/test_plan_prediction_route.py`` reads the README
 #: and fails where these drift.
 ROUTE_ERRORS: dict[tuple[str, str], tuple[float, float, float]] = {
-    ("trtllm", "H100-SXM"): (4.7, 15.6, 11.2),
-    ("trtllm", "B200"): (5.6, 18.9, 10.2),
-    ("sglang", "H100-SXM"): (5.5, 20.8, 11.2),
-    ("sglang", "B200"): (6.8, 23.3, 10.4),
-    ("vllm", "H100-SXM"): (5.5, 16.9, 11.7),
-    ("vllm", "B200"): (5.8, 19.7, 11.4),
-    ("trtllm", "A100-SXM-80GB"): (6.0, 20.0, 10.3),
+    ("trtllm", "H100-SXM"): (4.7, 15.4, 11.1),
+    ("trtllm", "B200"): (5.6, 18.9, 10.1),
+    ("sglang", "H100-SXM"): (5.4, 19.6, 11.0),
+    ("sglang", "B200"): (6.6, 22.2, 10.4),
+    ("vllm", "H100-SXM"): (5.5, 16.8, 11.6),
+    ("vllm", "B200"): (5.8, 19.4, 11.4),
+    ("trtllm", "A100-SXM-80GB"): (5.9, 20.0, 10.3),
 }
 
 #: The serving-level errors: the product's served figures against published runs, as
