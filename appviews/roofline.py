@@ -11,7 +11,8 @@ import streamlit as st
 import mlacalc
 from mlacalc.models.loading import ModelConfig
 from mlacalc.render import human_si
-from mlacalc.timemodel.predict import MMHA_RUNS_AS, MMHA_WORDS, mla_geometry_note
+from mlacalc.timemodel.mla_geometry import mla_geometry_note
+from mlacalc.timemodel.predict import MMHA_RUNS_AS, MMHA_WORDS
 from mlacalc.words.kernels import roofline_bound
 from mlacalc.words.units import human_seconds
 from mlacalc.words.vocab import MLA_IMPLEMENTATIONS

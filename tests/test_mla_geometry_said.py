@@ -15,12 +15,8 @@ import pytest
 from mlacalc.cli import main
 from mlacalc.models.loading import model_argument
 from mlacalc.serving.plan import plan
-from mlacalc.timemodel.predict import (
-    MLA_GEOMETRY_SAID,
-    mla_geometry_note,
-    mla_geometry_off,
-    predict_time,
-)
+from mlacalc.timemodel.mla_geometry import MLA_GEOMETRY_SAID, mla_geometry_note, mla_geometry_off
+from mlacalc.timemodel.predict import predict_time
 
 ODD = str(Path(__file__).parent / "data" / "trial5" / "design_odddims.json")
 

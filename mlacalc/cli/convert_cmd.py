@@ -28,7 +28,7 @@ from mlacalc.cost.convert_cost import (
 from mlacalc.cost.params import param_counts
 from mlacalc.models.convert import CONVERSION_METHODS, ROPE_STRATEGIES, SVD_MODES, convert
 from mlacalc.render import human_bytes, human_seconds, human_si, model_yaml
-from mlacalc.timemodel.predict import mla_geometry_note
+from mlacalc.timemodel.mla_geometry import mla_geometry_note
 from mlacalc.words import defaults as D
 
 

@@ -42,12 +42,8 @@ from mlacalc.models.loading import beyond_positions
 from mlacalc.render import human_bytes, human_si
 from mlacalc.report import attention_kind_labels
 from mlacalc.timemodel.device import device_figures
-from mlacalc.timemodel.predict import (
-    MLA_GEOMETRY_SAID,
-    MMHA_RUNS_AS,
-    MMHA_WORDS,
-    mla_geometry_note,
-)
+from mlacalc.timemodel.mla_geometry import MLA_GEOMETRY_SAID, mla_geometry_note
+from mlacalc.timemodel.predict import MMHA_RUNS_AS, MMHA_WORDS
 from mlacalc.words import defaults as D
 from mlacalc.words.dtypes import resolve_kv_layout
 from mlacalc.words.vocab import MLA_IMPLEMENTATIONS

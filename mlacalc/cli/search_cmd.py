@@ -42,7 +42,7 @@ from mlacalc.cli.serving_flags import (
     with_kernel_versions,
 )
 from mlacalc.serving.plan import duration_text as plan_duration
-from mlacalc.timemodel.predict import MLA_GEOMETRY_SAID
+from mlacalc.timemodel.mla_geometry import MLA_GEOMETRY_SAID
 from mlacalc.words import defaults as D
 
 

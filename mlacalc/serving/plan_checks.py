@@ -38,9 +38,9 @@ from mlacalc.serving.scheduler import Scheduler, model_page_size
 from mlacalc.serving.speculative import acceptance_length
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.kernel_time import run_dtype
+from mlacalc.timemodel.mla_geometry import mla_geometry_note
 from mlacalc.timemodel.mla_time import sglang_chunk_note
 from mlacalc.timemodel.moe_backend import check_moe_backend
-from mlacalc.timemodel.predict import mla_geometry_note
 from mlacalc.words import arguments, defaults
 from mlacalc.words.arguments import whole
 from mlacalc.words.dtypes import KVLayout, canonical_dtype, resolve_kv_layout

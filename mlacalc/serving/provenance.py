@@ -17,8 +17,8 @@ from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.engine_profiles import STAND_IN_NOTE, chosen_profile
 from mlacalc.timemodel.kernel_time import run_class
+from mlacalc.timemodel.mla_geometry import MEASURED_MLA_GEOMETRY, mla_geometry_off
 from mlacalc.timemodel.moe_time import DEEPEP_STEP
-from mlacalc.timemodel.predict import MEASURED_MLA_GEOMETRY, mla_geometry_off
 from mlacalc.timemodel.profile import assumed_figures, load_profile
 from mlacalc.timemodel.terms import class_key
 from mlacalc.words.engines import ENGINE_LABELS, check_engine
@@ -375,7 +375,7 @@ CLOCK_NOTE_FROM = 0.01
 
 def geometry_note(m: Any) -> str:
     """Where an MLA model's latent rank or head widths are not a measured row's
-    (:func:`~mlacalc.timemodel.predict.mla_geometry_off`): that the expected error is the
+    (:func:`~mlacalc.timemodel.mla_geometry.mla_geometry_off`): that the expected error is the
     benchmark's at the measured geometry, not at this one ("" elsewhere: a plan of kv_lora_rank
     1,024 gave expected_error 0.048 beside its "extrapolated" warning, a trial found)."""
     off = mla_geometry_off(m) if m is not None else {}

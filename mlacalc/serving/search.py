@@ -79,8 +79,8 @@ from mlacalc.serving.search_space import (
     time_candidates,
     weight_key,
 )
+from mlacalc.timemodel.mla_geometry import mla_geometry_note
 from mlacalc.timemodel.moe_backend import check_moe_backend
-from mlacalc.timemodel.predict import mla_geometry_note
 from mlacalc.words import defaults as D
 from mlacalc.words.arguments import MAX_BATCH, count, flag, one_or_many, prefix_hit, real, whole
 from mlacalc.words.dtypes import canonical_dtype, resolve_kv_layout
