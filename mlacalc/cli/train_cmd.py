@@ -364,6 +364,13 @@ def _blocks(c) -> list[tuple[str, int, int]]:
     "counts). Default: an even split, the first L mod pp stages one layer more.",
 )
 @click.option(
+    "--mtp/--no-mtp",
+    default=None,
+    help="Train the model's multi-token-prediction modules with it (DeepSeek-V3's MTP, the "
+    "config's num_nextn_predict_layers) and count their time, FLOPs and memory on the last "
+    "stage. Default: on where the config has them, off under --lora-rank.",
+)
+@click.option(
     "--lora-rank",
     type=SIZE,
     default=None,
@@ -453,6 +460,7 @@ def command(
     cp,
     virtual_stages,
     stage_layers,
+    mtp,
     lora_rank,
     lora_targets,
     base_dtype,
@@ -512,6 +520,7 @@ def command(
         base_dtype=base_dtype,
         virtual_stages=virtual_stages,
         stage_layers=stage_layers,
+        mtp=mtp,
     )
     if absorption_ranks and not absorption:
         raise click.BadParameter(

@@ -62,6 +62,7 @@ from mlacalc.training.step import (
     chunk_sizes,
     expert_dp,
     make_layout,
+    mtp_kernels,
     stage_layer_ids,
     step_time,
 )
@@ -194,6 +195,8 @@ class TrainingCost:
     #: without a gated FFN, a ZeRO stage given over one data-parallel rank, LoRA targets
     #: without a rank), one sentence each: the CLI prints them as warnings, the app shows them
     warnings: tuple[str, ...] = ()
+    #: the MTP modules trained with the model (on the last stage; 0: none counted)
+    mtp_layers: int = 0
 
     @property
     def base_params_per_gpu(self) -> int:
@@ -394,6 +397,7 @@ class TrainingCost:
             "layout": self.layout.to_dict(),
             "global_batch_defaulted": self.global_batch_defaulted,
             "step_layers_note": self.step_layers_note,
+            "mtp_layers": self.mtp_layers,
             "flops_per_micro_batch": self.flops.to_dict(),
             "model_flops_per_token": self.model_flops // self.flops.tokens,
             "executed_flops_per_token": self.flops.hardware_flops // self.flops.tokens,
@@ -558,6 +562,7 @@ def _stages(
     rerun: dict[str, int],
     lora: tuple[int, str] | None = None,
     nf4: bool = False,
+    mtp: int = 0,
 ) -> list[_Stage]:
     """Every pipeline stage's share on one of its GPUs, exactly (integers, rounded up): the
     parameters as the serving layout splits a stage's layers over ``tp`` (K/V heads replicated
@@ -571,7 +576,10 @@ def _stages(
     the last; with ``recompute="full"`` also the one layer whose forward runs again in the
     backward (``rerun``, :func:`recomputed_layer_bytes`; the stage's largest); ``nf4``
     (QLoRA): the frozen linear layers' weights (attention, dense FFN, shared and routed
-    experts; not the embedding, head, norms or router) at :data:`NF4_BYTES_PER_PARAM` bytes."""
+    experts; not the embedding, head, norms or router) at :data:`NF4_BYTES_PER_PARAM` bytes;
+    ``mtp``: the MTP modules trained with the model on the last stage, their parameters
+    (:func:`_mtp_parts`) and each a layer's activations like the last one's and the head's
+    logits again (not under ZeRO-3's gathered units nor QLoRA's NF4 weights)."""
     L = m.num_hidden_layers
     per_block: dict[str, Fraction] = {}
     kv = _kv_replication(m, lay.tp)
@@ -582,24 +590,25 @@ def _stages(
     # the final norm is the last stage's (the serving layout spreads it over the layers)
     final = (2 if m.layer_norm else 1) * m.hidden_size
     units = _units(m, lay) if zero == 3 else []
-    for s, (parts, layers, last) in enumerate(_stage_parts(m, lay)):
+    for s, (parts, layers, last) in enumerate(_stage_parts(m, lay, mtp)):
+        extra = mtp if last else 0  # the MTP modules: layers like the last
         parts = {**parts, "norms": parts["norms"] + final * (last - len(layers) / L)}
         experts = math.ceil(parts.get("routed_experts", 0))
         dense = math.ceil(sum(parts.values())) - experts
         again = 0
         if "layer" in per_block:  # recompute="full": each layer keeps its input alone
-            each = [per_block["layer"]] * len(layers)
+            each = [per_block["layer"]] * (len(layers) + extra)
             again = max(rerun["moe" if m.is_moe_layer(i) else "ffn"] for i in layers)
         else:
             each = [
                 per_block["attention"] + per_block["moe" if m.is_moe_layer(i) else "ffn"]
-                for i in layers
+                for i in [*layers, *[L - 1] * extra]
             ]
         # over tp (sequence parallelism) and cp (each context-parallel rank keeps its own
         # 1 / cp of the tokens: every saved tensor is linear in them under flash attention)
         ranks = lay.tp * lay.cp
         act = (_held(lay, s, each) + again) / ranks
-        act += per_block["head"] / ranks if last else 0
+        act += per_block["head"] * (1 + extra) / ranks if last else 0
         # ZeRO shards over the data-parallel ranks with the context-parallel ones folded in
         dp = lay.dp * lay.cp
         states = state_bytes(dense, optimizer, precision, dp, zero, experts, expert_dp(lay))
@@ -635,7 +644,25 @@ def _stages(
     return out
 
 
-def _stage_parts(m: ModelConfig, lay: Layout) -> list[tuple[dict[str, float], list[int], bool]]:
+def _mtp_parts(m: ModelConfig, lay: Layout, mtp: int) -> dict[str, float]:
+    """The MTP modules' parameters on one GPU of the last stage: the serving layout's
+    (:func:`mlacalc.serving.layout.stage_breakdowns` with ``include_mtp``, less without),
+    their routed experts apart (sharded over the expert-data-parallel ranks as the layers'
+    are): each module's decoder layer splits as the last layer does."""
+    if not mtp:
+        return {}
+    L = m.num_hidden_layers
+    one = ServingLayout(lay.tp * lay.dp * L, lay.tp, lay.dp, L, lay.ep, False, lay.ep, 1)
+    with_mtp = stage_breakdowns(m, one, include_mtp=True)[-1][0]
+    plain = stage_breakdowns(m, one)[-1][0]
+    total = sum(with_mtp.values()) - sum(plain.values())
+    routed = min(total, plain.get("routed_experts", 0.0) * mtp)
+    return {"routed_experts": routed, "mtp": total - routed}
+
+
+def _stage_parts(
+    m: ModelConfig, lay: Layout, mtp: int = 0
+) -> list[tuple[dict[str, float], list[int], bool]]:
     """Each pipeline stage's parameters on one of its GPUs (the serving layout's parts), its
     layers and whether it is the last. Under 1F1B a stage's layers are one block (the serving
     layout's split; ``lay.stage_layers`` where given); under the interleaved schedule
@@ -645,7 +672,17 @@ def _stage_parts(m: ModelConfig, lay: Layout) -> list[tuple[dict[str, float], li
     sum of its layers' (the split with one stage a layer): a model
     whose layers differ (MoE every few layers) puts a different mix on each stage than 1F1B.
     The first chunk, with the embedding, is stage 0's, the last, with the head, stage
-    ``pp - 1``'s, as under 1F1B."""
+    ``pp - 1``'s, as under 1F1B; the last also holds ``mtp`` MTP modules (:func:`_mtp_parts`)."""
+    out = _decoder_parts(m, lay)
+    parts, layers, last = out[-1]
+    for k, v in _mtp_parts(m, lay, mtp).items():
+        parts = {**parts, k: parts.get(k, 0.0) + v}
+    out[-1] = (parts, layers, last)
+    return out
+
+
+def _decoder_parts(m: ModelConfig, lay: Layout) -> list[tuple[dict[str, float], list[int], bool]]:
+    """:func:`_stage_parts` without the MTP modules."""
     if lay.vp == 1 and not lay.stage_layers:
         serving = ServingLayout(lay.gpus, lay.tp, lay.dp, lay.pp, lay.ep, False, lay.ep, 1)
         return [(p, list(layers), last) for p, layers, last in stage_breakdowns(m, serving)]
@@ -662,7 +699,37 @@ def _stage_parts(m: ModelConfig, lay: Layout) -> list[tuple[dict[str, float], li
     return out
 
 
-def _stage_note(m: ModelConfig, lay: Layout, time: StepTime | None) -> str:
+def _mtp_count(m: ModelConfig, mtp: Any, lora: tuple[int, str] | None) -> int:
+    """The MTP modules a run trains (``training_cost``'s ``mtp``: their parameters, states,
+    activations, FLOPs and time on the last stage): None, the config's
+    ``num_nextn_predict_layers`` (DeepSeek-V3's one), none under LoRA (a fine-tune of the
+    next-token head alone); True asks for them, refused on a model without."""
+    n = m.num_nextn_predict_layers
+    if mtp is None:
+        return n if lora is None else 0
+    if args.flag("mtp", mtp) and not n:
+        raise InvalidArgumentError(
+            "mtp", f"{m.name} has no MTP modules (num_nextn_predict_layers 0): leave mtp off"
+        )
+    return n if mtp else 0
+
+
+def _mtp_note(mtp: int) -> str:
+    if not mtp:
+        return ""
+    return (
+        f"{mtp} MTP module{'s' if mtp > 1 else ''} trained on the last stage, counted in time, "
+        "FLOPs (MFU's) and memory: a layer like the last, eh_proj, the shared head and a "
+        "second loss"
+    )
+
+
+def _stage_note(m: ModelConfig, lay: Layout, time: StepTime | None, mtp: int = 0) -> str:
+    """:func:`_pipeline_note`, and the MTP modules where counted (:func:`_mtp_note`)."""
+    return "; ".join(x for x in (_pipeline_note(m, lay, time), _mtp_note(mtp)) if x)
+
+
+def _pipeline_note(m: ModelConfig, lay: Layout, time: StepTime | None) -> str:
     """How the pipeline's stages were timed, where there are several and a time: each with
     its own layers (their MoE layers where the stages' mixes differ), the embedding on the
     first, the head on the last, and which sets the pace; "" otherwise."""
@@ -839,6 +906,7 @@ def training_cost(
     base_dtype: str = "compute",
     virtual_stages: int = 1,
     stage_layers: Any = None,
+    mtp: bool | None = None,
 ) -> TrainingCost:
     """FLOPs, memory and (with ``hardware``) the time of one training step.
 
@@ -888,6 +956,9 @@ def training_cost(
     stage_layers
         each pipeline stage's layers: ``pp`` counts or ``"FIRST,..,LAST"`` (None: an even
         split; :func:`mlacalc.training.step.check_stage_layers`, :func:`stage_layer_ids`).
+    mtp
+        train the config's MTP modules with the model, on the last stage (:func:`_mtp_count`,
+        :func:`mlacalc.training.step.mtp_layers`; MFU counts their FLOPs as the model's).
     swiglu
         ``"fused"`` (Megatron-LM's and TransformerEngine's kernel: the ``[gate, up]`` output
         and the product saved) or ``"unfused"`` (eager PyTorch: gate, up, SiLU(gate) and the
@@ -896,8 +967,8 @@ def training_cost(
     Examples
     --------
     >>> c = training_cost("deepseek-v3", seq_len=4096)
-    >>> round(c.flops.per_token / 1e9, 1)
-    250.5
+    >>> round(c.flops.per_token / 1e9, 1)  # its MTP module trained with it (mtp=False: 250.5)
+    260.6
     """
     given = dict(locals())  # the inputs as given, for the ZeRO and NF4 levers' re-runs
     m = model_argument(model)
@@ -914,28 +985,22 @@ def training_cost(
     rank, targets = check_lora(m, lora_rank, lora_targets or "attention-mlp")
     base = check_base_dtype(base_dtype, rank, precision, zero)
     lora = None if rank is None else (rank, targets)
+    n_mtp = _mtp_count(m, mtp, lora)
     act_dtype = "fp32" if precision == "fp32" else "bf16"
-    flops, model_flops = _step_flops(m, seq_len, lay.micro_batch, impl, recompute, attention, lora)
-    acts, rerun = _saved(m, seq_len, lay.micro_batch, impl, recompute, act_dtype, swiglu, lora)
-    stages = _stages(m, lay, acts, optimizer, precision, zero, rerun, lora, base == "nf4")
+    mb = lay.micro_batch
+    flops, model_flops = _step_flops(m, seq_len, mb, impl, recompute, attention, lora, n_mtp)
+    acts, rerun = _saved(m, seq_len, mb, impl, recompute, act_dtype, swiglu, lora)
+    stages = _stages(m, lay, acts, optimizer, precision, zero, rerun, lora, base == "nf4", n_mtp)
     busiest = max(stages, key=lambda st: st.total)
     time = peak = memory = None
     if hardware is not None:
         time = _timed(m, lay, hardware, stages, busiest, seq_len, impl, recompute, attention,
                       act_dtype, precision, optimizer, zero, profile, overlap, comm_sms,
-                      lora)  # fmt: skip
+                      lora, n_mtp)  # fmt: skip
         peak, memory = _device(hardware)
     cost = TrainingCost(
-        model=m.name,
-        seq_len=seq_len,
-        impl=impl,
-        recompute=recompute,
-        attention=attention,
-        optimizer=optimizer,
-        precision=precision,
-        zero=zero,
-        layout=lay,
-        flops=flops,
+        model=m.name, seq_len=seq_len, impl=impl, recompute=recompute, attention=attention,
+        optimizer=optimizer, precision=precision, zero=zero, layout=lay, flops=flops,
         activations=acts,
         activation_bytes_per_gpu=busiest.activations,
         states_per_gpu=busiest.states,
@@ -950,7 +1015,8 @@ def training_cost(
         levers=_levers(m, lay, recompute, zero, seq_len, attention, *_nf4(base, lora, precision)),
         model_flops_per_micro_batch=model_flops,
         global_batch_defaulted=global_batch is None,
-        step_layers_note=_stage_note(m, lay, time),
+        step_layers_note=_stage_note(m, lay, time, n_mtp),
+        mtp_layers=n_mtp,
         swiglu=swiglu,
         lora_rank=rank,
         lora_targets=targets if lora else None,
@@ -959,7 +1025,7 @@ def training_cost(
         base_dtype=base,
         nf4_params_per_gpu=busiest.nf4,
         warnings=_said(m, lay, swiglu, zero if zero_given else None, rank, lora_targets),
-    )
+    )  # fmt: skip
     return _with_lever_figures(cost, _alternatives(cost, given, m))
 
 
@@ -1011,14 +1077,20 @@ def _step_flops(
     recompute: str,
     attention: str,
     lora: tuple[int, str] | None,
+    mtp: int = 0,
 ) -> tuple[TrainingFlops, int | None]:
-    """A micro-batch's FLOPs (LoRA's adapters added, :func:`_adapted`) and, off the expanded
-    path, the model's count (the expanded path's, whichever path runs; else None)."""
+    """A micro-batch's FLOPs (LoRA's adapters added, :func:`_adapted`; the MTP modules' with
+    ``mtp``, :func:`mlacalc.training.step.mtp_kernels`) and, off the expanded path, the
+    model's count (the expanded path's, whichever path runs; else None)."""
     frozen = lora is not None
-    flops = training_flops(m, seq_len, micro_batch, impl, recompute, attention, frozen=frozen)
+    extra = mtp_kernels(m, seq_len, micro_batch, impl) if mtp else None
+    flops = training_flops(
+        m, seq_len, micro_batch, impl, recompute, attention, frozen=frozen, mtp=extra
+    )
     model_flops = None
     if impl != "expanded":
-        expanded = training_flops(m, seq_len, micro_batch, "expanded", frozen=frozen)
+        extra = mtp_kernels(m, seq_len, micro_batch, "expanded") if mtp else None
+        expanded = training_flops(m, seq_len, micro_batch, "expanded", frozen=frozen, mtp=extra)
         model_flops = _adapted(expanded, m, lora, "none").model_flops
     return _adapted(flops, m, lora, recompute), model_flops
 
@@ -1123,6 +1195,7 @@ def _timed(
     overlap: Any,
     comm_sms: Any,
     lora: tuple[int, str] | None,
+    mtp: int = 0,
 ) -> StepTime:
     """The step time, each stage timed with its own layers (``stages``), the data-parallel
     traffic and the optimizer step of the busiest stage's GPU: the parameters it trains (LoRA: the
@@ -1162,6 +1235,7 @@ def _timed(
         frozen=frozen,
         nf4_params_per_gpu=[st.nf4 for st in stages],
         stages=[list(st.ids) for st in stages],
+        mtp=mtp,
     )
 
 

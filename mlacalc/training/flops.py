@@ -91,6 +91,8 @@ def training_stage(k: Kernel) -> str:
         return ""
     if k.name in _MOE:
         return "moe"
+    if k.name == "eh_proj":  # an MTP module's projection (mlacalc.training.step.mtp_layers)
+        return "head"
     stage = kernel_stage(k.name)
     return _STAGE.get(stage, "ffn" if stage == "ffn" else stage)
 
@@ -247,11 +249,15 @@ def training_flops(
     attention: str | None = None,
     causal: bool = True,
     frozen: bool = False,
+    mtp: list[Kernel] | None = None,
 ) -> TrainingFlops:
     """Forward, backward and recomputed matmul FLOPs of one micro-batch, by stage;
     ``frozen``: the weights take no gradient (LoRA, :mod:`mlacalc.training.lora`), so a GEMM's
     backward is its input-gradient product alone (the weight-gradient one is skipped); the
-    adapters' own FLOPs are added by :func:`mlacalc.training.cost.training_cost`.
+    adapters' own FLOPs are added by :func:`mlacalc.training.cost.training_cost`; ``mtp``
+    the forward kernels of the MTP modules trained with the model
+    (:func:`mlacalc.training.step.mtp_kernels`), counted as the model's (None: none, the
+    decoder and its head alone, as the ISCA per-token figure counts them).
 
     Examples
     --------
@@ -260,7 +266,7 @@ def training_flops(
     250.5
     """
     m = model_argument(model)
-    ks = forward_kernels(m, seq_len, micro_batch, impl, causal)
+    ks = forward_kernels(m, seq_len, micro_batch, impl, causal) + (mtp or [])
     recompute = check_recompute(m, impl, recompute)
     attention = args.choice("attention", attention or default_attention(impl), ATTENTION_KERNELS)
     fwd = dict.fromkeys(TRAINING_STAGES, 0)

@@ -103,12 +103,14 @@ __all__ = [
     "layer_calls",
     "loss_kernels",
     "make_layout",
+    "mtp_kernels",
+    "mtp_layers",
     "shard",
     "stage_layer_ids",
     "step_time",
 ]
 
-_COLUMN = {"q_proj", "q_b_proj", "kv_b_proj", "dense_ffn_up", "shared_experts_up"}
+_COLUMN = {"q_proj", "q_b_proj", "kv_b_proj", "dense_ffn_up", "shared_experts_up", "eh_proj"}
 _ROW = {"o_proj", "dense_ffn_down", "shared_experts_down"}
 _REPLICATED = {"q_a_proj", "kv_a_proj", "qkv_a_proj", "router"}
 _BIG = 1 << 24
@@ -878,6 +880,49 @@ def layer_calls(
     return out, told
 
 
+def mtp_layers(
+    kernels: list[Kernel], on: list[list[int]], m: ModelConfig, n: int
+) -> tuple[list[Kernel], list[list[int]]]:
+    """The model's forward kernels and their calls on each layer (:func:`layer_calls`) with
+    ``n`` multi-token-prediction modules appended as layers ``L .. L + n - 1`` (DeepSeek-V3's
+    MTP, its config's ``num_nextn_predict_layers``; DeepSeek-V3 report section 2.2): each
+    runs the last decoder layer's kernels once more (its attention and MoE block; the final
+    norm and output head there stand for the module's own norm and the shared head), the
+    shared embedding's lookup of the tokens one further on, two RMSNorms (``enorm`` and
+    ``hnorm``, ``mtp_norms``) and the projection of their concatenation ``eh_proj``
+    (tokens x 2h -> h; split over TP as a column-parallel layer, from recall of Megatron-LM's
+    MTP block). ``n`` 0: the lists unchanged."""
+    if not n:
+        return kernels, on
+    L, h = m.num_hidden_layers, m.hidden_size
+    calls = [per + [per[L - 1] + (k.name == "embedding")] * n for k, per in zip(kernels, on)]
+    head = next(k for k in kernels if k.name == "lm_head")
+    norm = next(k for k in kernels if k.name == "final_norm")
+    t = head.shape["m"]
+    eh = Kernel("eh_proj", "gemm", head.dtype, 2 * t * 2 * h * h,
+                dtype_bits(head.dtype) // 8 * (2 * h * h + t * 3 * h), n,
+                {"m": t, "n": h, "k": 2 * h, "groups": 1})  # fmt: skip
+    norms = Kernel("mtp_norms", norm.kind, norm.dtype, norm.flops, norm.bytes, 2 * n, norm.shape)
+    return [*kernels, eh, norms], [*calls, [0] * L + [1] * n, [0] * L + [2] * n]
+
+
+def mtp_kernels(m: ModelConfig, seq_len: int, micro_batch: int, impl: str) -> list[Kernel]:
+    """The forward kernels of one micro-batch's MTP modules (:func:`mtp_layers`), each with
+    its calls there, whole model on one GPU; [] for a model without them."""
+    n = m.num_nextn_predict_layers
+    if not n:
+        return []
+    fwd = forward_kernels(m, seq_len, micro_batch, impl, True, "bf16")
+    on, _ = layer_calls(fwd, m, _attention_kinds(m, seq_len, micro_batch, impl))
+    ks, calls = mtp_layers(fwd, on, m, n)
+    L = m.num_hidden_layers
+    return [
+        Kernel(k.name, k.kind, k.dtype, k.flops, k.bytes, sum(per[L:]), k.shape)
+        for k, per in zip(ks, calls, strict=True)
+        if sum(per[L:])
+    ]
+
+
 @dataclass(frozen=True)
 class StageTime:
     """One pipeline stage's micro-batch on one of its GPUs (seconds): the kernels of its
@@ -896,6 +941,8 @@ class StageTime:
     cp_comm_s: float
     cp_exposed_s: float
     micro_batch_s: float
+    #: the MTP modules timed on the stage (the last; :func:`mtp_layers`), not in ``layers``
+    mtp_layers: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -921,7 +968,7 @@ class _Run:
 
 
 #: forward kernels full recompute does not run again (outside the decoder layers)
-_NOT_RECOMPUTED = frozenset({"embedding", "lm_head", "final_norm"})
+_NOT_RECOMPUTED = frozenset({"embedding", "lm_head", "final_norm", "eh_proj", "mtp_norms"})
 
 
 def _stage_kernels(
@@ -950,7 +997,8 @@ def _stage_kernels(
                     s = Kernel(s.name, s.kind, "fp8", s.flops, s.bytes, s.calls, s.shape)
                 fwd.append(s)
     if r.lora is not None:
-        fwd += _adapter_kernels(m, lay, r.seq_len, *r.lora, layers=layers)
+        decoder = [i for i in layers if i < m.num_hidden_layers]  # MTP modules: none
+        fwd += _adapter_kernels(m, lay, r.seq_len, *r.lora, layers=decoder)
     return fwd
 
 
@@ -975,7 +1023,9 @@ def _stage_time(r: _Run, index: int, fwd: list[Kernel], layers: list[int], nf4: 
         bwd = [*bwd, _dequantize(nf4, r.dtype)]
         if r.recompute == "full":
             again = [*again, _dequantize(nf4, r.dtype)]
-    if m.num_hidden_layers - 1 in layers:  # the loss on the head's logits (not recomputed)
+    L = m.num_hidden_layers
+    # the loss on the head's logits (not recomputed), and on each MTP module's (layers >= L)
+    for _ in range(sum(i >= L - 1 for i in layers)):
         loss_f, loss_b = loss_kernels(m, lay, r.seq_len, r.dtype)
         fwd, bwd = [*fwd, loss_f], [*bwd, loss_b]
     t_f, t_b, t_r = (_seconds(x, hw, profile, slower, lay.cp) for x in (fwd, bwd, again))
@@ -993,7 +1043,7 @@ def _stage_time(r: _Run, index: int, fwd: list[Kernel], layers: list[int], nf4: 
     a = 2 if r.dtype == "bf16" else 4
     tokens = lay.micro_batch * r.seq_len // lay.cp  # a context-parallel rank's share
     n_layers = len(layers)
-    moe_layers = sum(m.is_moe_layer(i) for i in layers)
+    moe_layers = sum(m.is_moe_layer(min(i, L - 1)) for i in layers)  # MTP: the last's kind
     act = tokens * m.hidden_size * a
     tp_comm = 0.0
     if lay.tp > 1:
@@ -1021,8 +1071,10 @@ def _stage_time(r: _Run, index: int, fwd: list[Kernel], layers: list[int], nf4: 
     compute = t_f + t_b + t_r
     comm = tp_comm + ep_comm + pp_comm + cp_exposed
     micro = max(compute, comm) if r.overlap else compute + comm
-    return StageTime(index, n_layers, moe_layers, t_f, t_b, t_r, tp_comm, ep_comm, pp_comm,
-                     cp_comm, cp_exposed, micro)  # fmt: skip
+    mtp = sum(i >= L for i in layers)  # reported apart from the decoder layers
+    mtp_moe = mtp * m.is_moe_layer(L - 1)
+    return StageTime(index, n_layers - mtp, moe_layers - mtp_moe, t_f, t_b, t_r, tp_comm,
+                     ep_comm, pp_comm, cp_comm, cp_exposed, micro, mtp)  # fmt: skip
 
 
 def _attention_kinds(m: ModelConfig, seq_len: int, micro_batch: int, impl: str) -> tuple[str, ...]:
@@ -1056,6 +1108,7 @@ def step_time(
     frozen: tuple[float, float] = (0.0, 0.0),
     nf4_params_per_gpu: float | list[float] = 0.0,
     stages: list[list[int]] | None = None,
+    mtp: int = 0,
 ) -> StepTime:
     """The predicted time of one training step (see the module's description);
     ``expert_params_per_gpu`` of ``params_per_gpu`` are routed experts', whose gradients are
@@ -1067,7 +1120,9 @@ def step_time(
     the compute dtype before the GEMMs that read them: :func:`_dequantize`, once in the
     forward, once in the backward (the input-gradient GEMMs read the weights again) and once
     more under full recompute; ``stages`` the layers of each pipeline stage (None:
-    :func:`stage_layer_ids`).
+    :func:`stage_layer_ids`); ``mtp`` the MTP modules trained with the model, on the last
+    stage after its layers (:func:`mtp_layers`: each a layer like the last, eh_proj, its
+    head and its loss).
 
     Each stage is timed with its own layers (:class:`StageTime`). Under 1F1B the slowest
     stage sets the pace of the steady state and the first micro-batch's forward and the
@@ -1086,7 +1141,10 @@ def step_time(
              overlap, comm_sms, lora)  # fmt: skip
     fwd_all = forward_kernels(m, seq_len, lay.micro_batch, impl, True, "bf16")
     on, told = layer_calls(fwd_all, m, _attention_kinds(m, seq_len, lay.micro_batch, impl))
-    ids = stages or stage_layer_ids(m.num_hidden_layers, lay)
+    fwd_all, on = mtp_layers(fwd_all, on, m, mtp)
+    L = m.num_hidden_layers
+    ids = [list(x) for x in stages or stage_layer_ids(L, lay)]
+    ids[-1] += range(L, L + mtp)
     nf4 = (
         nf4_params_per_gpu
         if isinstance(nf4_params_per_gpu, list)
