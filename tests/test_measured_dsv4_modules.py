@@ -77,8 +77,8 @@ def test_sglang_prompt_top_k_is_the_v1_flat_logit_kernel_where_a_query_selects()
     """SGLang's CSA prompt rows run the top-k as the calibration's v1 kernel over flat logits
     (topk_v1_flat), one unit a query that selects, in rows where a query has more pooled keys
     than the top-k (query j of a sequence sees (step + j) // 4 keys); the step's top-k
-    elsewhere. vLLM's rows run its DSA indexer's per-row kernel (``topk_flat``, one unit a
-    query that selects: cost.compressed.ROW_TOPK_PROMPT) where a query selects, the step's
+    elsewhere. vLLM's rows run its own prompt top-k (``topk_vllm_prompt``, one unit a query
+    that selects: cost.compressed.ROW_TOPK_PROMPT) where a query selects, the step's
     elsewhere."""
     pytest.importorskip("pyarrow")
     from mlacalc.measured.dsv4_modules import LONG_ROW, PROMPT_LONG_TOPK, PROMPT_TOPK
@@ -103,10 +103,10 @@ def test_sglang_prompt_top_k_is_the_v1_flat_logit_kernel_where_a_query_selects()
     assert flat.batch.shape["units"][row] == pytest.approx(want)
     v = _table("h100_sxm", "vllm", "dsv4_csa_context_module_perf")
     parts = {p.batch.variant: p for p in map_table(v).parts if p.name == "indexer_topk"}
-    assert set(parts) == {"topk_flat", ""}
+    assert set(parts) == {"topk_vllm_prompt", ""}
     topk = np.where(np.char.find(v.column("model").astype(str), "Pro") >= 0, 1024, 512)
     last = (v.column("step").astype(np.int64) + v.column("isl").astype(np.int64)) // 4
-    sel = parts["topk_flat"]
+    sel = parts["topk_vllm_prompt"]
     assert set(sel.rows.tolist()) == set(np.flatnonzero(last > topk).tolist())
     assert set(parts[""].rows.tolist()) == set(np.flatnonzero(last <= topk).tolist())
     i = sel.rows[0]
@@ -205,7 +205,9 @@ V4 = [
     # 0.315, said in the commit. 0.0824 / 0.3152 when vLLM's cache-write blocks share an SM by
     # their threads (e205b10, attention_prefill refitted; the prompt attention kinds 8.6% ->
     # 7.4% fp8): p90 bound 0.315 -> 0.32, found by CI's slow tests
-    ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsv4_csa_context_module_perf", 0.085, 0.32),
+    # vLLM's CSA prompt top-k its own class (topk_vllm_prompt), fitted on these rows'
+    # residuals: 0.0824 / 0.3152 -> 0.0766 / 0.2325 (bounds 0.085 / 0.32 -> 0.08 / 0.24)
+    ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsv4_csa_context_module_perf", 0.08, 0.24),
     ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsv4_csa_generation_module_perf", 0.075, 0.14),
     ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsv4_hca_context_module_perf", 0.035, 0.105),
     # the stand-in (gemm_time.BLOCK_STAND_IN) after the refit: 0.050 / 0.127 (main at 16d6e13,
@@ -213,7 +215,9 @@ V4 = [
     ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsv4_hca_generation_module_perf", 0.065, 0.13),
     # 0.1176 / 0.3384 after e205b10's refit of the prompt attention classes (B200 fp8 prompts
     # 8.9% -> 7.4%): p90 bound 0.335 -> 0.34, found by CI's slow tests
-    ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsv4_csa_context_module_perf", 0.125, 0.34),
+    # vLLM's CSA prompt top-k its own class (topk_vllm_prompt): 0.1176 / 0.3384 -> 0.1146 /
+    # 0.2622 (bounds 0.125 / 0.34 -> 0.12 / 0.27)
+    ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsv4_csa_context_module_perf", 0.12, 0.27),
     # the stand-in (gemm_time.BLOCK_STAND_IN) after the refit: 0.108 / 0.253 (main at 16d6e13,
     # past its p90 bound) -> 0.076 / 0.236
     ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsv4_csa_generation_module_perf", 0.105, 0.25),

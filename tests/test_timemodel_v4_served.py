@@ -83,12 +83,15 @@ def test_a_served_sglang_v4_prompt_reads_the_ragged_class_and_a_profile_without_
     assert lent == vllm.params("B200", "attention_prefill", "bf16", variant="sparse")[0]
 
 
+VLLM_TOPK = "topk_vllm_prompt"
+
 #: (engine, phase, cached tokens after the step, sequences, new tokens a sequence, the kernel
 #: names the engine's rules touch, the top-k's class variant)
 SERVED = [
-    # vLLM's prompt top-k its DSA indexer's per-row kernel where a query selects
-    # (compressed.ROW_TOPK_PROMPT); its decode the step's streaming pass
-    ("vllm", "prefill", 8192, 1, 8192, ("q_a_kv_proj", "q_pad", "indexer_topk"), "topk_flat"),
+    # vLLM's own prompt top-k where a query selects (compressed.ROW_TOPK_PROMPT,
+    # topk_vllm_prompt: the class its CSA prompt module rows' residuals fit); its decode the
+    # step's streaming pass
+    ("vllm", "prefill", 8192, 1, 8192, ("q_a_kv_proj", "q_pad", "indexer_topk"), VLLM_TOPK),
     ("vllm", "decode", 8192, 64, 1, ("q_a_kv_proj", "q_pad", "indexer_topk"), ""),
     ("sglang", "prefill", 8192, 1, 8192, ("q_a_proj", "kv_proj", "indexer_topk"), PROMPT_TOPK),
     ("sglang", "decode", 8192, 64, 1, ("q_a_proj", "indexer_topk"), FLAT_TOPK),

@@ -47,7 +47,12 @@ from mlacalc.cost.attention import AttentionCost, OpCost, op_cost, packed_bytes
 from mlacalc.models import deepseek_v4 as v4
 from mlacalc.models.patterns import LayerKind
 from mlacalc.words.dtypes import dtype_bits, gemm_class, resolve_kv_layout
-from mlacalc.words.kernels import DSA_TOPK_CODE, OWN_DECODE_TOPK_CODE, Kernel
+from mlacalc.words.kernels import (
+    DSA_TOPK_CODE,
+    OWN_DECODE_TOPK_CODE,
+    ROW_PROMPT_TOPK_CODE,
+    Kernel,
+)
 from mlacalc.words.vocab import NORM_FLOPS_PER_ELEMENT, STAGES
 from mlacalc.words.workload import Workload
 
@@ -146,16 +151,18 @@ PADDED_QUERY = frozenset({"vllm"})
 #: prompt, one unit a query that selects (:func:`engine_topk`).
 FLAT_TOPK_ENGINES = frozenset({"sglang"})
 #: The engines whose CSA prompt top-k is their DSA indexer's per-row kernel: one CTA a query
-#: that selects (:func:`engine_topk`'s counts), timed by the ``topk_flat`` class their DSA
-#: module rows take (:func:`dsa_topk`); where no query selects, and in a decode step, the
-#: step's streaming pass as before. vLLM: from recall, its DeepSeek-V4 indexer calls the
-#: ``top_k_per_row`` kernels of its DeepSeek-V3.2 one. Its CSA prompt rows show the
-#: selection's onset on both devices: the row less its kernels' predictions, a sequence, is
+#: that selects (:func:`engine_topk`'s counts), timed by a class of its own
+#: (``topk_vllm_prompt``, :data:`~mlacalc.words.kernels.ROW_PROMPT_TOPK_CODE`) fitted on the
+#: CSA prompt module rows' residuals (no table times the kernel alone; a profile without it
+#: lends the ``topk_flat`` class of the DSA module rows); where no query selects, and in a
+#: decode step, the step's streaming pass as before. vLLM: from recall, its DeepSeek-V4
+#: indexer calls the ``top_k_per_row`` kernels of its DeepSeek-V3.2 one. Its CSA prompt rows
+#: show the selection's onset on both devices: the row less its kernels' predictions, a sequence, is
 #: about 0 while every query has at most ``index_topk`` pooled keys (DeepSeek-V4-Flash 512:
 #: up to 2,048 keys; Pro 1,024: up to 4,096) and grows with the selecting queries past them
 #: (Flash at 4,096 cached tokens, B200: 27, 109, 600 us at 128, 512, 2,048 new tokens; H100
 #: 40, 163, 874), where the streaming pass over every logit predicted 2-33 us. The stand-in
-#: class gives a selecting query about a sixth of what the rows add (docs/time-model.md,
+#: class gave a selecting query about a sixth of what the rows add (docs/time-model.md,
 #: "DeepSeek-V4's CSA prompt top-k").
 ROW_TOPK_PROMPT = frozenset({"vllm"})
 #: Past this many pooled keys a row the top-k kernels take another path: the v2 kernel's time
@@ -576,16 +583,16 @@ def v4_topk(
 ) -> tuple[dict[str, Any], Any]:
     """The CSA top-k of ``engine`` (numbers or numpy arrays, as :func:`engine_topk`): SGLang's
     transform over flat logits (:data:`FLAT_TOPK_ENGINES`), or under :data:`ROW_TOPK_PROMPT` a
-    prompt's selecting queries in the DSA indexer's per-row kernel (``topk_kernel``
-    :data:`~mlacalc.words.kernels.DSA_TOPK_CODE`; 0, the step's pass, where none selects and
-    in decode)."""
+    prompt's selecting queries in the engine's own prompt top-k (``topk_kernel``
+    :data:`~mlacalc.words.kernels.ROW_PROMPT_TOPK_CODE`; 0, the step's pass, where none selects
+    and in decode)."""
     # deferred: the numeric path imports no numpy (as engine_topk)
     import numpy as np
 
     shape, nbytes = engine_topk(batch, q, prefix, rate, topk, decode)
     if engine in ROW_TOPK_PROMPT:
         row = np.logical_and(np.asarray(shape["topk_kernel"]) > 0, np.logical_not(decode))
-        shape["topk_kernel"] = np.where(row, DSA_TOPK_CODE, 0)
+        shape["topk_kernel"] = np.where(row, ROW_PROMPT_TOPK_CODE, 0)
     return shape, nbytes
 
 

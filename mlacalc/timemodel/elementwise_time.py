@@ -61,6 +61,7 @@ TOPK_VARIANTS = (
     "topk_v1_flat_long",  # the v1 transform's path past 16,384 keys a row (flat logits)
     "topk_v2_long",  # the v2 transform's path past 16,384 keys a row (any logits)
     "topk_trtllm_decode",  # TensorRT-LLM's decode top-k of a DSA layer (cost.compressed)
+    "topk_vllm_prompt",  # vLLM's DeepSeek-V4 CSA prompt top-k (cost.compressed.ROW_TOPK_PROMPT)
 )
 
 #: Streaming kernels whose bandwidth follows the SMs, not the HBM: the causal conv1d kernels

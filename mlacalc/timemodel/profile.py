@@ -138,6 +138,7 @@ _PARENT_VARIANTS = {
     "sparse_gen": "sparse",
     "sparse_gen_wide": "sparse_gen",
     "topk_trtllm_decode": "topk_flat",
+    "topk_vllm_prompt": "topk_flat",
     "topk_v2_long": "topk_v2_top_last",
 }
 

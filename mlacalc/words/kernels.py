@@ -90,6 +90,7 @@ __all__ = [
     "LINEAR_VARIANTS",
     "MIN_LATENCY_MOE",
     "OWN_DECODE_TOPK_CODE",
+    "ROW_PROMPT_TOPK_CODE",
     "TOPK_KERNEL_VARIANTS",
     "TRTLLM_GEN_MOE",
     "V4_TOPK_VARIANTS",
@@ -263,8 +264,15 @@ V4_TOPK_VARIANTS = ("topk_v2_flat", "topk_v2_long", "topk_v1_flat", "topk_v1_fla
 #: DeepSeek-V4's (:data:`V4_TOPK_VARIANTS`), then a DSA layer's (DeepSeek-V3.2, GLM-5):
 #: SGLang's ``fast_topk_transform_fused`` over flat logits, in both phases, as the DSA module
 #: rows are mapped (:func:`mlacalc.cost.compressed.dsa_topk`); TensorRT-LLM's own decode top-k
-#: (``topk_trtllm_decode``: :data:`mlacalc.cost.compressed.OWN_DECODE_TOPK`).
-TOPK_KERNEL_VARIANTS = (*V4_TOPK_VARIANTS, "topk_flat", "topk_trtllm_decode")
+#: (``topk_trtllm_decode``: :data:`mlacalc.cost.compressed.OWN_DECODE_TOPK`); vLLM's
+#: DeepSeek-V4 CSA prompt top-k (``topk_vllm_prompt``:
+#: :data:`mlacalc.cost.compressed.ROW_TOPK_PROMPT`).
+TOPK_KERNEL_VARIANTS = (
+    *V4_TOPK_VARIANTS,
+    "topk_flat",
+    "topk_trtllm_decode",
+    "topk_vllm_prompt",
+)
 
 #: The shape column of a model step's routed experts that TensorRT-LLM runs on
 #: TensorRT-LLM-gen's MoE kernels (``moe_backend="trtllm-gen"``, its ``moe_config.backend``
@@ -278,6 +286,8 @@ MIN_LATENCY_MOE = "moe_torch_flow_min_latency"
 DSA_TOPK_CODE = len(V4_TOPK_VARIANTS) + 1
 #: The ``topk_kernel`` code of TensorRT-LLM's decode top-k of a DSA layer (``topk_trtllm_decode``).
 OWN_DECODE_TOPK_CODE = DSA_TOPK_CODE + 1
+#: The ``topk_kernel`` code of vLLM's DeepSeek-V4 CSA prompt top-k (``topk_vllm_prompt``).
+ROW_PROMPT_TOPK_CODE = OWN_DECODE_TOPK_CODE + 1
 
 
 def linear_code(variant: str) -> int:
