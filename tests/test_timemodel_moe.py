@@ -1709,6 +1709,22 @@ def test_trtllms_moe_sorts_past_one_blocks_tokens_in_more_kernels():
     assert extra(4e-6) == pytest.approx(extra(0.0))
 
 
+def _trtllm_cutlass_moe_errors(system: str, profile: str, dtype: str):
+    """A device's TensorRT-LLM 1.3.0rc20 MoE table, each row's prediction error under
+    ``profile``, and the rows of ``dtype`` the model runs on TensorRT-LLM's CUTLASS path."""
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+
+    path = MEASURED / system / "moe" / "trtllm" / "1.3.0rc20" / "moe_perf.parquet"
+    (t,) = load_measured(path).tables
+    mapped = map_table(t)
+    err = predict_mapped(mapped, None, profile) / t.seconds - 1.0
+    ok = mapped.modelled & np.isfinite(err) & rows_running(mapped, dtype)
+    return t, err, ok & (t.column("kernel_source") == "moe_torch_flow_cutlass")
+
+
 @pytest.mark.parametrize(
     "system, profile, dtype",
     [("h100_sxm", "default", "bf16"), ("h100_sxm", "default", "fp8"),
@@ -1720,18 +1736,9 @@ def test_trtllm_moe_rows_past_one_sort_block(system, profile, dtype):
     the model of every token count gave them (the sort's further kernels past one block's 256
     tokens): signed median before ``sort_s`` and ``sort_pair_s`` -2.4% (H100 bf16) to -4.9%
     (B200 fp8), where the rows of 33-256 tokens were within 0.5%; after within 1.5%."""
-    pytest.importorskip("pyarrow")
-    from mlacalc.measured.mapping import map_table
-    from mlacalc.measured.observations import predict_mapped
-    from mlacalc.measured.tables import load_measured
     from mlacalc.timemodel.moe_time import FUSED_SORT_TOPK
 
-    path = MEASURED / system / "moe" / "trtllm" / "1.3.0rc20" / "moe_perf.parquet"
-    (t,) = load_measured(path).tables
-    mapped = map_table(t)
-    err = predict_mapped(mapped, None, profile) / t.seconds - 1.0
-    ok = mapped.modelled & np.isfinite(err) & rows_running(mapped, dtype)
-    ok &= t.column("kernel_source") == "moe_torch_flow_cutlass"
+    t, err, ok = _trtllm_cutlass_moe_errors(system, profile, dtype)
     ok &= np.isin(t.column("topk"), FUSED_SORT_TOPK)
     tokens = t.column("num_tokens")
     past, below = ok & (tokens > 256) & (tokens <= 1024), ok & (tokens > 32) & (tokens <= 256)
@@ -1832,17 +1839,7 @@ def test_trtllm_moe_floor_grows_with_the_hidden_size(system, profile, dtype):
     B200 bf16 +15.3% / -2.2%; after +7.1% / +3.3%, +4.7% / +9.0%: the narrow rows nearer 0 and
     the two bins within 10 points (B200's fp8 rows, +5.2% / +0.9% before, -0.3% / +8.2% after,
     were within the bounds already)."""
-    pytest.importorskip("pyarrow")
-    from mlacalc.measured.mapping import map_table
-    from mlacalc.measured.observations import predict_mapped
-    from mlacalc.measured.tables import load_measured
-
-    path = MEASURED / system / "moe" / "trtllm" / "1.3.0rc20" / "moe_perf.parquet"
-    (t,) = load_measured(path).tables
-    mapped = map_table(t)
-    err = predict_mapped(mapped, None, profile) / t.seconds - 1.0
-    ok = mapped.modelled & np.isfinite(err) & rows_running(mapped, dtype)
-    ok &= t.column("kernel_source") == "moe_torch_flow_cutlass"
+    t, err, ok = _trtllm_cutlass_moe_errors(system, profile, dtype)
     ok &= (t.column("num_tokens") <= 4) & (t.column("moe_ep_size") * t.column("moe_tp_size") >= 8)
     hidden = t.column("hidden_size")
     narrow, wide = ok & (hidden <= 2048), ok & (hidden > 5120)
