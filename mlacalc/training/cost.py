@@ -992,11 +992,7 @@ def training_cost(
     acts, rerun = _saved(m, seq_len, mb, impl, recompute, act_dtype, swiglu, lora)
     stages = _stages(m, lay, acts, optimizer, precision, zero, rerun, lora, base == "nf4", n_mtp)
     busiest = max(stages, key=lambda st: st.total)
-    # the data-parallel traffic and the optimizer step are the stage's that trains the most
-    # parameters, whatever ZeRO, the micro-batch or recomputation do to which one holds the
-    # most memory (that stage had priced them: ZeRO-2 read faster than ZeRO-1 with ten times
-    # the traffic where the two picked different stages)
-    heaviest = max(stages, key=lambda st: st.lora if lora else st.dense + st.experts)
+    heaviest = max(stages, key=lambda st: st.lora if lora else st.dense + st.experts)  # (_timed)
     time = peak = memory = None
     if hardware is not None:
         time = _timed(m, lay, hardware, stages, heaviest, seq_len, impl, recompute, attention,
@@ -1203,7 +1199,9 @@ def _timed(
     mtp: int = 0,
 ) -> StepTime:
     """The step time, each stage timed with its own layers (``stages``), the data-parallel
-    traffic and the optimizer step of ``busiest``, the stage that trains the most parameters:
+    traffic and the optimizer step of ``busiest``, the stage that trains the most parameters
+    (not the one holding the most memory, which ZeRO, the micro-batch and recomputation move:
+    priced there, ZeRO-2 read faster than ZeRO-1 with ten times the traffic):
     the parameters it trains (LoRA: the
     adapters; the frozen base weights gathered under ZeRO-3 all the same), and the bytes its
     optimizer step reads and writes: each rank's shard under ZeRO 1-3 (it had counted ZeRO-1's
