@@ -880,13 +880,13 @@ def _cuda_core_gemv(
 
 
 def _swapped_operands(
-    c: _Call, at: dict[str, np.ndarray], chosen: dict[str, np.ndarray]
+    c: _Call, at: dict[str, np.ndarray], best: np.ndarray, chosen: dict[str, np.ndarray]
 ) -> dict[str, np.ndarray]:
     """``chosen`` with the swapped-operand kernel (:data:`SWAP_AB_TILES`) for a call of at most
     32 rows whose chosen tile's padded rows, multiplied at the chip's tensor rate, outlast the
     read of its operands from HBM (a device whose tensor rate per byte of HBM is under the
     padded tile's intensity), where the swapped kernel is faster: its tiles of the fewest
-    rows that hold the call's."""
+    rows that hold the call's. ``best``: each row's candidate in ``at`` (:func:`_best`)."""
     if c.batch.dtype not in SWAP_AB_DTYPES or c.batch.variant:
         return chosen
     custom = (col(c.batch, "cutlass_dispatch", 0) > 0) | (col(c.batch, BLOCK_STAND_IN, 0) > 0)
@@ -896,9 +896,8 @@ def _swapped_operands(
     if not few.any():
         return chosen
     cols = np.arange(len(c.batch))
-    best = np.argmin(at["total"], axis=0)
-    rows = np.ceil(c.m / np.broadcast_to(c.tm, at["total"].shape)[best, cols])
-    rows = rows * np.broadcast_to(c.tm, at["total"].shape)[best, cols]
+    tile_rows = np.broadcast_to(c.tm, at["total"].shape)[best, cols]
+    rows = np.ceil(c.m / tile_rows) * tile_rows
     # the padded rows' tensor-core work on the whole chip outlasts the operands' read from HBM
     # (a tensor rate per byte of HBM under the padded tile's intensity)
     padded = 2.0 * rows * c.n * c.k * c.groups / (c.prm["eff_compute"] * c.fig.peak(c.batch.dtype))
@@ -915,7 +914,7 @@ def _swapped_operands(
         choose_split=False, choice=None, cluster_m=1.0,
     )  # fmt: skip
     alt = _candidates(swap, c.m, c.batch.bytes)
-    faster = bound & (alt["total"][0] < at["total"].min(axis=0))
+    faster = bound & (alt["total"][0] < at["total"][best, cols])
     return {
         name: np.where(faster, alt[name][0], chosen[name])
         for name in ("compute", "units", "partial", "reduce")
@@ -1028,7 +1027,7 @@ def gemm_terms(
     chosen = {name: at[name][best, cols] for name in ("compute", "units", "partial", "reduce")}
     if CUDA_CORE_GEMV_MAX_M.get(batch.dtype, 0):
         chosen = _cuda_core_gemv(c, at, chosen)
-    chosen = _swapped_operands(c, at, chosen)
+    chosen = _swapped_operands(c, at, best, chosen)
     if fig.kind == "cpu":
         # a CPU has no output tiles to quantize: its cores share the whole product
         zeros = np.zeros(len(batch))
