@@ -319,20 +319,24 @@ def engine_profile(engine: str) -> str:
     return f"default-{engine}"
 
 
-def _clash(prof: Any, tables: list[Any]) -> list[str]:
-    """The tables of ``tables`` the profile was fitted on: same device and table, of the
+def _fitted_namesakes(prof: Any, tables: list[Any]) -> list[Any]:
+    """The tables of ``tables`` of a device and name the profile was fitted on, of the
     profile's engine or shared by every engine (another engine's table of the same name timed
     other kernels)."""
     fitted = _fitted_tables(prof)
-    contents = _fitted_contents(prof)
     engine = getattr(prof, "engine", DEFAULT_ENGINE)
+    return [t for t in tables if (t.device, t.table) in fitted and t.engine in (engine, SHARED)]
+
+
+def _clash(prof: Any, tables: list[Any]) -> list[str]:
+    """The tables of ``tables`` the profile was fitted on: its namesakes
+    (:func:`_fitted_namesakes`) of the same content where the profile recorded it."""
+    contents = _fitted_contents(prof)
     return sorted(
         {
             f"{t.device}/{t.table}"
-            for t in tables
-            if (t.device, t.table) in fitted
-            and t.engine in (engine, SHARED)
-            and _same_content(t, contents.get((t.device, t.table)))
+            for t in _fitted_namesakes(prof, tables)
+            if _same_content(t, contents.get((t.device, t.table)))
         }
     )
 
@@ -371,14 +375,7 @@ def _namesakes(prof: Any, tables: list[Any]) -> list[str]:
     not its rows, so rows the fit also held would go unseen and read as held out."""
     if prof is None:
         return []
-    fitted, engine = _fitted_tables(prof), getattr(prof, "engine", DEFAULT_ENGINE)
-    named = sorted(
-        {
-            f"{t.device}/{t.table}"
-            for t in tables
-            if (t.device, t.table) in fitted and t.engine in (engine, SHARED)
-        }
-    )
+    named = sorted({f"{t.device}/{t.table}" for t in _fitted_namesakes(prof, tables)})
     if not named:
         return []
     return [
