@@ -827,9 +827,7 @@ def stage_layer_ids(num_layers: int, lay: Layout) -> list[list[int]]:
     split). Interleaved (``vp > 1``): each stage's count cut into ``vp`` chunks as evenly as
     whole layers go (the longer chunks first), chunk ``c`` of every stage before chunk
     ``c + 1`` of any (Megatron-LM's round-robin placement, from recall)."""
-    counts = list(lay.stage_layers) or [
-        num_layers // lay.pp + (s < num_layers % lay.pp) for s in range(lay.pp)
-    ]
+    counts = list(lay.stage_layers) or chunk_sizes(num_layers, lay.pp)
     if lay.vp == 1:
         starts = [sum(counts[:s]) for s in range(lay.pp)]
         return [list(range(a, a + n)) for a, n in zip(starts, counts, strict=True)]
