@@ -31,10 +31,10 @@ from mlacalc.measured.tables import (
 from mlacalc.timemodel.engine_profiles import with_stand_ins
 from mlacalc.timemodel.fit import Observations, fit_profile, pinned_params
 from mlacalc.timemodel.observation_checks import usable_observations
-from mlacalc.timemodel.profile import DEFAULT_PROFILE, Profile, load_profile
+from mlacalc.timemodel.profile import BASE_NOTE, DEFAULT_PROFILE, Profile, load_profile
 from mlacalc.timemodel.terms import fit_params
 from mlacalc.words.arguments import one_or_many
-from mlacalc.words.engines import check_engine
+from mlacalc.words.engines import DEFAULT_ENGINE, check_engine
 from mlacalc.words.errors import ConfigError, InvalidArgumentError
 
 
@@ -57,6 +57,7 @@ def calibrate(
     notes: Iterable[str] = (),
     progress=None,
     engine: str | None = None,
+    base: Any = None,
 ) -> Profile:
     """Fit a profile on measured sets: :class:`~mlacalc.timemodel.fit.Observations`, measured
     sets read by :func:`mlacalc.measured.tables.load_measured`, or their paths. Records what it
@@ -65,8 +66,13 @@ def calibrate(
     ``engine`` (default ``trtllm``): the serving engine whose tables a folder gives (with the
     tables every engine shares, NCCL's and DeepEP's), recorded in the profile. ``progress``
     (a callable of one line) is told each table as it is read and each class as it is fitted.
+    ``base`` (a profile of the same engine: a shipped name, a JSON path or a Profile) gives
+    every class these tables do not fit (:func:`with_base`); without it those classes are
+    timed by datasheet defaults.
     """
     engine = check_engine(engine_of_named_tables(measured_sets, engine))
+    if base is not None:
+        base_profile(base, engine)
     obs: list[Observations] = []
     for item in one_or_many("measured_sets", measured_sets, what="measured sets or paths"):
         obs += _as_observations(item, engine, progress)
@@ -104,7 +110,67 @@ def calibrate(
     )
     prof = fit_composite_classes(prof, mapped, use_scipy=use_scipy, progress=progress)
     prof = with_contents(prof, mapped, measured_sets, engine)
-    return dataclasses.replace(prof, notes=(*prof.notes, *fit_warnings(prof)))
+    prof = dataclasses.replace(prof, notes=(*prof.notes, *fit_warnings(prof)))
+    return prof if base is None else with_base(prof, base)
+
+
+def base_profile(base: Any, engine: str) -> Profile:
+    """The profile ``base`` names (a shipped name, a JSON path or a :class:`Profile`), checked
+    to be a fitted profile of ``engine``: one line naming ``base`` otherwise. calibrate checks
+    it before fitting, so a wrong base is said in a second, not after minutes of fitting."""
+    try:
+        under = load_profile(base)
+    except InvalidArgumentError as exc:  # not a shipped name nor a file: said as the base's
+        raise InvalidArgumentError("base", exc.message) from None
+    if under.engine != engine:
+        raise InvalidArgumentError(
+            "base",
+            f"profile {under.name} was fitted on {under.engine}'s tables and this one on "
+            f"{engine}'s: give a {engine} profile as the base (or calibrate with "
+            f"--engine {under.engine})",
+        )
+    if not under.classes and not under.devices:
+        raise InvalidArgumentError(
+            "base", f"profile {under.name} holds no fitted class: give a calibrated profile"
+        )
+    return under
+
+
+def with_base(prof: Profile, base: Any) -> Profile:
+    """``prof`` (fitted on a user's tables) over ``base`` (a shipped profile name, a JSON path or
+    a :class:`Profile` of the same engine, :func:`base_profile`): every class ``prof`` does not
+    fit, pooled and per device, is ``base``'s, so a profile fitted on a few GEMM tables of a new
+    device times its attention, norms and collectives by the shipped fit (by datasheet ratios
+    from the nearest fitted device) instead of the datasheet defaults. ``prof``'s own fits win
+    where both hold a class; ``fitted_on`` and the residuals are both profiles', and one note
+    names the base and counts the classes it gave. A non-TensorRT-LLM base takes the
+    TensorRT-LLM classes its engine's predictions take anyway
+    (:func:`~mlacalc.timemodel.engine_profiles.with_stand_ins`)."""
+    under = base_profile(base, prof.engine)
+    if under.engine != DEFAULT_ENGINE:
+        under = with_stand_ins(under, load_profile(DEFAULT_PROFILE))
+    classes = {**under.classes, **prof.classes}
+    devices = {d: dict(c) for d, c in under.devices.items()}
+    for device, table in prof.devices.items():
+        devices[device] = {**devices.get(device, {}), **table}
+    residuals = {d: dict(r) for d, r in under.residuals.items()}
+    for device, table in prof.residuals.items():
+        residuals[device] = {**residuals.get(device, {}), **table}
+    given = sorted(set(under.classes) - set(prof.classes))
+    on = ", ".join(under.fitted_devices) or "no device"
+    note = (
+        f"{BASE_NOTE}{len(given)} pooled class(es) and the device fits of {on} are profile "
+        f"{under.name}'s ({under.engine}), not fitted on these tables; the classes fitted here "
+        "take their place where both hold one"
+    )
+    return dataclasses.replace(
+        prof,
+        classes=classes,
+        devices=devices,
+        residuals=residuals,
+        fitted_on=(*under.fitted_on, *prof.fitted_on),
+        notes=(*prof.notes, note, *under.notes),
+    )
 
 
 def with_contents(prof: Profile, mapped: list[MappedTable], measured_sets: Any, engine: str):

@@ -143,6 +143,11 @@ _PARENT_VARIANTS = {
 }
 
 
+#: The prefix of the note ``mlacalc calibrate --base`` writes: which profile gave the classes
+#: the user's tables do not fit (:func:`mlacalc.measured.calibrate.with_base`)
+BASE_NOTE = "base: "
+
+
 @dataclass(frozen=True)
 class Profile:
     """Fitted kernel-model parameters with their provenance and residuals."""
@@ -350,6 +355,13 @@ class Profile:
             return f"profile {self.name}: not fitted; datasheet defaults" + note
         if device in self.devices:
             own = f"calibrated on {on}; {device} by its own fit"
+            based = [n for n in self.notes if n.startswith(BASE_NOTE)]
+            if based:  # calibrate --base: the device's own fit holds a few classes
+                base_name = based[0].partition(" are profile ")[2].partition("'s (")[0]
+                own += (
+                    f" of {len(self.devices[device])} class(es), every other class by profile "
+                    f"{base_name or 'base'}'s fits (calibrate --base)"
+                )
             return own + note + _file_note(hardware)
         if hardware is None:
             return f"calibrated on {on}; {device} by datasheet ratios"
