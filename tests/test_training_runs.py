@@ -16,7 +16,8 @@ V2 +27.8%, Llama 3 405B -8.1% and -28.0%; since each pipeline stage is timed wit
 layers (the output head on the last stage alone, DeepSeek's dense FFNs on the first),
 DeepSeek-V3 +57.1%, V2 +60.1%, Llama 3 405B -2.1% and -23.2%; with Meta's uneven stages (7, 8 x
 14, 7 layers, ``stage_layers="7,..,7"``) -1.8% and -22.9%; since the loss is timed on the
-last stage, DeepSeek-V3 +42.8%, V2 +57.3%; since V3's MTP module trains with it, V3 -9.4%.
+last stage, DeepSeek-V3 +42.8%, V2 +57.3%; since V3's MTP module trains with it, V3 -9.4%;
+since each stage's data-parallel traffic hides behind its own last backward, V3 -10.6%.
 The bounds below hold each error a few points beyond that, so a change that makes a prediction
 worse fails here.
 """

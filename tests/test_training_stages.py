@@ -117,3 +117,27 @@ def test_the_stages_share_the_one_stage_s_kernels(model, kw):
     for part in ("forward_s", "backward_s", "recompute_s"):
         got = sum(getattr(st, part) for st in two.stages)
         assert got == pytest.approx(getattr(one, part), rel=1e-4, abs=1e-12)
+
+
+def test_each_stage_s_data_parallel_traffic_hides_behind_its_own_last_backward():
+    """ZeRO-1's gradient reduce-scatter and weight all-gather run on each stage after its own
+    last backward, and under 1F1B the first stage ends that backward last, stage ``s`` the
+    backward of stages ``0 .. s - 1`` earlier: the step's exposed traffic is the largest over
+    the stages of its traffic less its own backward less that lead. Before, the traffic of
+    the stage that trains the most parameters was hidden behind the slowest stage's backward.
+    DeepSeek-V3 (the published run's flags): stage 0 (the embedding and the 3 dense FFNs)
+    trains the most, 52.0 ms of backward where the last stage (the head and the MTP module)
+    takes 106.0: 341.1 ms exposed before, 395.1 since. Llama-3.1-8B with 26 of its 32 layers
+    on the last stage: that stage's 871 ms of traffic less its 331 ms backward and the 71 ms
+    the three stages before it still run: 540.1 ms exposed before, 469.6 since."""
+    v3 = training_cost("deepseek-v3", 4096, hardware="H800", pp=16, dp=128, ep=64,
+                       global_batch=15360, precision="fp8-mixed", recompute="kv_up",
+                       overlap=True, comm_sms=20).time  # fmt: skip
+    first = v3.stages[0]
+    assert first.backward_s < v3.backward_s  # the slowest stage's, which hid it before
+    assert v3.dp_exposed_s == pytest.approx(v3.dp_comm_s - first.backward_s, rel=1e-9)
+    t = training_cost("llama-3.1-8b", 8192, hardware="H100", pp=4, dp=16, global_batch=64,
+                      stage_layers="2,2,2,26").time  # fmt: skip
+    last, lead = t.stages[-1], sum(st.backward_s for st in t.stages[:-1])
+    assert t.slowest_stage == 3 and lead > 0
+    assert t.dp_exposed_s == pytest.approx(t.dp_comm_s - last.backward_s - lead, rel=1e-9)

@@ -58,6 +58,7 @@ from mlacalc.training.memory import (
 )
 from mlacalc.training.step import (
     Layout,
+    StageParams,
     StepTime,
     chunk_sizes,
     expert_dp,
@@ -1198,25 +1199,31 @@ def _timed(
     lora: tuple[int, str] | None,
     mtp: int = 0,
 ) -> StepTime:
-    """The step time, each stage timed with its own layers (``stages``), the data-parallel
-    traffic and the optimizer step of ``busiest``, the stage that trains the most parameters
-    (not the one holding the most memory, which ZeRO, the micro-batch and recomputation move:
-    priced there, ZeRO-2 read faster than ZeRO-1 with ten times the traffic):
-    the parameters it trains (LoRA: the
-    adapters; the frozen base weights gathered under ZeRO-3 all the same), and the bytes its
-    optimizer step reads and writes: each rank's shard under ZeRO 1-3 (it had counted ZeRO-1's
-    unsharded weights and gradients, so ZeRO-3 read as a faster step), read and written once."""
+    """The step time, each stage timed with its own layers (``stages``) and its data-parallel
+    traffic and optimizer step priced with its own parameters (``stage_dp``, the step's
+    exposed part and optimizer step over the stages as 1F1B ends them:
+    :func:`~mlacalc.training.step.step_time`): the parameters it trains (LoRA: the adapters;
+    the frozen base weights gathered under ZeRO-3 all the same), and the bytes its optimizer
+    step reads and writes: each rank's shard under ZeRO 1-3 (it had counted ZeRO-1's unsharded
+    weights and gradients, so ZeRO-3 read as a faster step), read and written once. Before,
+    every stage was priced as ``busiest``, the stage that trains the most parameters (the
+    figures ``step_time`` keeps as its defaults)."""
     gemm_dtype = "fp8" if precision == "fp8-mixed" else "bf16"
     g = optimizer_bytes_per_param(optimizer, precision)[1]
     shard = 3 if zero >= 1 else 0  # the states the optimizer updates: its shard of each
     ranks = lay.dp * lay.cp
-    if lora is None:
-        trained, experts, frozen = busiest.dense + busiest.experts, busiest.experts, (0.0, 0.0)
-        updated = state_bytes(busiest.dense, optimizer, precision, ranks, shard,
-                              busiest.experts, expert_dp(lay))  # fmt: skip
-    else:  # only the adapters' gradients and states move and update
-        trained, experts, frozen = busiest.lora, 0, (busiest.dense, busiest.experts)
-        updated = state_bytes(busiest.lora, optimizer, precision, ranks, shard)
+
+    def own(st: _Stage) -> StageParams:
+        """A stage's trained parameters, their routed experts', its optimizer's bytes, frozen."""
+        if lora is None:
+            updated = state_bytes(st.dense, optimizer, precision, ranks, shard,
+                                  st.experts, expert_dp(lay))  # fmt: skip
+            return st.dense + st.experts, st.experts, sum(updated.values()) * 2, (0.0, 0.0)
+        # only the adapters' gradients and states move and update
+        updated = state_bytes(st.lora, optimizer, precision, ranks, shard)
+        return st.lora, 0, sum(updated.values()) * 2, (st.dense, st.experts)
+
+    trained, experts, opt_bytes, frozen = own(busiest)
     return step_time(
         m,
         lay,
@@ -1228,7 +1235,7 @@ def _timed(
         act_dtype,
         gemm_dtype,
         trained,
-        sum(updated.values()) * 2,
+        opt_bytes,
         g,
         profile,
         args.flag("overlap", overlap),
@@ -1240,6 +1247,7 @@ def _timed(
         nf4_params_per_gpu=[st.nf4 for st in stages],
         stages=[list(st.ids) for st in stages],
         mtp=mtp,
+        stage_dp=[own(st) for st in stages],
     )
 
 

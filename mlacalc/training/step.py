@@ -43,7 +43,8 @@ norm and the head on the last; the slowest stage sets the pace):
   per remote node a token's experts live on, experts spread evenly, no node limit); pipeline
   stages, the activations of a micro-batch forward and their gradients backward; data
   parallelism, once per step, a reduce-scatter of the gradients and an all-gather of the
-  weights (ZeRO-1), hidden behind the last micro-batch's backward up to its length.
+  weights (ZeRO-1), each stage's hidden behind its own last backward up to its length and
+  the backward the stages before it still run (:func:`_dp_tail`).
 
 With ``dtype="fp32"`` (``precision="fp32"``) activations are 4 bytes (the element-wise kernels
 and the communication move twice the bytes) and the matmuls (GEMMs, attention) run on TF32
@@ -97,6 +98,7 @@ from mlacalc.words.kernels import Kernel
 
 __all__ = [
     "Layout",
+    "StageParams",
     "StageTime",
     "StepTime",
     "chunk_sizes",
@@ -1075,6 +1077,38 @@ def _stage_time(r: _Run, index: int, fwd: list[Kernel], layers: list[int], nf4: 
                      ep_comm, pp_comm, cp_comm, cp_exposed, micro, mtp)  # fmt: skip
 
 
+#: a stage's own figures for its data-parallel traffic and optimizer step: the parameters its
+#: GPU trains, their routed experts', the bytes its optimizer step reads and writes, and the
+#: (non-expert, expert) parameters it holds frozen (:func:`step_time`'s ``stage_dp``)
+StageParams = tuple[float, float, float, tuple[float, float]]
+
+
+def _dp_tail(
+    r: _Run, timed: tuple[StageTime, ...], own: list[StageParams], grad_bytes: int, zero: int
+) -> tuple[float, float, float]:
+    """The step's data-parallel traffic, the part of it no backward hides, and its optimizer
+    step, each stage with its own parameters (``own``). Under 1F1B the last micro-batch's
+    backward runs from the last stage to the first, so stage ``s`` ends its last backward the
+    backward of stages ``0 .. s - 1`` (``/ vp`` interleaved) before the first stage ends its
+    own, and its traffic, hidden behind that backward up to its length (:func:`_dp_terms`),
+    has that lead more to run in: the exposed part is the largest over the stages of its own
+    exposed part less its lead (the first stage's, whose lead is 0, at least; from recall of
+    Megatron-LM's schedule and its gradient reduction per stage). The gradients' norm is then
+    all-reduced over the stages before any steps its optimizer (Megatron-LM's clipping and
+    its inf check span the model-parallel group, from recall), so the optimizer step is the
+    longest stage's. The traffic reported is the stage's that sets the exposed part."""
+    lay = r.lay
+    traffic, exposed, lead, opt = 0.0, -math.inf, 0.0, 0.0
+    for st, (params, experts, state_bytes, frozen) in zip(timed, own, strict=True):
+        comm, bare = _dp_terms(lay, r.hw, params, experts, grad_bytes, zero,
+                               st.forward_s, st.backward_s, frozen)  # fmt: skip
+        if bare - lead > exposed:
+            traffic, exposed = comm, bare - lead
+        lead += st.backward_s / lay.vp
+        opt = max(opt, _optimizer_seconds(lay, r.hw, r.profile, state_bytes, params, experts, zero))
+    return traffic, max(0.0, exposed), opt
+
+
 def _attention_kinds(m: ModelConfig, seq_len: int, micro_batch: int, impl: str) -> tuple[str, ...]:
     """The attention groups of a model whose layers differ, in the order the step runs them
     (:attr:`mlacalc.AttentionCost.group_labels`); () where every layer is of one kind."""
@@ -1107,6 +1141,7 @@ def step_time(
     nf4_params_per_gpu: float | list[float] = 0.0,
     stages: list[list[int]] | None = None,
     mtp: int = 0,
+    stage_dp: list[StageParams] | None = None,
 ) -> StepTime:
     """The predicted time of one training step (see the module's description);
     ``expert_params_per_gpu`` of ``params_per_gpu`` are routed experts', whose gradients are
@@ -1120,7 +1155,9 @@ def step_time(
     more under full recompute; ``stages`` the layers of each pipeline stage (None:
     :func:`stage_layer_ids`); ``mtp`` the MTP modules trained with the model, on the last
     stage after its layers (:func:`mtp_layers`: each a layer like the last, eh_proj, its
-    head and its loss).
+    head and its loss); ``stage_dp`` each stage's own parameters for its data-parallel
+    traffic and optimizer step (:data:`StageParams`, :func:`_dp_tail`; None: the figures
+    above on every stage).
 
     Each stage is timed with its own layers (:class:`StageTime`). Under 1F1B the slowest
     stage sets the pace of the steady state and the first micro-batch's forward and the
@@ -1156,13 +1193,9 @@ def step_time(
     micro = slow.micro_batch_s
     bubble = (sum(st.micro_batch_s for st in timed) - micro) / lay.vp
     n_micro = lay.micro_batches
-    dp_comm, exposed = _dp_terms(
-        lay, hw, params_per_gpu, expert_params_per_gpu, grad_bytes, zero,
-        slow.forward_s, slow.backward_s, frozen,
-    )  # fmt: skip
-    opt = _optimizer_seconds(
-        lay, hw, profile, state_bytes_per_gpu, params_per_gpu, expert_params_per_gpu, zero
-    )
+    alike = (params_per_gpu, expert_params_per_gpu, state_bytes_per_gpu, frozen)
+    own = stage_dp or [alike] * len(timed)
+    dp_comm, exposed, opt = _dp_tail(r, timed, own, grad_bytes, zero)
     return StepTime(
         layout=lay,
         hardware=hw.name,
