@@ -64,10 +64,11 @@ def test_dsa_layers_add_the_indexer_key():
 def test_an_nvfp4_cache_counts_its_scales_and_a_bare_fp4_cache_none():
     """``nvfp4``: e2m1 values two to a byte and one e4m3 scale per 16 of K and V (Llama-3-8B,
     32 layers of 8 KV heads of 128: 2 x 8 x 128 / 2 + 2 x 8 x 128 / 16 = 1,152 B a layer),
-    or of MLA's latent, its RoPE key at four bits without (DeepSeek-V3, 61 layers: 256 + 32 +
-    32 B); a bare ``fp4`` cache is four bits a value, a quarter of bf16."""
+    or of MLA's latent and its RoPE key, each in blocks of its own (DeepSeek-V3, 61 layers:
+    256 + 32 latent, 32 + 4 RoPE B; it was 320, the RoPE key at four bits with no scale, a
+    format no kernel reads); a bare ``fp4`` cache is four bits a value, a quarter of bf16."""
     assert mlacalc.kv_cache_bytes("llama-3-8b", 1, kv_dtype="nvfp4") == 32 * 1152
     assert mlacalc.kv_cache_bytes("llama-3-8b", 1, kv_dtype="fp4") == 32 * 1024
-    assert mlacalc.kv_cache_bytes("deepseek-v3", 1, kv_dtype="nvfp4") == 61 * (256 + 32 + 32)
+    assert mlacalc.kv_cache_bytes("deepseek-v3", 1, kv_dtype="nvfp4") == 61 * (256 + 32 + 32 + 4)
     bf16 = mlacalc.kv_cache_bytes("deepseek-v3", 1, kv_dtype="bf16")
     assert mlacalc.kv_cache_bytes("deepseek-v3", 1, kv_dtype="fp4") * 4 == bf16

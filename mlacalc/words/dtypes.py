@@ -136,6 +136,8 @@ class KVLayout:
         total = -(-main_elements * self.bits // 8)
         if self.scale_group:
             total += -(-main_elements // self.scale_group) * self.scale_bytes
+            if self.rope_bits is None:  # a RoPE key in the block-scaled dtype takes scales too
+                total += -(-rope_elements // self.scale_group) * self.scale_bytes
         total += -(-rope_elements * rope_bits // 8)
         return total
 
@@ -147,8 +149,8 @@ KV_LAYOUTS: dict[str, KVLayout] = {
     # 512 + 16 + 128 = 656 bytes per token per layer for DeepSeek-V3.
     # Source: deepseek-ai/FlashMLA README ("FP8 KV Cache"); vLLM's "fp8_ds_mla".
     "fp8_ds_mla": KVLayout(name="fp8_ds_mla", bits=8, rope_bits=16, scale_group=128, scale_bytes=4),
-    # NVFP4: e2m1 values two to a byte with one e4m3 scale per 16 of the main part (K and V,
-    # or MLA's latent; its RoPE key at four bits), as NVFP4 weights are stored (4.5 bits a
+    # NVFP4: e2m1 values two to a byte with one e4m3 scale per 16 (K and V, or MLA's latent
+    # and its RoPE key, each in blocks of its own), as NVFP4 weights are stored (4.5 bits a
     # value); a bare "fp4" cache is four bits with no scales
     "nvfp4": KVLayout(name="nvfp4", bits=4, scale_group=16, scale_bytes=1),
 }
