@@ -98,3 +98,31 @@ def test_the_docs_deepseek_v3_figures_are_the_cli_s():
     without = compare_runs((replace(run, comm_sms=0),))[0]
     assert f"{without['error']:+.1%} without them, {without['predicted']:,.0f} tokens" in docs
     assert "238" not in docs and "holds 4 MoE layers and no head" not in docs
+
+
+def test_the_docs_deepseek_v2_breakdown_is_the_model_s():
+    """docs/training.md's DeepSeek-V2 breakdown (its step's parts, and the figure with the
+    full recompute its assumed layout needs to fit) is what the model gives."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    docs = " ".join(Path("docs/training.md").read_text().split())
+    run = next(r for r in PUBLISHED_RUNS if r.model == "deepseek-v2")
+    (row,) = compare_runs((run,))
+    t = _cost(run).time
+    assert f"144 micro-batches x {t.micro_batch_s * 1e3:.2f} ms" in docs
+    assert f"| 1F1B bubble (the other 15 stages' micro-batches) | {t.bubble_s:.3f} s |" in docs
+    assert f"not overlapped) | {t.ep_comm_s * 1e3:.2f} ms |" in docs
+    assert f"predicts {t.step_s:.2f} s ({row['mfu']:.1%} MFU)" in docs
+    (full,) = compare_runs((replace(run, recompute="full"),))
+    assert f"{full['predicted']:,.0f} tokens/s/GPU, {full['error']:+.1%}" in docs
+
+
+def _cost(run):
+    from mlacalc.training.cost import training_cost
+
+    return training_cost(
+        run.model, run.seq_len, hardware=run.hardware, tp=run.tp, pp=run.pp, dp=run.dp,
+        ep=run.ep, global_batch=run.global_batch, precision=run.precision,
+        recompute=run.recompute, overlap=run.overlap, comm_sms=run.comm_sms,
+    )  # fmt: skip

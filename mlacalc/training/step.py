@@ -26,13 +26,15 @@ norm and the head on the last; the slowest stage sets the pace):
   receiving an even share of the tokens of its expert-parallel group (``tokens / tp`` per rank);
 - backward: each GEMM as its two gradient GEMMs (input and weight, shapes transposed); the
   attention core as its class at the backward's FLOPs (the flash backward: twice the forward
-  plus the recomputed scores; this assumes the backward kernel runs at the forward kernel's
-  efficiency); the absorbed path's materialized scores, softmax and values as GEMMs and an
-  element-wise pass; element-wise kernels move twice their forward bytes;
+  plus the recomputed scores; the class's rate at those FLOPs, not the forward's: DeepSeek-V2's
+  expanded core at 4K reaches 1.34x the forward's rate, docs/training.md); the absorbed
+  path's materialized scores, softmax and values as GEMMs and an element-wise pass;
+  element-wise kernels move twice their forward bytes;
 - the loss on the last stage: Megatron-LM's vocab-parallel cross-entropy on the logits upcast
   to fp32 (:func:`loss_kernels`: element-wise passes over the rank's ``V / tp`` slice, 38
   bytes a logit forward and 14 backward), not recomputed;
-- recomputation: the recomputed kernels again (forward);
+- recomputation: the recomputed kernels again (forward), and under full recompute the
+  layers' tensor-, expert- and context-parallel collectives of the forward again;
 - communication, by the link model of :mod:`mlacalc.serving.comm` (scale-up link within a
   node, the scale-out network beyond), added to the compute or, with ``overlap`` (a schedule
   such as DeepSeek's DualPipe that hides it), overlapped with it (the longer of the two):
@@ -1044,17 +1046,21 @@ def _stage_time(r: _Run, index: int, fwd: list[Kernel], layers: list[int], nf4: 
     tokens = lay.micro_batch * r.seq_len // lay.cp  # a context-parallel rank's share
     n_layers = len(layers)
     moe_layers = sum(m.is_moe_layer(min(i, L - 1)) for i in layers)  # MTP: the last's kind
+    # a layer's tensor- and expert-parallel collectives run in its forward and its backward,
+    # and once more where full recompute runs its forward again: the recomputed forward is the
+    # layer's own, collectives and all (Megatron-LM's checkpointed layers, from recall)
+    passes = 3 if r.recompute == "full" else 2
     act = tokens * m.hidden_size * a
     tp_comm = 0.0
     if lay.tp > 1:
         one = _comm("all_gather", act / lay.tp, lay.tp, hw, lay.tp)
         one += _comm("reduce_scatter", act / lay.tp, lay.tp, hw, lay.tp)
         blocks = n_layers * 2 - (moe_layers if lay.ep > 1 else 0)
-        tp_comm = 2 * blocks * one  # forward and backward
+        tp_comm = passes * blocks * one
     ep_comm = 0.0
     if lay.ep > 1:
         fp8 = r.gemm_dtype == "fp8"
-        ep_comm = 2 * moe_layers * _ep_seconds(m, lay, hw, tokens / lay.tp, fp8, a)
+        ep_comm = passes * moe_layers * _ep_seconds(m, lay, hw, tokens / lay.tp, fp8, a)
     pp_comm = 0.0
     if lay.pp > 1:  # interleaved: a micro-batch crosses vp times as many stage boundaries
         pp_comm = 2 * lay.vp * _comm("p2p", act / lay.tp, 2, hw, lay.tp * lay.cp * lay.dp + 1)
@@ -1066,8 +1072,8 @@ def _stage_time(r: _Run, index: int, fwd: list[Kernel], layers: list[int], nf4: 
         one = _comm("p2p", ring_bytes(m, lay, r.seq_len, r.impl, a), 2, hw, lay.tp * lay.cp)
         ring_f = n_layers * (lay.cp - 1) * one
         ring_b = 2 * ring_f
-        cp_comm = ring_f + ring_b
-        cp_exposed = max(0.0, ring_f - core_f) + max(0.0, ring_b - core_b)
+        cp_comm = (passes - 1) * ring_f + ring_b
+        cp_exposed = (passes - 1) * max(0.0, ring_f - core_f) + max(0.0, ring_b - core_b)
     compute = t_f + t_b + t_r
     comm = tp_comm + ep_comm + pp_comm + cp_exposed
     micro = max(compute, comm) if r.overlap else compute + comm
