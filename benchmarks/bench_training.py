@@ -45,6 +45,7 @@ def main() -> None:
             f"    {r['run']:<28} {unit:<13} published {fmt.format(r['published']):>7} "
             f"predicted {fmt.format(r['predicted']):>7}  error {r['error']:+.1%}  "
             f"(MFU {r['mfu']:.1%}, step {r['step_s']:.2f} s)"
+            + ("; the assumed layout does not fit" if r["fits"] is False else "")
         )
     errors = [abs(r["error"]) for r in rows]
     print(f"    mean |error| {sum(errors) / len(errors):.1%}, max {max(errors):.1%}")

@@ -16,7 +16,10 @@ fitted to these figures: they are the benchmark (``benchmarks/bench_training.py`
 - DeepSeek-V2 (arXiv 2405.04434): 172.8K H800 GPU hours per trillion tokens (section 3.1.4);
   "16-way zero-bubble pipeline parallelism, 8-way expert parallelism, and ZeRO-1 data
   parallelism" (3.1.3); 4K sequences, batch 9,216 sequences after the ramp (3.1.2).
-  Assumed: 1,024 GPUs (not stated), micro-batch 1, BF16 mixed precision, no recompute.
+  Assumed: 1,024 GPUs (not stated), micro-batch 1, BF16 mixed precision, no recompute (the
+  report recomputes "a portion of the operators", from recall, without saying which; with
+  none the layout does not fit an H800, 125.8 GiB a GPU, and the row says so: full recompute
+  fits and gives +17.0%, docs/training.md).
 - Llama 3 405B (arXiv 2407.21783, Table 4): on H100 (BF16), 8,192 GPUs at TP 8, CP 1, PP 16,
   DP 64, sequence 8,192, batch per DP rank 32: 430 TFLOPs/GPU, 43% BF16 MFU; 16,384 GPUs at
   DP 128, batch per DP rank 16: 400 TFLOPs/GPU, 41% MFU. Assumed: micro-batch 1, no
@@ -180,6 +183,8 @@ def compare_runs(runs: tuple[Run, ...] = PUBLISHED_RUNS, profile: Any = None) ->
                 "mfu": c.mfu,
                 "tokens_per_s_per_gpu": c.tokens_per_s_per_gpu,
                 "step_s": c.time.step_s,
+                # whether the assumed layout fits the device's memory (None: not known)
+                "fits": c.fits,
                 "source": r.source,
             }
         )
