@@ -174,7 +174,13 @@ from mlacalc.timemodel.moe_time import (
 )
 from mlacalc.words.engines import engine_of_framework
 from mlacalc.words.errors import ConfigError
-from mlacalc.words.kernels import DSA_TOPK_CODE, TOPK_KERNEL_VARIANTS, KernelBatch, dsa_logits_shape
+from mlacalc.words.kernels import (
+    DSA_TOPK_CODE,
+    MIN_LATENCY_MOE,
+    TOPK_KERNEL_VARIANTS,
+    KernelBatch,
+    dsa_logits_shape,
+)
 
 __all__ = [
     "DECODE_PATH_ATTENTION_SOURCES",
@@ -1779,6 +1785,15 @@ def _moe_rank_loads(
 #: renormalizes a plain top-k: its tables' rows of DeepSeek-V3's shape halve at EP 2)
 GROUPED_ROUTING_ENGINES = ("sglang", "vllm")
 
+#: ``kernel_source`` of the ``moe_perf`` rows whose kernel routes inside itself with
+#: group-limited top-k at a top-k of 8 over experts in 8 groups, with (groups, groups kept):
+#: TensorRT-LLM-gen's min-latency MoE in TensorRT-LLM's tables (its balanced top-8 rows take at
+#: EP 2 the time of EP 1 at every shape, 128, 160 and 256 experts, then DeepSeek-V3's grouped
+#: fractions of it). Balanced rows only: the power-law rows fitted better with the equal share
+#: (docs/time-model.md, "TensorRT-LLM-gen's min-latency MoE routes by groups")
+GROUPED_ROUTING_KERNELS = {MIN_LATENCY_MOE: (8, 4)}
+GROUPED_ROUTING_KERNEL_TOPK = 8
+
 
 def _grouped_routing(
     t: MeasuredTable,
@@ -1786,12 +1801,22 @@ def _grouped_routing(
     inter: np.ndarray,
     experts: np.ndarray,
     topk: np.ndarray,
+    alpha: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per row whether its collector routes it with group-limited top-k
-    (:data:`GROUPED_ROUTING_ENGINES`, :data:`~mlacalc.measured.moe_routing.GROUPED_ROUTING`),
-    and its groups and groups kept (0 elsewhere)."""
+    (:data:`GROUPED_ROUTING_ENGINES`, :data:`~mlacalc.measured.moe_routing.GROUPED_ROUTING`;
+    the balanced rows of a :data:`GROUPED_ROUTING_KERNELS` kernel, ``alpha`` 0), and its groups
+    and groups kept (0 elsewhere)."""
     n = len(hidden)
     on, groups, kept = np.zeros(n, dtype=bool), np.zeros(n), np.zeros(n)
+    source = t.columns.get("kernel_source")
+    if source is not None:
+        src = source.astype(str)
+        for name, (g, gk) in GROUPED_ROUTING_KERNELS.items():
+            sel = (src == name) & (topk == GROUPED_ROUTING_KERNEL_TOPK) & (experts % g == 0)
+            sel &= alpha == 0  # balanced rows (the power-law ones keep the equal share)
+            on |= sel
+            groups[sel], kept[sel] = g, gk
     if t.engine not in GROUPED_ROUTING_ENGINES:
         return on, groups, kept
     for (h, i, n_e, k), (g, gk) in GROUPED_ROUTING.items():
@@ -1821,7 +1846,7 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     # round-robin logits' ties put most of the call on the lowest experts, rank 0's
     # (moe_routing.grouped_rank_loads); each expert's rows padded on its own, as a power-law
     # row's (docs/time-model.md, "A balanced row under DeepSeek-V3's grouped routing")
-    grouped, groups, kept = _grouped_routing(t, hidden, inter, E, topk)
+    grouped, groups, kept = _grouped_routing(t, hidden, inter, E, topk, alpha)
     if grouped.any():
         # (power-law rows spread as balanced ones take the balanced logits)
         law = np.where(whole, 0.0, alpha)
