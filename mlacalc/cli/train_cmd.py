@@ -192,7 +192,14 @@ def _step_section(c, overlap: bool) -> Section:
         note=f"step = {lay.micro_batches:,} x micro-batch + bubble"
         + (
             " (the other stages' micro-batches"
-            + (f" / {lay.vp}: interleaved, {lay.vp} virtual stages)" if lay.vp > 1 else ")")
+            + (f" / {lay.vp}: interleaved, {lay.vp} virtual stages)" if lay.vp > 1 else "")
+            + (
+                ", each less twice its weight-gradient GEMMs: zb-h1)"
+                if t.schedule == "zb-h1"
+                else ")"
+                if lay.vp == 1
+                else ""
+            )
             if lay.pp > 1
             else ""
         )
@@ -356,6 +363,14 @@ def _blocks(c) -> list[tuple[str, int, int]]:
     "micro-batches a rank).",
 )
 @click.option(
+    "--schedule",
+    type=click.Choice(["1f1b", "zb-h1"]),
+    default="1f1b",
+    show_default=True,
+    help="Pipeline schedule: 1f1b, or zb-h1 (zero bubble with 1F1B's memory, Qi et al. 2023: "
+    "each stage's weight-gradient GEMMs fill the bubble, leaving F + B - W a stage).",
+)
+@click.option(
     "--stage-layers",
     default=None,
     metavar="COUNTS",
@@ -459,6 +474,7 @@ def command(
     ep,
     cp,
     virtual_stages,
+    schedule,
     stage_layers,
     mtp,
     lora_rank,
@@ -521,6 +537,7 @@ def command(
         virtual_stages=virtual_stages,
         stage_layers=stage_layers,
         mtp=mtp,
+        schedule=schedule,
     )
     if absorption_ranks and not absorption:
         raise click.BadParameter(

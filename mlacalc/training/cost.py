@@ -60,6 +60,7 @@ from mlacalc.training.step import (
     Layout,
     StageParams,
     StepTime,
+    check_schedule,
     chunk_sizes,
     expert_dp,
     make_layout,
@@ -754,7 +755,10 @@ def _pipeline_note(m: ModelConfig, lay: Layout, time: StepTime | None) -> str:
         f"each pipeline stage is timed with its own layers{mix}, the embedding on the first, "
         f"the output head on the last: stage {time.slowest_stage}'s micro-batch is the "
         "longest and sets the pace (the parts above are its), the bubble is the other "
-        "stages' micro-batches" + (f" / {lay.vp}" if lay.vp > 1 else "") + told
+        "stages' micro-batches"
+        + (f" / {lay.vp}" if lay.vp > 1 else "")
+        + (", less twice their weight-gradient GEMMs (zb-h1)" if time.schedule == "zb-h1" else "")
+        + told
     ) + (f"; {split}" if split else "")
 
 
@@ -908,6 +912,7 @@ def training_cost(
     virtual_stages: int = 1,
     stage_layers: Any = None,
     mtp: bool | None = None,
+    schedule: str = "1f1b",
 ) -> TrainingCost:
     """FLOPs, memory and (with ``hardware``) the time of one training step.
 
@@ -957,13 +962,13 @@ def training_cost(
     stage_layers
         each pipeline stage's layers: ``pp`` counts or ``"FIRST,..,LAST"`` (None: an even
         split; :func:`mlacalc.training.step.check_stage_layers`, :func:`stage_layer_ids`).
-    mtp
+    mtp, schedule
         train the config's MTP modules with the model, on the last stage (:func:`_mtp_count`,
-        :func:`mlacalc.training.step.mtp_layers`; MFU counts their FLOPs as the model's).
+        :func:`~mlacalc.training.step.mtp_layers`; MFU counts their FLOPs as the model's); the
+        pipeline schedule, ``"1f1b"`` or ``"zb-h1"`` (:func:`mlacalc.training.step.step_time`).
     swiglu
-        ``"fused"`` (Megatron-LM's and TransformerEngine's kernel: the ``[gate, up]`` output
-        and the product saved) or ``"unfused"`` (eager PyTorch: gate, up, SiLU(gate) and the
-        product); a gated FFN's activations only.
+        ``"fused"`` (Megatron-LM's, TransformerEngine's: ``[gate, up]`` and the product saved)
+        or ``"unfused"`` (eager PyTorch: gate, up, SiLU(gate), the product); gated FFNs only.
 
     Examples
     --------
@@ -982,7 +987,7 @@ def training_cost(
     reserve = _checked(zero, memory_reserve, optimizer, precision)
     lay = make_layout(m, tp, pp, dp, ep, micro_batch, global_batch, cp, seq_len, virtual_stages,
                       stage_layers)  # fmt: skip
-    _check_cp(lay, attention, impl)
+    schedule = _check_cp(lay, attention, impl, schedule)
     rank, targets = check_lora(m, lora_rank, lora_targets or "attention-mlp")
     base = check_base_dtype(base_dtype, rank, precision, zero)
     lora = None if rank is None else (rank, targets)
@@ -998,7 +1003,7 @@ def training_cost(
     if hardware is not None:
         time = _timed(m, lay, hardware, stages, heaviest, seq_len, impl, recompute, attention,
                       act_dtype, precision, optimizer, zero, profile, overlap, comm_sms,
-                      lora, n_mtp)  # fmt: skip
+                      lora, n_mtp, schedule)  # fmt: skip
         peak, memory = _device(hardware)
     cost = TrainingCost(
         model=m.name, seq_len=seq_len, impl=impl, recompute=recompute, attention=attention,
@@ -1061,14 +1066,16 @@ def _nf4(base: str, lora: tuple[int, str] | None, precision: str) -> tuple[bool,
     return base == "nf4", lora is not None and base == "compute" and precision != "fp8-mixed"
 
 
-def _check_cp(lay: Layout, attention: str, impl: str) -> None:
-    """Context parallelism refused under materialized attention (one line)."""
+def _check_cp(lay: Layout, attention: str, impl: str, schedule: str = "1f1b") -> str:
+    """Context parallelism refused under materialized attention (one line); the pipeline
+    schedule checked (:func:`~mlacalc.training.step.check_schedule`) and returned."""
     if lay.cp > 1 and attention == "materialized":
         raise InvalidArgumentError(
             "cp",
             f"context parallelism runs a flash kernel around the ring; the {impl} path's "
             "materialized probabilities are not split by it: use cp 1, or impl expanded",
         )
+    return check_schedule(lay, schedule)
 
 
 def _step_flops(
@@ -1198,6 +1205,7 @@ def _timed(
     comm_sms: Any,
     lora: tuple[int, str] | None,
     mtp: int = 0,
+    schedule: str = "1f1b",
 ) -> StepTime:
     """The step time, each stage timed with its own layers (``stages``) and its data-parallel
     traffic and optimizer step priced with its own parameters (``stage_dp``, the step's
@@ -1248,6 +1256,7 @@ def _timed(
         stages=[list(st.ids) for st in stages],
         mtp=mtp,
         stage_dp=[own(st) for st in stages],
+        schedule=schedule,
     )
 
 

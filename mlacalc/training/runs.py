@@ -19,7 +19,9 @@ fitted to these figures: they are the benchmark (``benchmarks/bench_training.py`
   Assumed: 1,024 GPUs (not stated), micro-batch 1, BF16 mixed precision, no recompute (the
   report recomputes "a portion of the operators", from recall, without saying which; with
   none the layout does not fit an H800, 125.8 GiB a GPU, and the row says so: full recompute
-  fits and gives +17.0%, docs/training.md).
+  fits and gives +17.0%, docs/training.md); the zero-bubble schedule as ZB-H1 (``zb-h1``:
+  the variant with 1F1B's memory; which variant HAI-LLM ran is not stated, from recall of Qi
+  et al. 2023).
 - Llama 3 405B (arXiv 2407.21783, Table 4): on H100 (BF16), 8,192 GPUs at TP 8, CP 1, PP 16,
   DP 64, sequence 8,192, batch per DP rank 32: 430 TFLOPs/GPU, 43% BF16 MFU; 16,384 GPUs at
   DP 128, batch per DP rank 16: 400 TFLOPs/GPU, 41% MFU. Assumed: micro-batch 1, no
@@ -64,6 +66,8 @@ class Run:
     source: str
     #: the layers of each pipeline stage (``training_cost``'s ``stage_layers``); None: even
     stage_layers: str | None = None
+    #: the pipeline schedule (``training_cost``'s ``schedule``)
+    schedule: str = "1f1b"
 
 
 def _per_gpu(gpu_hours_per_trillion: float) -> float:
@@ -106,6 +110,7 @@ PUBLISHED_RUNS = (
         "tokens_per_s_per_gpu",
         _per_gpu(172.8e3),
         "arXiv 2405.04434, section 3.1: 172.8K H800 GPU hours per 1T tokens",
+        schedule="zb-h1",
     ),
     Run(
         "Llama 3 405B, 8,192 GPUs",
@@ -171,6 +176,7 @@ def compare_runs(runs: tuple[Run, ...] = PUBLISHED_RUNS, profile: Any = None) ->
             overlap=r.overlap,
             comm_sms=r.comm_sms,
             stage_layers=r.stage_layers,
+            schedule=r.schedule,
         )
         predicted = c.mfu if r.metric == "mfu" else c.tokens_per_s_per_gpu
         rows.append(

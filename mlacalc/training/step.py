@@ -99,10 +99,12 @@ from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.kernels import Kernel
 
 __all__ = [
+    "SCHEDULES",
     "Layout",
     "StageParams",
     "StageTime",
     "StepTime",
+    "check_schedule",
     "chunk_sizes",
     "layer_calls",
     "loss_kernels",
@@ -304,6 +306,29 @@ def _digits(text: str) -> bool:
     """Whether ``text`` is a whole number written out (a sign allowed, so -1 is said as a
     stage without layers)."""
     return re.fullmatch(r"[+-]?[0-9]+", text) is not None
+
+
+#: the pipeline schedules :func:`step_time` prices: Megatron-LM's 1F1B (interleaved where
+#: ``vp > 1``) and ZB-H1, the zero-bubble schedule with 1F1B's memory (Qi et al. 2023)
+SCHEDULES = ("1f1b", "zb-h1")
+
+
+def check_schedule(lay: Layout, schedule: Any) -> str:
+    """The pipeline schedule, refused in one line where unknown, or ``zb-h1`` with the
+    interleaved schedule's virtual stages (ZB-H1 is a schedule of whole stages)."""
+    text = str(schedule).strip().lower()
+    if text not in SCHEDULES:
+        raise InvalidArgumentError(
+            "schedule",
+            f"{schedule!r} is not a pipeline schedule: use one of {', '.join(SCHEDULES)}",
+        )
+    if text == "zb-h1" and lay.vp > 1:
+        raise InvalidArgumentError(
+            "schedule",
+            f"zb-h1 splits whole stages' backwards, not {lay.vp} virtual stages' chunks: use "
+            "virtual_stages 1, or schedule 1f1b",
+        )
+    return text
 
 
 def check_virtual_stages(m: ModelConfig, lay: Layout, virtual_stages: Any) -> int:
@@ -622,6 +647,8 @@ class StepTime:
     #: whether every kernel's layers were told (False: some spread evenly over the layers,
     #: :func:`layer_calls`)
     placed: bool = True
+    #: the pipeline schedule (:data:`SCHEDULES`)
+    schedule: str = "1f1b"
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items() if k not in ("layout", "stages")}
@@ -945,6 +972,8 @@ class StageTime:
     micro_batch_s: float
     #: the MTP modules timed on the stage (the last; :func:`mtp_layers`), not in ``layers``
     mtp_layers: int = 0
+    #: the weight-gradient GEMMs' part of ``backward_s`` (the zero-bubble schedule's ``W``)
+    weight_grad_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -1031,6 +1060,7 @@ def _stage_time(r: _Run, index: int, fwd: list[Kernel], layers: list[int], nf4: 
         loss_f, loss_b = loss_kernels(m, lay, r.seq_len, r.dtype)
         fwd, bwd = [*fwd, loss_f], [*bwd, loss_b]
     t_f, t_b, t_r = (_seconds(x, hw, profile, slower, lay.cp) for x in (fwd, bwd, again))
+    t_w = _seconds([k for k in bwd if k.name.endswith("_wgrad")], hw, profile, slower, lay.cp)
     cores = core_kinds()
     core_f, core_b = (
         _seconds([k for k in x if k.kind in cores], hw, profile, slower, lay.cp)
@@ -1040,7 +1070,7 @@ def _stage_time(r: _Run, index: int, fwd: list[Kernel], layers: list[int], nf4: 
     )
     if r.comm_sms:  # SMs kept for communication run no compute: the rest take longer
         scale = hw.sm_count / (hw.sm_count - r.comm_sms)
-        t_f, t_b, t_r = t_f * scale, t_b * scale, t_r * scale
+        t_f, t_b, t_r, t_w = t_f * scale, t_b * scale, t_r * scale, t_w * scale
         core_f, core_b = core_f * scale, core_b * scale
     a = 2 if r.dtype == "bf16" else 4
     tokens = lay.micro_batch * r.seq_len // lay.cp  # a context-parallel rank's share
@@ -1080,7 +1110,7 @@ def _stage_time(r: _Run, index: int, fwd: list[Kernel], layers: list[int], nf4: 
     mtp = sum(i >= L for i in layers)  # reported apart from the decoder layers
     mtp_moe = mtp * m.is_moe_layer(L - 1)
     return StageTime(index, n_layers - mtp, moe_layers - mtp_moe, t_f, t_b, t_r, tp_comm,
-                     ep_comm, pp_comm, cp_comm, cp_exposed, micro, mtp)  # fmt: skip
+                     ep_comm, pp_comm, cp_comm, cp_exposed, micro, mtp, t_w)  # fmt: skip
 
 
 #: a stage's own figures for its data-parallel traffic and optimizer step: the parameters its
@@ -1148,6 +1178,7 @@ def step_time(
     stages: list[list[int]] | None = None,
     mtp: int = 0,
     stage_dp: list[StageParams] | None = None,
+    schedule: str = "1f1b",
 ) -> StepTime:
     """The predicted time of one training step (see the module's description);
     ``expert_params_per_gpu`` of ``params_per_gpu`` are routed experts', whose gradients are
@@ -1163,7 +1194,12 @@ def step_time(
     stage after its layers (:func:`mtp_layers`: each a layer like the last, eh_proj, its
     head and its loss); ``stage_dp`` each stage's own parameters for its data-parallel
     traffic and optimizer step (:data:`StageParams`, :func:`_dp_tail`; None: the figures
-    above on every stage).
+    above on every stage); ``schedule`` the pipeline's (:data:`SCHEDULES`): under ``zb-h1``
+    each stage's backward is its input-gradient part ``B`` and its weight-gradient GEMMs
+    ``W``, and the schedule defers the ``W`` of the warm-up's and cool-down's micro-batches
+    into the bubble, which leaves each other stage ``F + B - W`` of its micro-batch's
+    ``F + B + W`` (its micro-batch less twice its weight-gradient GEMMs; from recall of Qi et
+    al. 2023, "Zero Bubble Pipeline Parallelism", its ZB-H1 with 1F1B's peak memory).
 
     Each stage is timed with its own layers (:class:`StageTime`). Under 1F1B the slowest
     stage sets the pace of the steady state and the first micro-batch's forward and the
@@ -1197,7 +1233,10 @@ def step_time(
     )
     slow = max(timed, key=lambda st: st.micro_batch_s)
     micro = slow.micro_batch_s
-    bubble = (sum(st.micro_batch_s for st in timed) - micro) / lay.vp
+    schedule = check_schedule(lay, schedule)
+    zb = 2.0 if schedule == "zb-h1" else 0.0  # ZB-H1: F + B - W a stage, not F + B + W
+    filled = [max(0.0, st.micro_batch_s - zb * st.weight_grad_s) for st in timed]
+    bubble = (sum(filled) - filled[slow.index]) / lay.vp
     n_micro = lay.micro_batches
     alike = (params_per_gpu, expert_params_per_gpu, state_bytes_per_gpu, frozen)
     own = stage_dp or [alike] * len(timed)
@@ -1222,6 +1261,7 @@ def step_time(
         cp_comm_s=slow.cp_comm_s,
         cp_exposed_s=slow.cp_exposed_s,
         stages=timed,
+        schedule=schedule,
         slowest_stage=slow.index,
         placed=told,
     )
