@@ -207,3 +207,43 @@ def test_training_search_mutations_name_the_field(kwargs, field):
     with pytest.raises(MlacalcError) as e:
         training_search(**{**given, **kwargs})
     assert str(e.value).startswith(field)
+
+
+class _NoStore(dict):
+    """A cache that keeps nothing: every lookup misses."""
+
+    def __setitem__(self, key, value):
+        pass
+
+
+def test_the_caches_spare_work_and_change_nothing(monkeypatch):
+    """The search times a stage's kernels once for every layout sharing them (step._SECONDS)
+    and builds a micro-batch's forward kernels once (flops._FORWARD): the same search with both
+    caches keeping nothing gives the same result, with more kernel timings and builds."""
+    from mlacalc.training import flops, step
+
+    calls = Counter()
+
+    def counted(name, fn):
+        def inner(*a, **kw):
+            calls[name] += 1
+            return fn(*a, **kw)
+
+        return inner
+
+    monkeypatch.setattr(step, "predict_kernels", counted("time", step.predict_kernels))
+    monkeypatch.setattr(flops, "step_kernels", counted("build", flops.step_kernels))
+
+    def search():
+        calls.clear()
+        out = training_search("deepseek-v2-lite", "H100", 8, 16, 4096, top=5)
+        return json.dumps(out.to_dict(), sort_keys=True, default=str), dict(calls)
+
+    monkeypatch.setattr(step, "_SECONDS", {})
+    monkeypatch.setattr(flops, "_FORWARD", {})
+    cached, spent = search()
+    monkeypatch.setattr(step, "_SECONDS", _NoStore())
+    monkeypatch.setattr(flops, "_FORWARD", _NoStore())
+    plain, full = search()
+    assert cached == plain
+    assert spent["time"] < 0.6 * full["time"] and spent["build"] < full["build"] / 10

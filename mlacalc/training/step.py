@@ -700,13 +700,32 @@ def _seconds(
     time, a context-parallel rank's share (:func:`_context_share`)."""
     if not kernels:
         return 0.0
+    key = (id(hw), id(profile), slower, cp, *map(_kernel_key, kernels))
+    hit = _SECONDS.get(key)
+    if hit is not None and hit[0] is hw and hit[1] is profile:
+        return hit[2]
     matmul = {"gemm", *core_kinds()}
     cores = core_kinds()
-    return sum(
+    out = sum(
         (t.seconds + (slower - 1.0) * t.compute_s * (k.kind in matmul))
         / (cp if k.kind in cores else 1)
         for k, t in zip(kernels, predict_kernels(kernels, hw, profile), strict=True)
     )
+    if len(_SECONDS) > 4096:
+        _SECONDS.clear()
+    _SECONDS[key] = (hw, profile, out)
+    return out
+
+
+#: :func:`_seconds` of the kernel lists already timed, by device, profile and the kernels'
+#: every field: a layout search times the same stage's kernels for every layout that shares
+#: its tp, cp, ep, micro-batch and recompute policy (the device and profile kept in the value
+#: and checked by identity, as the time model's class cache does)
+_SECONDS: dict[tuple, tuple[HardwareSpec, Any, float]] = {}
+
+
+def _kernel_key(k: Kernel) -> tuple:
+    return (k.name, k.kind, k.dtype, k.flops, k.bytes, k.calls, *sorted(k.shape.items()))
 
 
 def tf32_slowdown(hw: HardwareSpec) -> float:
