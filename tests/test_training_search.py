@@ -107,7 +107,7 @@ def test_materialized_attention_searches_no_context_parallelism():
     s = training_search("deepseek-v2-lite", "H100", 4, 8, 4096, impl="absorbed", top=3)
     assert s.ranked and all(c.layout.cp == 1 for c in s.ranked)
     assert not any(k.startswith("refused") for k in s.not_fit)
-    with pytest.raises(MlacalcError, match=r"^cp"):
+    with pytest.raises(MlacalcError, match=r"^cp.*flash kernel around the ring.*use cp 1"):
         training_search("deepseek-v2-lite", "H100", 4, 8, 4096, impl="absorbed", cp=2)
 
 
@@ -166,7 +166,12 @@ def test_cli_train_search_nothing_fits_warns_in_one_line(run):
         (["--gpus", "64", "--pp", "1", "--cp", "1", "--global-batch", "7"], "--global-batch"),
         (["--global-batch", "0"], "--global-batch"),
         (["--tp", "3"], "--tp"),
-        (["--zero", "5"], "--zero"),
+        (["--zero", "5"], "--zero: '5' is not one of 0, 1, 2, 3; give one or several, e.g. 1,3"),
+        # the refusals name the cause, as `mlacalc train` does (they had read "no layout of 8
+        # GPUs divides as ... with ep as given")
+        (["--ep", "2"], "Llama-3.1-8B has no experts to spread over 2 ranks; use ep 1"),
+        (["--micro-batch", "3"], "no micro-batch of 3 divides a data-parallel rank's share"),
+        (["--pp", "64"], "--pp: with pp 64 no layout of 8 GPUs divides"),
         (["--recompute", "kv_up"], "--recompute"),
         (["--recompute", "some"], "--recompute"),
         (["--hw", "B999"], "hardware"),

@@ -176,7 +176,8 @@ def _choices(text: str | None, option: str, options: tuple[str, ...], kind) -> l
     for p in parts:
         if p not in options:
             raise click.BadParameter(
-                f"'{p}' is not one of {', '.join(options)}; give a list, e.g. {options[-1]}",
+                f"'{p}' is not one of {', '.join(options)}; give one or several, e.g. "
+                f"{options[1]},{options[-1]}",
                 param_hint=option,
             )
     if not parts:

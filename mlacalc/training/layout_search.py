@@ -317,7 +317,9 @@ def training_search(
         "virtual_stages": _limits("virtual_stages", virtual_stages or 1),
         "micro_batch": _limits("micro_batch", micro_batch),
     }
-    attention = fixed.get("attention") or default_attention(fixed.get("impl", "expanded"))
+    impl = fixed.get("impl", "expanded")
+    attention = fixed.get("attention") or default_attention(impl)
+    _refuse_limits(m, only, attention, impl)
     if attention != "flash":  # the ring's flash kernel does not split materialized attention
         only["cp"] = tuple(x for x in only["cp"] or (1,) if x == 1)
     zeros = _choices("zero", zero, _ZERO)
@@ -449,8 +451,28 @@ def _check_nodes(hw: HardwareSpec, node: int, counts: tuple[int, ...]) -> None:
             )
 
 
+def _refuse_limits(m: ModelConfig, only: dict, attention: str, impl: str) -> None:
+    """Restrictions no layout of the model can meet, refused with their cause as `mlacalc
+    train` refuses them: context parallelism alone under materialized attention, expert
+    parallelism alone on a model without experts."""
+    cps, eps = only["cp"], only["ep"]
+    if attention != "flash" and cps and 1 not in cps:
+        raise InvalidArgumentError(
+            "cp",
+            f"context parallelism runs a flash kernel around the ring; the {impl} path's "
+            "materialized probabilities are not split by it: use cp 1, or impl expanded",
+        )
+    if not m.is_moe and eps and 1 not in eps:
+        raise InvalidArgumentError(
+            "ep",
+            f"{m.label} has no experts to spread over {eps[0]} ranks; use ep 1 or leave it out",
+        )
+
+
 def _nothing_splits(m, node, counts, seq_len, batch, only) -> InvalidArgumentError:
-    """The error where no layout divides: the global batch, else the restrictions."""
+    """The error where no layout divides: the global batch, else the one restriction without
+    which some layout would (the micro-batch named with the shares it must divide), else the
+    restrictions together."""
     dps = sorted({s[3] for g in counts for s, _ in _shapes(m, node, g, seq_len, None, only)})
     if dps and not any(batch % dp == 0 for dp in dps):
         return InvalidArgumentError(
@@ -461,14 +483,46 @@ def _nothing_splits(m, node, counts, seq_len, batch, only) -> InvalidArgumentErr
             + "); use a multiple of one",
         )
     given = [k for k, v in only.items() if v is not None and (k, v) != ("virtual_stages", (1,))]
+    for name in given:
+        loose = {**only, name: None}
+        shapes = [s for g in counts for s, _ in _shapes(m, node, g, seq_len, batch, loose)]
+        if name == "micro_batch" and shapes:
+            shares = sorted({batch // s[3] for s in shapes}, reverse=True)
+            vp = " (under interleaving, into a multiple of pp micro-batches)" * any(
+                s[5] > 1 for s in shapes
+            )
+            return InvalidArgumentError(
+                "micro_batch",
+                f"no micro-batch of {_listed(only['micro_batch'])} divides a data-parallel "
+                f"rank's share of the {batch:,} sequences{vp} (one of {_listed(shares)}); use "
+                "a divisor of one, or leave it out",
+            )
+        if shapes:
+            return InvalidArgumentError(
+                name,
+                f"with {name} {_listed(only[name])} no layout of "
+                f"{', '.join(map(str, counts))} GPUs divides as {m.label} needs "
+                f"({_NEEDS.format(m=m, node=node)}); loosen it",
+            )
     return InvalidArgumentError(
         given[0] if given else "gpus",
-        f"no layout of {', '.join(map(str, counts))} GPUs divides as {m.label} needs (its "
-        f"{m.num_attention_heads} heads over tp within a {node}-GPU node, 2 cp dividing the "
-        f"sequence, pp at most its {m.num_hidden_layers} layers, ep dividing the experts) with "
+        f"no layout of {', '.join(map(str, counts))} GPUs divides as {m.label} needs "
+        f"({_NEEDS.format(m=m, node=node)}) with "
         + (", ".join(given) if given else "these settings")
         + " as given; loosen them",
     )
+
+
+#: how a layout must divide, in the refusals' words
+_NEEDS = (
+    "its {m.num_attention_heads} heads over tp within a {node}-GPU node, 2 cp dividing the "
+    "sequence, pp at most its {m.num_hidden_layers} layers, ep dividing the experts"
+)
+
+
+def _listed(values) -> str:
+    shown = ", ".join(map(str, values[:6]))
+    return shown + (", ..." if len(values) > 6 else "")
 
 
 def _advice(price: _Pricer, not_fit: Counter, policies, counts, hw: HardwareSpec) -> str:
