@@ -41,11 +41,12 @@ def _search(model: ModelConfig, hardware: str, gpus: int, top: int, **kw) -> dic
     """A layout search's rows, counts and advice (the CLI's ``train-search``)."""
     s = training_search(model, hardware, gpus, top=top, **kw)
     rows = []
-    for c in s.ranked:
-        lay, (bound, share) = c.layout, bound_of(c)
+    for i, c in enumerate(s.ranked):
+        lay, (bound, share), ties = c.layout, bound_of(c), s.ties(i)
+        zero = f"{c.zero}" + (f" (or {', '.join(map(str, ties))})" if ties else "")
         rows.append({
             "tp": lay.tp, "cp": lay.cp, "pp": lay.pp, "dp": lay.dp, "ep": lay.ep,
-            "ZeRO": c.zero, "recompute": c.recompute, "micro-batch": lay.micro_batch,
+            "ZeRO": zero, "recompute": c.recompute, "micro-batch": lay.micro_batch,
             "step (s)": round(c.time.step_s, 3), "tokens/s/GPU": round(c.tokens_per_s_per_gpu),
             "MFU": f"{c.mfu:.1%}", "memory/GPU": human_bytes(c.memory_per_gpu),
             "bound": f"{bound} ({share:.0%})",
@@ -85,7 +86,9 @@ def _search_section(sc: Scenario, kw: dict) -> None:
             f"{r['tried']:,} layouts tried, {r['fitted']:,} fit the "
             f"{human_bytes(r['usable_memory_bytes'])} usable of a {r['hardware']}, "
             f"{r['tried'] - r['fitted']:,} do not ({why}); ranked by step time at the global "
-            "batch; bound: the part of the step that takes the most of it (docs/training.md, "
+            "batch; a layout that differs from a row only by its ZeRO stage and takes the same "
+            "step is folded into it (ZeRO '3 (or 1, 2)': the row's stage needs the least "
+            "memory); bound: the part of the step that takes the most of it (docs/training.md, "
             "Layout search)."
         )
 

@@ -96,9 +96,45 @@ def test_the_pruned_search_equals_a_brute_force_pricing(name, batch, seq_len, vp
     tried, reasons, fits = _brute(name, "H100", 4, batch, seq_len, vps, policies)
     assert reasons[STATES] and reasons[ACTIVATIONS] and fits  # every branch of the pruning
     assert (s.tried, s.fitted, s.not_fit) == (tried, len(fits), dict(reasons))
-    assert [setting(c) for c in s.ranked] == [setting(c) for c in fits[:5]]
-    assert [c.time.step_s for c in s.ranked] == [c.time.step_s for c in fits[:5]]
+    rows = _fold_zero(fits)
+    assert [setting(c) for c in s.ranked] == [setting(c) for c, _ in rows[:5]]
+    assert [c.time.step_s for c in s.ranked] == [c.time.step_s for c, _ in rows[:5]]
+    assert [s.ties(i) for i in range(len(s.ranked))] == [t for _, t in rows[:5]]
     assert s.priced < tried  # pruned: fewer pricings than layouts
+
+
+def _fold_zero(fits):
+    """The ranked layouts with each that differs from an earlier one only by the ZeRO stage,
+    at the same step, dropped and its stage listed beside that one."""
+    rows, seen = [], {}
+    for c in fits:
+        same = {k: v for k, v in setting(c).items() if k != "zero"}
+        key = (tuple(sorted(same.items())), c.time.step_s)
+        if key in seen:
+            seen[key].append(c.zero)
+        else:
+            seen[key] = []
+            rows.append((c, seen[key]))
+    return [(c, tuple(t)) for c, t in rows]
+
+
+def test_zero_stages_with_the_same_step_are_one_row():
+    """DeepSeek-V2-Lite on 8 H100s: ZeRO-1, -2 and -3 of one layout take the same step (their
+    traffic hidden) and had filled the top rows; now one row a layout, the stage with the least
+    memory, the others named beside it (table and JSON)."""
+    s = training_search("deepseek-v2-lite", "H100", 8, 64, 4096, top=5)
+    keys = [(tuple(v for k, v in setting(c).items() if k != "zero"), c.time.step_s)
+            for c in s.ranked]  # fmt: skip
+    assert len(set(keys)) == len(keys) == 5
+    assert any(s.ties(i) for i in range(5))
+    for i, c in enumerate(s.ranked):
+        for z in s.ties(i):
+            other = training_cost("deepseek-v2-lite", 4096, c.layout.micro_batch,
+                                  recompute=c.recompute, zero=z, hardware="H100",
+                                  **_kwargs(c.layout.__dict__))  # fmt: skip
+            assert other.time.step_s == c.time.step_s
+            assert other.memory_per_gpu >= c.memory_per_gpu
+    assert s.to_dict()["ranked"][0]["tied_zero"] == list(s.ties(0))
 
 
 def test_materialized_attention_searches_no_context_parallelism():
@@ -223,9 +259,10 @@ class _NoStore(dict):
 
 def test_the_caches_spare_work_and_change_nothing(monkeypatch):
     """The search times a stage's kernels once for every layout sharing them (step._SECONDS)
-    and builds a micro-batch's forward kernels once (flops._FORWARD): the same search with both
-    caches keeping nothing gives the same result, with more kernel timings and builds."""
-    from mlacalc.training import flops, step
+    and builds a micro-batch's forward kernels once (flops._FORWARD), both dropped at its end:
+    the same search with both caches keeping nothing gives the same result, with more kernel
+    timings and builds."""
+    from mlacalc.training import flops, layout_search, step
 
     calls = Counter()
 
@@ -244,11 +281,23 @@ def test_the_caches_spare_work_and_change_nothing(monkeypatch):
         out = training_search("deepseek-v2-lite", "H100", 8, 16, 4096, top=5)
         return json.dumps(out.to_dict(), sort_keys=True, default=str), dict(calls)
 
-    monkeypatch.setattr(step, "_SECONDS", {})
-    monkeypatch.setattr(flops, "_FORWARD", {})
     cached, spent = search()
-    monkeypatch.setattr(step, "_SECONDS", _NoStore())
-    monkeypatch.setattr(flops, "_FORWARD", _NoStore())
+    assert step._SECONDS is None and flops._FORWARD is None  # dropped with the search
+    monkeypatch.setattr(layout_search, "_STORE", _NoStore)
     plain, full = search()
     assert cached == plain
     assert spent["time"] < 0.6 * full["time"] and spent["build"] < full["build"] / 10
+
+
+def test_tp_beyond_the_kv_heads_is_priced_with_them_replicated():
+    """Llama-3.1-8B has 8 K/V heads: at tp 16 (one GB200 NVL72 rack) each rank holds a whole
+    head, replicated, as `mlacalc train` and the serving layout price it: the search's layout
+    is train's, its weights more than half of tp 8's."""
+    s = training_search("llama-3.1-8b", "GB200", 16, 16, 4096, tp=16, recompute="full", top=1)
+    c = s.best
+    assert c.layout.tp == 16 and s.fitted
+    same = training_cost("llama-3.1-8b", 4096, c.layout.micro_batch, recompute=c.recompute,
+                         zero=c.zero, hardware="GB200", **_kwargs(c.layout.__dict__))  # fmt: skip
+    assert (same.memory_per_gpu, same.time.step_s) == (c.memory_per_gpu, c.time.step_s)
+    half = training_cost("llama-3.1-8b", 4096, 1, tp=8, global_batch=16, zero=c.zero)
+    assert c.params_per_gpu > half.params_per_gpu / 2

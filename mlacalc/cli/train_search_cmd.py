@@ -66,8 +66,10 @@ def _sections(s, model: str, fixed: dict) -> list[Section]:
     rows = []
     for i, c in enumerate(s.ranked, 1):
         name, share = bound_of(c)
+        ties = s.ties(i - 1)
+        zero = f"{c.zero} (or {', '.join(map(str, ties))})" if ties else c.zero
         rows.append([
-            i, _layout(c), c.zero, c.recompute, c.layout.micro_batch,
+            i, _layout(c), zero, c.recompute, c.layout.micro_batch,
             human_seconds(c.time.step_s), f"{c.tokens_per_s_per_gpu:,.0f}", f"{c.mfu:.1%}",
             human_bytes(c.memory_per_gpu), f"{name} ({share:.0%})",
         ])  # fmt: skip
@@ -77,7 +79,9 @@ def _sections(s, model: str, fixed: dict) -> list[Section]:
         f"usable of a {s.hardware} (memory reserve kept), {s.tried - s.fitted:,} do not ({why}); "
         f"{s.priced:,} pricings of the cost function (`mlacalc train`'s), the rest pruned "
         'before pricing (docs/training.md, "Layout search"); ranked by step time at the '
-        "global batch (the order of tokens a second); bound: the part of the step that takes "
+        "global batch (the order of tokens a second); a layout that differs from a row only "
+        "by its ZeRO stage and takes the same step is folded into it (ZeRO '3 (or 1, 2)': "
+        "the row's stage needs the least memory); bound: the part of the step that takes "
         "the most of it"
     )
     if s.best is not None:
@@ -90,7 +94,7 @@ def _sections(s, model: str, fixed: dict) -> list[Section]:
             list(_COLUMNS),
             rows,
             note=note,
-            text_columns=(1, 3, 9),
+            text_columns=(1, 2, 3, 9),
         )
     ]
 

@@ -140,26 +140,25 @@ def forward_kernels(
     dtype: str = "bf16",
 ) -> list[Kernel]:
     """The forward kernels of one micro-batch (whole model, one GPU), the head on every token
-    (a new list each call; the kernels of one model object and settings built once,
+    (a new list each call; during a layout search built once per model and settings,
     :data:`_FORWARD`)."""
     m = model_argument(model)
-    key = (id(m), seq_len, micro_batch, impl, causal, dtype)
-    hit = _FORWARD.get(key)
+    key = None if _FORWARD is None else (id(m), seq_len, micro_batch, impl, causal, dtype)
+    hit = None if key is None else _FORWARD.get(key)
     if hit is not None and hit[0] is m:
         return list(hit[1])
     _refuse(m)
     eng, causal = engine_impl(m, impl), args.flag("causal", causal)
     out = _forward(m, seq_len, micro_batch, eng, causal, dtype)
-    if len(_FORWARD) > 256:
-        _FORWARD.clear()
-    _FORWARD[key] = (m, tuple(out))
+    if key is not None:
+        _FORWARD[key] = (m, tuple(out))
     return out
 
 
-#: forward_kernels' kernels by model object (kept in the value and checked by identity: a
-#: model is a frozen dataclass) and settings: a layout search and a training step ask for the
-#: same micro-batch's kernels once per layout and once per pricing
-_FORWARD: dict[tuple, tuple[ModelConfig, tuple[Kernel, ...]]] = {}
+#: forward_kernels' kernels by model object (kept in the value and checked by identity) and
+#: settings while a layout search runs (:func:`mlacalc.training.layout_search.memo`; None
+#: otherwise): each of its pricings asks for the same micro-batch's kernels, timed or not
+_FORWARD: dict[tuple, tuple[ModelConfig, tuple[Kernel, ...]]] | None = None
 
 
 def _forward(

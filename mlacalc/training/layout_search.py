@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +44,7 @@ from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.loading import ModelConfig, model_argument
 from mlacalc.render import human_bytes
 from mlacalc.serving.plan_checks import check_number, usable_of
+from mlacalc.training import flops, step
 from mlacalc.training.cost import TrainingCost, training_cost
 from mlacalc.training.flops import RECOMPUTE_POLICIES, default_attention
 from mlacalc.training.step import expert_dp, make_layout
@@ -87,10 +90,17 @@ class TrainingSearch:
     #: where nothing fits, what to change (one sentence); else None
     advice: str | None = None
     fixed: dict[str, Any] = field(default_factory=dict)
+    #: for each ranked layout, the other ZeRO stages of it that take the same step (folded
+    #: into its row, which is the one of them that needs the least memory: :func:`_collapse`)
+    tied_zero: tuple[tuple[int, ...], ...] = ()
 
     @property
     def best(self) -> TrainingCost | None:
         return self.ranked[0] if self.ranked else None
+
+    def ties(self, i: int) -> tuple[int, ...]:
+        """The ZeRO stages folded into the ``i``-th ranked layout (same step, more memory)."""
+        return self.tied_zero[i] if i < len(self.tied_zero) else ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -107,7 +117,13 @@ class TrainingSearch:
             "advice": self.advice,
             "fixed": dict(self.fixed),
             "ranked": [
-                {"setting": setting(c), "bound": bound_of(c)[0], **c.to_dict()} for c in self.ranked
+                {
+                    "setting": setting(c),
+                    "tied_zero": list(self.ties(i)),
+                    "bound": bound_of(c)[0],
+                    **c.to_dict(),
+                }
+                for i, c in enumerate(self.ranked)
             ],
         }
 
@@ -150,6 +166,23 @@ def bound_of(c: TrainingCost) -> tuple[str, float]:
     }
     name = max(parts, key=parts.get)
     return name, parts[name] / t.step_s if t.step_s else 0.0
+
+
+#: the store of the search's caches (a test swaps in one that keeps nothing)
+_STORE = dict
+
+
+@contextmanager
+def memo() -> Iterator[None]:
+    """Within it, two exact caches a search's pricings share: a stage's kernel times by every
+    field of its kernels, the device and the profile (``step._SECONDS``), and a micro-batch's
+    forward kernels by model and settings (``flops._FORWARD``); both dropped at its end, so a
+    later change to the time model or a profile is never answered from them."""
+    step._SECONDS, flops._FORWARD = _STORE(), _STORE()
+    try:
+        yield
+    finally:
+        step._SECONDS = flops._FORWARD = None
 
 
 def _divisors(n: int) -> list[int]:
@@ -327,23 +360,24 @@ def training_search(
     usable = usable_of(int(hw.memory_bytes), 0, reserve)
     price = _Pricer(m, hw, seq_len, batch, fixed, usable)
     tried, not_fit, fitting = 0, Counter(), []
-    for g in counts:
-        for shape, mbs in _shapes(m, node, g, seq_len, batch, only):
-            shards = shape[3] * shape[1] > 1 or (m.is_moe and _expert_dp(m, shape, mbs) > 1)
-            these = zeros if shards else (min(zeros, key=lambda z: abs(z - 1)),)
-            tried += len(these) * len(policies) * len(mbs)
-            fits = _search_shape(price, shape, mbs, these, policies, not_fit)
-            fitting += [(shape, *f) for f in fits]
-    if not tried:
-        raise _nothing_splits(m, node, counts, seq_len, batch, only)
-    timed = _timed_top(price, fitting, top, policies)
+    with memo():
+        for g in counts:
+            for shape, mbs in _shapes(m, node, g, seq_len, batch, only):
+                shards = shape[3] * shape[1] > 1 or (m.is_moe and _expert_dp(m, shape, mbs) > 1)
+                these = zeros if shards else (min(zeros, key=lambda z: abs(z - 1)),)
+                tried += len(these) * len(policies) * len(mbs)
+                fits = _search_shape(price, shape, mbs, these, policies, not_fit)
+                fitting += [(shape, *f) for f in fits]
+        if not tried:
+            raise _nothing_splits(m, node, counts, seq_len, batch, only)
+        rows = _collapse(_timed_top(price, fitting, top, policies))[:top]
     return TrainingSearch(
         model=m.name,
         hardware=hw.name,
         gpus=counts,
         seq_len=seq_len,
         global_batch=batch,
-        ranked=tuple(timed[:top]),
+        ranked=tuple(c for c, _ in rows),
         tried=tried,
         fitted=len(fitting),
         not_fit=dict(not_fit.most_common()),
@@ -351,7 +385,26 @@ def training_search(
         usable_memory_bytes=usable,
         advice=None if fitting else _advice(price, not_fit, policies, counts, hw),
         fixed=dict(fixed),
+        tied_zero=tuple(t for _, t in rows),
     )
+
+
+def _collapse(timed: list[TrainingCost], limit: int = 0) -> list[tuple[TrainingCost, tuple]]:
+    """The timed layouts (in :func:`_order`) with those that differ from an earlier one only
+    by the ZeRO stage and take the same step folded into it: each row the stage that needs the
+    least memory (the order's tie-break), the folded stages beside it. Where a ZeRO stage's
+    traffic is hidden, ZeRO-1, -2 and -3 take the same step and had filled the table.
+    ``limit``: the first that many rows (their folded stages perhaps not all), else all."""
+    rows: dict[tuple, tuple[TrainingCost, list[int]]] = {}
+    for c in timed:
+        key = (*(v for k, v in setting(c).items() if k != "zero"), c.time.step_s)
+        if limit and len(rows) >= limit and key not in rows:
+            break
+        if key in rows:
+            rows[key][1].append(c.zero)
+        else:
+            rows[key] = (c, [])
+    return [(c, tuple(t)) for c, t in rows.values()]
 
 
 def _order(c: TrainingCost) -> tuple:
@@ -374,7 +427,8 @@ def _follows(x: tuple, y: tuple, policies: tuple[str, ...]) -> bool:
 
 
 def _timed_top(price: _Pricer, fitting: list, top: int, policies) -> list[TrainingCost]:
-    """The fastest ``top`` of the fitting layouts, timed lazily: at each shape and micro-batch
+    """The fitting layouts that make the fastest ``top`` rows (ZeRO ties folded,
+    :func:`_collapse`), timed lazily: at each shape and micro-batch
     the settings no other fitting one is faster than (by :func:`_follows`) are timed first; a
     setting that follows a timed one is timed only where that one's step is within the
     ``top``-th best (it cannot be faster than it), so what is left untimed cannot enter."""
@@ -397,7 +451,8 @@ def _timed_top(price: _Pricer, fitting: list, top: int, policies) -> list[Traini
                 waiting.append((max(below, default=0.0), (shape, *x, mb)))
     timed.sort(key=_order)
     for bound, (shape, zero, recompute, mb) in sorted(waiting, key=lambda w: w[0]):
-        if len(timed) >= top and bound > timed[top - 1].time.step_s:
+        rows = _collapse(timed, top)  # ties folded: the top-th row, not the top-th layout
+        if len(rows) >= top and bound > rows[top - 1][0].time.step_s:
             break
         c = price(shape, zero, recompute, mb, timed=True)
         if not isinstance(c, str):

@@ -700,8 +700,10 @@ def _seconds(
     time, a context-parallel rank's share (:func:`_context_share`)."""
     if not kernels:
         return 0.0
-    key = (id(hw), id(profile), slower, cp, *map(_kernel_key, kernels))
-    hit = _SECONDS.get(key)
+    key = (
+        None if _SECONDS is None else (id(hw), id(profile), slower, cp, *map(_kernel_key, kernels))
+    )
+    hit = None if key is None else _SECONDS.get(key)
     if hit is not None and hit[0] is hw and hit[1] is profile:
         return hit[2]
     matmul = {"gemm", *core_kinds()}
@@ -711,17 +713,17 @@ def _seconds(
         / (cp if k.kind in cores else 1)
         for k, t in zip(kernels, predict_kernels(kernels, hw, profile), strict=True)
     )
-    if len(_SECONDS) > 4096:
-        _SECONDS.clear()
-    _SECONDS[key] = (hw, profile, out)
+    if key is not None:
+        _SECONDS[key] = (hw, profile, out)
     return out
 
 
 #: :func:`_seconds` of the kernel lists already timed, by device, profile and the kernels'
-#: every field: a layout search times the same stage's kernels for every layout that shares
-#: its tp, cp, ep, micro-batch and recompute policy (the device and profile kept in the value
-#: and checked by identity, as the time model's class cache does)
-_SECONDS: dict[tuple, tuple[HardwareSpec, Any, float]] = {}
+#: every field, while a layout search runs (:func:`mlacalc.training.layout_search.memo`; None
+#: otherwise, so that nothing outlives the search): it times the same stage's kernels for
+#: every layout that shares tp, cp, ep, micro-batch and recompute policy (the device and
+#: profile kept in the value and checked by identity)
+_SECONDS: dict[tuple, tuple[HardwareSpec, Any, float]] | None = None
 
 
 def _kernel_key(k: Kernel) -> tuple:
