@@ -301,3 +301,19 @@ def test_tp_beyond_the_kv_heads_is_priced_with_them_replicated():
     assert (same.memory_per_gpu, same.time.step_s) == (c.memory_per_gpu, c.time.step_s)
     half = training_cost("llama-3.1-8b", 4096, 1, tp=8, global_batch=16, zero=c.zero)
     assert c.params_per_gpu > half.params_per_gpu / 2
+
+
+def test_the_zero_bubble_schedule_is_held_fixed_as_train_takes_it(run):
+    """train's --schedule zb-h1 (whole stages only) is a fixed setting of the search too: the
+    layouts priced as train prices them, interleaving alone refused with its cause."""
+    s = training_search("llama-3.1-8b", "H100", 8, 16, 4096, pp=2, schedule="zb-h1", top=1)
+    c = s.best
+    same = training_cost("llama-3.1-8b", 4096, c.layout.micro_batch, recompute=c.recompute,
+                         zero=c.zero, hardware="H100", schedule="zb-h1",
+                         **_kwargs(c.layout.__dict__))  # fmt: skip
+    assert same.time.step_s == c.time.step_s and c.time.schedule == "zb-h1"
+    with pytest.raises(MlacalcError, match=r"^virtual_stages.*use|^virtual_stages.*schedule"):
+        training_search("llama-3.1-8b", "H100", 8, 16, 4096, schedule="zb-h1", virtual_stages=2)
+    out, _ = run("train-search", "llama-3.1-8b", "--hw", "H100", "--gpus", "8", "--pp", "2",
+                 "--global-batch", "16", "--schedule", "zb-h1", "--top", "1")  # fmt: skip
+    assert "--schedule zb-h1" in " ".join(out.split())

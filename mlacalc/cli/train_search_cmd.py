@@ -130,6 +130,13 @@ def _sections(s, model: str, fixed: dict) -> list[Section]:
 @click.option("--lora-rank", type=SIZE, default=None)
 @click.option("--lora-targets", type=click.Choice(list(TARGETS)), default=None)
 @click.option("--base-dtype", type=click.Choice(list(BASE_DTYPES)), default="compute")
+@click.option(
+    "--schedule",
+    type=click.Choice(["1f1b", "zb-h1"]),
+    default="1f1b",
+    show_default=True,
+    help="Pipeline schedule, train's (zb-h1: no interleaving searched).",
+)
 @set_option
 @format_option
 def command(model, hardware, gpus, global_batch, seq_len, top, tp, pp, cp, ep, micro_batch,
@@ -198,6 +205,7 @@ _DEFAULTS = {
     "comm_sms": 0,
     "memory_reserve": D.MEMORY_RESERVE,
     "base_dtype": "compute",
+    "schedule": "1f1b",
 }
 
 

@@ -61,7 +61,7 @@ ACTIVATIONS = "activations"
 #: the settings of training_cost a search holds fixed (the rest it searches)
 _FIXED = frozenset(
     {"impl", "optimizer", "precision", "overlap", "comm_sms", "memory_reserve", "swiglu",
-     "lora_rank", "lora_targets", "base_dtype", "profile", "attention"}
+     "lora_rank", "lora_targets", "base_dtype", "profile", "attention", "schedule"}
 )  # fmt: skip
 _MAX_GPUS = 1 << 20
 _ZERO = (0, 1, 2, 3)
@@ -317,7 +317,8 @@ def training_search(
     ``v > 1`` only where ``pp x v`` divides the layers). ``fixed`` holds the rest of
     :func:`~mlacalc.training.cost.training_cost`'s settings (``impl``, ``optimizer``,
     ``precision``, ``overlap``, ``comm_sms``, ``memory_reserve``, ``swiglu``, ``lora_rank``,
-    ``lora_targets``, ``base_dtype``, ``profile``, ``attention``), the same for every layout.
+    ``lora_targets``, ``base_dtype``, ``profile``, ``attention``, ``schedule``), the same for
+    every layout (``schedule`` zb-h1: no interleaving searched).
 
     >>> s = training_search("llama-3.1-8b", "H100", 8, global_batch=64, seq_len=4096)
     >>> s.best.layout.gpus, s.fitted <= s.tried
@@ -352,7 +353,9 @@ def training_search(
     }
     impl = fixed.get("impl", "expanded")
     attention = fixed.get("attention") or default_attention(impl)
-    _refuse_limits(m, only, attention, impl)
+    _refuse_limits(m, only, attention, impl, fixed.get("schedule", "1f1b"))
+    if str(fixed.get("schedule", "1f1b")).strip().lower() == "zb-h1":  # whole stages only
+        only["virtual_stages"] = (1,)
     if attention != "flash":  # the ring's flash kernel does not split materialized attention
         only["cp"] = tuple(x for x in only["cp"] or (1,) if x == 1)
     zeros = _choices("zero", zero, _ZERO)
@@ -506,11 +509,17 @@ def _check_nodes(hw: HardwareSpec, node: int, counts: tuple[int, ...]) -> None:
             )
 
 
-def _refuse_limits(m: ModelConfig, only: dict, attention: str, impl: str) -> None:
+def _refuse_limits(m: ModelConfig, only: dict, attention: str, impl: str, schedule: str) -> None:
     """Restrictions no layout of the model can meet, refused with their cause as `mlacalc
     train` refuses them: context parallelism alone under materialized attention, expert
-    parallelism alone on a model without experts."""
-    cps, eps = only["cp"], only["ep"]
+    parallelism alone on a model without experts, interleaving alone under ZB-H1."""
+    cps, eps, vps = only["cp"], only["ep"], only["virtual_stages"]
+    if str(schedule).strip().lower() == "zb-h1" and vps and 1 not in vps:
+        raise InvalidArgumentError(
+            "virtual_stages",
+            "zb-h1 splits whole stages' backwards, not interleaved chunks: search "
+            "virtual_stages 1, or schedule 1f1b",
+        )
     if attention != "flash" and cps and 1 not in cps:
         raise InvalidArgumentError(
             "cp",
