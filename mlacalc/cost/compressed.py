@@ -169,6 +169,14 @@ ROW_TOPK_PROMPT = frozenset({"vllm"})
 #: then does not depend on the logits' spread (timed by its top-last variant), the v1
 #: kernel's halves a key (a variant of its own): ``mlacalc.measured.dsv4_modules``.
 LONG_ROW = 16384
+#: SGLang's ``fast_topk_transform_fused`` (the GLM-5 / DSA top-k, flat and top-last logits) reads
+#: a query's keys faster while its fp32 logits fit in one SM's 256 KB of L1 / shared memory:
+#: past this many keys a row its passes re-read them from the L2 / HBM, which the class's
+#: ``long_read`` (fitted) multiplies the row's reads by. The ``glm5_topk`` decode rows show it on
+#: H100 and B200 alike (one query a sequence: 0.27 ns a key from 4,097 to 32,769 keys, 0.38-0.40
+#: from 65,537 to 202,752; the prompt rows of 32,769-49,152 keys a query on the cheap side):
+#: the switch lies between 49,152 and 65,537 keys, taken at the 256 KB of a row.
+STAGED_ROW_KEYS = 65536
 
 
 #: The step kernels of a DeepSeek-V4 layer, each with its stage.
@@ -547,11 +555,22 @@ def engine_topk(
     code = np.where(seq // rate > LONG_ROW, np.where(decode, 2, 4), np.where(decode, 1, 3))
     shape = {
         "elements": pairs,
+        "long_elements": _long_pairs(batch, seq, picks, rate),
         "units": selecting,
         "ctas": np.where(selecting > 0, batch * q, 0),
         "topk_kernel": np.where(selecting > 0, code, 0),
     }
     return shape, pairs * _LOGIT_BYTES + batch * q * topk * _INDEX_BYTES
+
+
+def _long_pairs(batch: Any, seq: Any, picks: Any, rate: int) -> Any:
+    """The (query, pooled key) pairs ranked by the last ``picks`` queries of sequences of
+    ``seq`` tokens whose rows hold more than :data:`STAGED_ROW_KEYS` pooled keys (the query at
+    position ``p`` holds ``p // rate``)."""
+    import numpy as np  # deferred, as engine_topk
+
+    first = np.minimum(np.maximum(seq - picks, rate * (STAGED_ROW_KEYS + 1) - 1), seq)
+    return batch * (pooled_below(seq, rate) - pooled_below(first, rate))
 
 
 #: Engines whose decode top-k of a DSA layer is a kernel of their own, not SGLang's
@@ -649,7 +668,9 @@ def dsa_topk(
     if np.any(every):  # every query selects, over all its keys
         seq = prefix + q
         pairs = batch * (pooled_below(seq, 1) - pooled_below(seq - q, 1))
-        for field, value in (("elements", pairs), ("units", batch * q), ("ctas", batch * q)):
+        longs = _long_pairs(batch, seq, q, 1)
+        fields = (("elements", pairs), ("long_elements", longs), ("units", batch * q))
+        for field, value in (*fields, ("ctas", batch * q)):
             shape[field] = np.where(every, value, shape[field])
         nbytes = shape["elements"] * _LOGIT_BYTES + batch * q * topk * _INDEX_BYTES
     own = np.logical_and(decode, engine in OWN_DECODE_TOPK)
@@ -690,7 +711,8 @@ def _topk(k: Kernel, shape: dict[str, Any], nbytes: Any) -> Kernel:
     """The step's top-k ``k`` as :func:`engine_topk` gives it (where no query selects, the
     step's kernel, its shape's fields all there: a measured table's rows take them)."""
     if not shape["topk_kernel"]:
-        return replace(k, shape={**k.shape, "units": 0, "ctas": 0, "topk_kernel": 0})
+        none = {"units": 0, "ctas": 0, "long_elements": 0, "topk_kernel": 0}
+        return replace(k, shape={**k.shape, **none})
     return replace(k, bytes=int(nbytes), shape={f: int(v) for f, v in shape.items()})
 
 

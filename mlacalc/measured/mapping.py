@@ -2310,7 +2310,8 @@ def _topk_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     for v in np.unique(variant[known]):
         s = known & (variant == v) & ~none
         b.add("topk", "elementwise", "bf16", rows[s], 0.0, nbytes[s], variant=str(v),
-              elements=pairs[s], units=selecting[s], ctas=shape["ctas"][s])  # fmt: skip
+              elements=pairs[s], units=selecting[s], ctas=shape["ctas"][s],
+              long_elements=shape["long_elements"][s])  # fmt: skip
 
 
 def _sparse_mla_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
@@ -2562,7 +2563,8 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     x = indexer & (sel["units"] > 0)  # no query with more keys than top-k: no selection runs
     b.add("topk", "elementwise", "bf16", rows[x], 0.0, sel_bytes[x], elements=sel["elements"][x],
           variant=TOPK_KERNEL_VARIANTS[max(int(sel["topk_kernel"].max()), DSA_TOPK_CODE) - 1],
-          units=sel["units"][x], ctas=sel["ctas"][x])  # fmt: skip
+          units=sel["units"][x], ctas=sel["ctas"][x],
+          long_elements=sel["long_elements"][x])  # fmt: skip
     # SGLang's pass over the prompt batch's whole ragged logits matrix (cost.compressed)
     rag = dsa_ragged_logits_bytes(bs, isl, step, topk, not context, t.engine)
     x = indexer & (rag > 0)

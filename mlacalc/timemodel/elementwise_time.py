@@ -315,6 +315,11 @@ def streaming_terms(
         bw = np.where(rows > 0, np.minimum(prm["eff_memory"] * reach, cta), bw)
         l2_bw = np.minimum(l2_bw, cta)
     memory = (batch.bytes - resident) / bw + resident / l2_bw
+    # a top-k row of more keys than an SM's L1 holds (``long_elements``: those rows' keys,
+    # cost.compressed.STAGED_ROW_KEYS) re-reads its logits from the L2 / HBM on its later
+    # passes: ``long_read`` times its reads
+    longs = col(batch, "long_elements", 0)
+    memory = memory + (prm.get("long_read", 1.0) - 1.0) * 4.0 * longs / bw  # fp32 logits
     compute = batch.flops / (
         prm["eff_compute"] * fig.peak("fp32" if "fp32" in fig.peaks else "bf16")
     )

@@ -180,6 +180,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
         "growth of that p with the units an SM runs in turn (an exponent)",
     ),
     "scalar_load": (1.0, 4.0, "a conv CTA's wait on its unvectorised path, in vectorised waits"),
+    "long_read": (1.0, 3.0, "a top-k row's reads past an SM's L1, x those of a row within it"),
 }
 
 #: Starting values, and the values a kernel class without a calibration uses.
@@ -276,6 +277,7 @@ DEFAULTS: dict[str, float] = {
     "split_wait_s": 0.0,
     # a conv kernel's CTAs wait as long on either load path where no fit saw the slower one
     "scalar_load": 1.0,
+    "long_read": 1.0,
 }
 
 #: the starting point of both prefill kinds (FlashAttention-style and MLA's expanded prefill)
@@ -424,6 +426,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "sm_bandwidth",
         "unit_latency_s",
         "scalar_load",
+        "long_read",
         "tile_s",
         "l2_share",
         "l2_speedup",
