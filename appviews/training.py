@@ -77,7 +77,13 @@ def _search_section(sc: Scenario, kw: dict) -> None:
         except MlacalcError as exc:
             st.error(str(exc))
             return
-        why = ", ".join(f"{n:,} on the {k}" for k, n in r["not_fit"].items()) or "none"
+        why = (
+            ", ".join(
+                f"{n:,} {k}" if k.startswith("refused") else f"{n:,} on the {k}"
+                for k, n in r["not_fit"].items()
+            )
+            or "none"
+        )
         if r["advice"]:
             st.warning(f"No layout fits: {r['advice']}.", icon=":material/memory:")
         else:

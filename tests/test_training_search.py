@@ -317,3 +317,22 @@ def test_the_zero_bubble_schedule_is_held_fixed_as_train_takes_it(run):
     out, _ = run("train-search", "llama-3.1-8b", "--hw", "H100", "--gpus", "8", "--pp", "2",
                  "--global-batch", "16", "--schedule", "zb-h1", "--top", "1")  # fmt: skip
     assert "--schedule zb-h1" in " ".join(out.split())
+
+
+def test_qlora_nf4_searches_no_zero_3_and_says_why_when_asked():
+    """NF4 under ZeRO-3 is not built (the cost function refuses it): the search had priced it
+    and counted those layouts as 'on the refused (base_dtype)', or, with --zero 3 alone,
+    advised 'every layout was refused (refused (base_dtype))'."""
+    kw = {"lora_rank": 16, "base_dtype": "nf4", "tp": 1, "pp": 1, "cp": 1}
+    s = training_search("llama-3.1-8b", "H100", 8, 16, 4096, top=3, **kw)
+    assert s.ranked and not any(k.startswith("refused") for k in s.not_fit)
+    assert all(c.zero != 3 for c in s.ranked)
+    with pytest.raises(MlacalcError, match=r"^zero.*'nf4' under ZeRO-3.*search zero 0, 1 or 2"):
+        training_search("llama-3.1-8b", "H100", 8, 16, 4096, zero=3, **kw)
+
+
+def test_the_refused_count_reads_as_the_cost_functions_refusal():
+    from mlacalc.cli.train_search_cmd import _reason
+
+    assert _reason("refused (base_dtype)", 4) == "4 refused by the cost function (base_dtype)"
+    assert _reason(ACTIVATIONS, 1200) == "1,200 on the activations"

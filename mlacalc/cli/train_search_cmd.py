@@ -60,6 +60,13 @@ def train_command(model: str, hardware: str, c, fixed: dict) -> str:
     return " ".join(words)
 
 
+def _reason(reason: str, n: int) -> str:
+    """A count of layouts that do not fit, by reason ('refused (FIELD)': the cost function's)."""
+    if reason.startswith("refused"):
+        return f"{n:,} {reason.replace('refused', 'refused by the cost function', 1)}"
+    return f"{n:,} on the {reason}"
+
+
 def _sections(s, model: str, fixed: dict) -> list[Section]:
     from mlacalc.training.layout_search import bound_of  # deferred: loads the time model
 
@@ -73,7 +80,7 @@ def _sections(s, model: str, fixed: dict) -> list[Section]:
             human_seconds(c.time.step_s), f"{c.tokens_per_s_per_gpu:,.0f}", f"{c.mfu:.1%}",
             human_bytes(c.memory_per_gpu), f"{name} ({share:.0%})",
         ])  # fmt: skip
-    why = ", ".join(f"{n:,} on the {r}" for r, n in s.not_fit.items()) or "none"
+    why = ", ".join(_reason(r, n) for r, n in s.not_fit.items()) or "none"
     note = (
         f"{s.tried:,} layouts tried, {s.fitted:,} fit the {human_bytes(s.usable_memory_bytes)} "
         f"usable of a {s.hardware} (memory reserve kept), {s.tried - s.fitted:,} do not ({why}); "

@@ -241,6 +241,7 @@ class _Pricer:
         self.fixed, self.usable = fixed, usable
         self.calls = 0
         self.least: tuple[float, TrainingCost] | None = None  # the least memory priced
+        self.why: dict[str, str] = {}  # each refusal's first message, by its reason
 
     def __call__(self, shape, zero, recompute, mb, timed=False) -> TrainingCost | str:
         tp, cp, pp, dp, ep, vp = shape
@@ -252,7 +253,9 @@ class _Pricer:
                 hardware=self.hw if timed else None, **self.fixed,
             )  # fmt: skip
         except MlacalcError as e:
-            return f"refused ({getattr(e, 'argument', type(e).__name__)})"
+            reason = f"refused ({getattr(e, 'argument', type(e).__name__)})"
+            self.why.setdefault(reason, str(e))
+            return reason
         if self.least is None or c.memory_per_gpu < self.least[0]:
             self.least = (c.memory_per_gpu, c)
         return c
@@ -358,7 +361,7 @@ def training_search(
         only["virtual_stages"] = (1,)
     if attention != "flash":  # the ring's flash kernel does not split materialized attention
         only["cp"] = tuple(x for x in only["cp"] or (1,) if x == 1)
-    zeros = _choices("zero", zero, _ZERO)
+    zeros = _nf4_zeros(_choices("zero", zero, _ZERO), fixed.get("base_dtype"))
     policies = _policies(m, fixed.get("impl", "expanded"), recompute)
     usable = usable_of(int(hw.memory_bytes), 0, reserve)
     price = _Pricer(m, hw, seq_len, batch, fixed, usable)
@@ -467,6 +470,21 @@ def _timed_top(price: _Pricer, fitting: list, top: int, policies) -> list[Traini
 def _expert_dp(m: ModelConfig, shape, mbs) -> int:
     tp, cp, pp, dp, ep, _ = shape
     return expert_dp(make_layout(m, tp, pp, dp, ep, mbs[0], None, cp))
+
+
+def _nf4_zeros(zeros: tuple, base_dtype: Any) -> tuple:
+    """The ZeRO stages searched: QLoRA's NF4 base under ZeRO-3 is not built (the cost function
+    refuses it), so it is not searched, and refused with the cause where it alone is asked."""
+    if str(base_dtype).strip().lower() != "nf4":
+        return zeros
+    out = tuple(z for z in zeros if z != 3)
+    if not out:
+        raise InvalidArgumentError(
+            "zero",
+            "'nf4' under ZeRO-3 (FSDP-QLoRA: its 4-bit shards gathered) is not built: search "
+            "zero 0, 1 or 2, or base_dtype 'compute'",
+        )
+    return out
 
 
 def _choices(name: str, value: Any, options: tuple) -> tuple:
@@ -594,7 +612,7 @@ def _advice(price: _Pricer, not_fit: Counter, policies, counts, hw: HardwareSpec
     usable = price.usable
     if price.least is None:
         reason = next(iter(not_fit), "refused")
-        return f"every layout was refused by the cost function ({reason}): see `mlacalc train`"
+        return f"every layout was refused by the cost function: {price.why.get(reason, reason)}"
     least, c = price.least[1].memory_per_gpu, price.least[1]
     states = _states(c)
     if states > usable:
