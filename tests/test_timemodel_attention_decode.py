@@ -1008,3 +1008,49 @@ def test_h100_bf16_grouped_rows_split_as_xqa_does(generation_tables):
         err = pred[sel] / t.seconds[sel] - 1.0
         assert np.median(np.abs(err)) < 0.08
         assert abs(np.median(err)) < 0.05
+
+
+def test_flash_attention_3_decode_walks_a_block_in_64_row_tiles():
+    # FlashAttention-3 on Hopper (head_pack 0, no variant) computes a block for up to 64 query
+    # rows of a KV head in one tile (FA3_DECODE_ROW_TILE): its walk is the same at 8, 16, 48
+    # and 64 query heads on one KV head, twice that at 96 and 128; a bf16 cache's tiles of 16
+    # rows elsewhere (Blackwell's packing kernels, a variant) grow it at every 16
+    prm = _params(seq_s=0.0, qhead_unit=0.0, wave_s=0.0, block_s=1e-6)
+    heads = [8.0, 16.0, 48.0, 64.0, 96.0, 128.0]
+    b = _decode(no_flops=True, head_pack=0.0, batch=1.0, n_kv=1.0, n_heads=heads, kv_len=8192.0)
+    walk = M.kernel_terms(b, H100, prm)["compute_s"]
+    np.testing.assert_allclose(walk[:4], walk[0], rtol=1e-12)
+    np.testing.assert_allclose(walk[4:], 2.0 * walk[0], rtol=1e-12)
+    b200 = device_figures(load_hardware("B200"))
+    for fig, batch in ((b200, b), (H100, _as_variant(b))):
+        t = M.kernel_terms(batch, fig, prm)["compute_s"]
+        np.testing.assert_allclose(t[[2, 3, 5]] / t[0], [3.0, 4.0, 8.0], rtol=1e-12)
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_h100_flash_attention_3_rows_flat_in_query_heads(engine):
+    # SGLang's and vLLM's H100 decode rows (FlashAttention-3) of 40-128 query heads on a KV
+    # head, up to 64 sequences x KV heads (1,714 and 2,460 rows): about as long as those of
+    # 1-8 heads at one shape (1.00-1.06x to 64, 1.07-1.23x at 96-128). In tiles of 16 (bf16)
+    # or 8 (fp8) rows they read +7.8% / +7.2% signed (median |error| 9.8% / 8.3%); in 64-row
+    # tiles +2.0% / +4.3% (5.3% / 6.6%), SGLang's classes refitted, vLLM's not
+    pytest.importorskip("pyarrow.parquet")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+    from mlacalc.timemodel.profile import load_profile
+
+    tables = load_measured(REF / "h100_sxm", engine=engine).tables
+    t = next(x for x in tables if x.table == "generation_attention_perf")
+    c = t.columns
+    group = c["num_heads"] / c["num_key_value_heads"]
+    sel = (
+        (group >= 40)
+        & (c["batch_size"] * c["num_key_value_heads"] <= 64)
+        & np.isin(c["kernel_source"].astype(str), ["fa3", "vllm_flash_attn_fa3"])
+    )
+    assert sel.sum() >= 300
+    pred = predict_mapped(map_table(t), "H100-SXM", load_profile(f"fit-h100-sxm-{engine}"))
+    err = pred[sel] / t.seconds[sel] - 1.0
+    assert abs(np.median(err)) < 0.05
+    assert np.median(np.abs(err)) < 0.09

@@ -1452,6 +1452,25 @@ def _mmha_fallback_s(
     return clocks / fig.clock_hz
 
 
+#: Query rows of the tile FlashAttention-3's decode (SGLang's and vLLM's Hopper backend, packing
+#: every query head of a KV head into a unit's rows, ``head_pack`` 0) computes each key block
+#: in: one warp group's MMA rows (``wgmma`` takes 64 rows; which tile FlashAttention-3's
+#: heuristics pick for a decode is not checked against a stored copy of its source, the
+#: figure is the tables'). At one shape (batch x KV heads up to 64, cached keys, head dim,
+#: window) SGLang's and vLLM's H100 rows take 1.00-1.06 times the time of 1-8 query heads a KV
+#: head at every group up to 64, either cache dtype, and 1.07-1.23 at 96 and 128 (two tiles),
+#: where tiles of 16 (bf16) or 8 (fp8) rows grew their walk fourfold or eightfold by 64.
+FA3_DECODE_ROW_TILE = 64.0
+
+
+def _fa3_packing_decode(batch: KernelBatch, fig: DeviceFigures, pack: np.ndarray) -> np.ndarray:
+    """Rows of ``batch`` that FlashAttention-3's decode runs: a packing decode (``head_pack``
+    0) of no variant on Hopper (``kernel_generation`` ``sm90``: not data-centre Blackwell,
+    whose engines run TensorRT-LLM-gen's decode)."""
+    on = fig.kernel_generation == "sm90" and not batch.variant
+    return (np.asarray(pack) <= 0) & on
+
+
 def _fa3_fp8_decode(batch: KernelBatch, fig: DeviceFigures) -> bool:
     """Whether ``batch`` is an fp8-cache decode on Hopper's kernels (not Blackwell's) of no
     variant: FlashAttention-3's where it packs (``head_pack`` 0, :data:`FA3_FP8_FIRST_V_CLOCKS`)."""
@@ -1665,6 +1684,9 @@ def decode_terms(
     # MMA takes the query heads as its N dimension (multiples of 8)
     hd = 2.0 ** np.ceil(np.log2(np.maximum(hd, 1.0)))
     row_tile = np.where(sm90, 8.0, 16.0)
+    # (FlashAttention-3's decode on Hopper: 64-row tiles, FA3_DECODE_ROW_TILE)
+    fa3 = _fa3_packing_decode(batch, fig, pack)
+    row_tile = np.where(fa3, FA3_DECODE_ROW_TILE, row_tile)
     rows = np.where(grouped, group * q, 1.0)
     # the keys a part walks: its share of the window (Hopper's fp8 XQA, the packing kernels,
     # or no window); where the splits partition the whole cache, the window's keys fall in the
