@@ -200,7 +200,8 @@ def test_plan_command_concurrency_is_rounded_and_reproduces_the_point(run):
     is rounded (to within a quarter of CONCURRENCY_SNAP) and plan reads it as the whole decode
     batch's in-flight count, so the command gives the point's figures exactly, for every point
     the search vouches for (the best and the frontier)."""
-    from mlacalc.cli.search_cmd import _concurrency, plan_command
+    from mlacalc.serving.search_command import concurrency_word as _concurrency
+    from mlacalc.serving.search_command import plan_command
 
     assert _concurrency(128.0) == "128"
     assert _concurrency(521.4663596440286) == "521.47"

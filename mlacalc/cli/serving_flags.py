@@ -21,7 +21,6 @@ from mlacalc.words.errors import MlacalcError
 __all__ = [
     "ENGINE_NAMES",
     "component_choices",
-    "component_flags",
     "defaults_line",
     "defaults_note",
     "engine_option_values",
@@ -241,12 +240,6 @@ def component_choices(texts: tuple[str, ...]) -> list[dict[str, str]] | None:
             choice[name.strip().replace("-", "_")] = fmt.strip()
         out.append(choice)
     return out or None
-
-
-def component_flags(formats: dict[str, str] | None) -> list[str]:
-    """``plan``'s flags for a point's component formats."""
-    names = {component: flag for flag, component, _ in _COMPONENT_FLAGS}
-    return [f"--{names[c]}-dtype {f}" for c, f in (formats or {}).items()]
 
 
 def launch_options(f: Callable) -> Callable:

@@ -68,6 +68,7 @@ from mlacalc.serving.scheduler import (
     unnamed_engine_note,
     with_engine_defaults,
 )
+from mlacalc.serving.search_command import ROUTING_DEFAULTS, plan_command, scheduler_words
 from mlacalc.serving.search_points import Points, evaluate, prefill_pools, settles
 from mlacalc.serving.search_space import (
     NO_LIMITS,
@@ -119,16 +120,6 @@ DIP_MARGIN = 1.1
 #: The most passes :func:`refine_below` makes below a setup's first searched batch (each
 #: narrows the gap next to its best about (REFINE_POINTS + 1)-fold).
 BELOW_PASSES = 5
-
-#: How the routing loads the experts when not given (:func:`mlacalc.plan`'s defaults)
-ROUTING_DEFAULTS = {
-    "routing": "random",
-    "expert_skew": 0.0,
-    "rebalance": None,
-    "routing_imbalance": 1.0,
-    # TensorRT-LLM's MoE backend of every point (None: its default; not searched over)
-    "moe_backend": None,
-}
 
 #: The schema of :meth:`SearchResult.to_dict` (and ``mlacalc search --format json``)
 SCHEMA = "mlacalc.search/1"
@@ -318,6 +309,10 @@ class SearchResult:
     #: prefix caching: the share of each prompt's tokens found cached in every point (plan's
     #: ``prefix_cache_hit``; 0: none)
     prefix_cache_hit: float = 0.0
+    #: the ``mlacalc plan`` command line that gives the best point's figures (None: no best),
+    #: as ``mlacalc search --format json`` says it (:func:`~mlacalc.serving.search_command.
+    #: plan_command`); the CLI writes the model, device and profile as typed and its ``--set``
+    plan_command: str | None = None
 
     def constraints(self) -> dict[str, Any]:
         """The layouts searched and the routing every point was timed with, as JSON data
@@ -421,6 +416,7 @@ class SearchResult:
             "scheduler_defaults_applied": dict(self.scheduler_defaults_applied),
             "default_engine_note": self.default_engine_note,
             "constraints": self.constraints(),
+            "plan_command": self.plan_command,
         }
 
     def row(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -768,6 +764,7 @@ def check_search(
         profile=prof,
         engine=engine_name,
         engine_note=engine_note,
+        named=(engine and engine_name, profile),
         budget=budget,
         max_running=None if max_running is None else count("max_running", max_running, MAX_BATCH),
         max_tokens=None if max_tokens is None else count("max_tokens", max_tokens, 1 << 30),
@@ -1363,8 +1360,7 @@ def search(
     secs = time_candidates(cands, req.profile)
     # the candidates' kernels by class, with the variant and shapes the class they run follows
     # from (the DeepGEMM experts behind DeepEP, a DSA core's kernel), as a plan's
-    specs = {id(sp): sp for c in cands for sp in c.specs}
-    kernels = spec_kernels(list(specs.values()))
+    kernels = spec_kernels(list({id(sp): sp for c in cands for sp in c.specs}.values()))
     profile_name, calibration = calibration_of(req.profile, req.hw, kernels)
     pools = prefill_pools(req, cands, secs)
     found = evaluate(req, cands, secs, pools, reasons)
@@ -1376,7 +1372,8 @@ def search(
     front = pareto(points)
     best_cal = best_calibration(req, best, points, found.models)
     explain(points, front, best, reasons)
-    return SearchResult(
+    return _finished(
+        req,
         routed_experts=req.m.n_routed_experts or 0,
         model=req.m.name,
         hardware=req.hw.name,
@@ -1410,6 +1407,27 @@ def search(
         routing=dict(req.routing),
         prefix_cache_hit=req.prefix_cache_hit,
     )
+
+
+def _finished(req: SearchRequest, **fields: Any) -> SearchResult:
+    """The result of ``fields`` with the plan command of its best point: the engine named (its
+    kernels and no other defaults) and the admission values the search ran, as the CLI writes
+    them."""
+    result = SearchResult(**fields)
+    if result.best is None:
+        return result
+    sched = req.scheduler
+    values = {
+        "max_running": req.max_running,
+        "max_tokens": req.max_tokens,
+        "host_step_s": sched.host_step_s if sched is not None else 0.0,
+        "overlap_schedule": sched.overlap if sched is not None else True,
+    }
+    engine, profile = req.named
+    named = None if profile is None else profile if isinstance(profile, str) else result.profile
+    line = plan_command(result.model, result.hardware, result, result.best, named)
+    line += scheduler_words(engine, values)
+    return dataclasses.replace(result, plan_command=line)
 
 
 def _search_warnings(req: SearchRequest) -> tuple[str, ...]:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from mlacalc.cost.quant import stored_weight_dtype
 from mlacalc.hardware.catalogue import HardwareSpec
 from mlacalc.models.loading import ModelConfig
 from mlacalc.serving.arrivals import sample_states
@@ -179,6 +180,8 @@ class SearchRequest:
     #: the serving engine whose kernels are timed, and what stood in for it (words)
     engine: str = "trtllm"
     engine_note: str = ""
+    #: the engine and the profile as named (None: not named), for the best point's plan command
+    named: tuple[Any, Any] = (None, None)
     #: the chunked-prefill token budgets aggregated points are also timed at (``()``: none)
     chunks: tuple[int, ...] = ()
     #: under a budget, the GPU counts run aggregated; the others of ``gpus`` are decode and
@@ -690,7 +693,8 @@ def candidate(
         label=weight_format(m, sized)
         + "".join(f", {c} {f}" for c, f in kept_components(m, sized, dict(comps)).items()),
         components=comps,
-        weight_dtype=sized or m.weights_dtype,
+        # as plan names them: a checkpoint's stored dtype (gpt-oss's fp4 experts)
+        weight_dtype=sized or stored_weight_dtype(m) or m.weights_dtype,
         lay=lay,
         kv=layout.name,
         kv_layout=layout,
