@@ -24,7 +24,7 @@ from mlacalc.models.tensors import part_of, tensors
 from mlacalc.models.variants import as_variant
 from mlacalc.serving.precision import engine_fp8_cache_note
 from mlacalc.words import defaults as D
-from mlacalc.words.arguments import one_or_many
+from mlacalc.words.arguments import one_or_many, plain_int
 from mlacalc.words.dtypes import resolve_kv_layout
 from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.units import human_bytes
@@ -342,6 +342,8 @@ def model_report(
 ) -> dict[str, Any]:
     """Everything ``mlacalc report`` prints, as one dict."""
     m = model if isinstance(model, ModelConfig) else load_model(model)
+    # kept in the report: Python ints (np.int64 is not JSON), checked where they are used
+    seq_len, batch, q_len = (plain_int(v) for v in (seq_len, batch, q_len))
     layout = resolve_kv_layout(kv_dtype)
     w_dtype = weight_dtype or m.weights_dtype
     counts = param_counts(m)

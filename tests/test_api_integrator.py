@@ -27,3 +27,26 @@ def test_search_to_dict_is_the_cli_json_on_a_checkpoint_model(run):
     assert stored and {p["weight_dtype"] for p in stored} == {"fp4"}
     assert lib["plan_command"].startswith("mlacalc plan gpt-oss-120b -H H100-SXM ")
     assert r.plan_command == lib["plan_command"]
+
+
+# ---- 2. numpy integers in, Python ints out: every result goes through json.dumps
+def test_numpy_integer_arguments_come_back_as_python_ints_in_json():
+    """Was: plan(..., np.int64(2)) kept gpus and total_gpus as np.int64, predict_time its
+    seq_len and batch, search its isl and osl, model_report its settings and attention rows:
+    json.dumps of each raised TypeError."""
+    import numpy as np
+
+    from mlacalc.report import model_report
+
+    n = np.int64
+    m = mlacalc.load_model("llama-3.1-8b")
+    p = mlacalc.plan(m, "H100-SXM", n(2), isl=2000, osl=500, concurrency=32)
+    assert type(p.gpus) is int and type(p.total_gpus) is int
+    t = mlacalc.predict_time(m, "H100-SXM", "decode", n(8192), batch=n(8))
+    assert type(t.seq_len) is int and type(t.batch) is int
+    s = mlacalc.search(m, "H100-SXM", (1,), isl=n(2000), osl=n(500), batches=(n(8),))
+    assert type(s.isl) is int and type(s.osl) is int
+    r = model_report(m, seq_len=n(8192), batch=n(2))
+    for doc in (p.to_dict(), t.to_dict(), s.to_dict(), r):
+        json.dumps(doc, allow_nan=False)
+

@@ -272,6 +272,7 @@ def check_request(
     checked in turn, then the layouts made; the first wrong one is refused, naming it."""
     m = as_model(model)
     hw = load_hardware(hardware)
+    gpus = arguments.plain_int(gpus)  # the plan keeps it (np.int64 is not JSON)
     seq_len, isl, osl = _check_sizes(args)
     if args["page_size"] is None:  # the page of the engine whose defaults were taken
         args["page_size"] = model_page_size(args.get("scheduler_defaults"), m, hw)

@@ -1377,8 +1377,8 @@ def search(
         routed_experts=req.m.n_routed_experts or 0,
         model=req.m.name,
         hardware=req.hw.name,
-        isl=isl,
-        osl=osl,
+        isl=req.isl,  # checked: Python ints
+        osl=req.osl,
         ttft_target_s=ttft,
         tpot_target_s=tpot,
         points=points,

@@ -1131,6 +1131,8 @@ def predict_time(
     """
     m = as_model(model)
     hw = _hardware_of(hardware)
+    # the prediction keeps them: Python ints (np.int64 is not JSON); checked in the Workload's
+    seq_len, batch, q_len = (arguments.plain_int(v) for v in (seq_len, batch, q_len))
     _check_mode(m, mode, scope)
     engine_name = _engine_of(engine, mode)
     dtype = arguments.dtype("dtype", dtype)  # an unknown dtype names its argument

@@ -39,6 +39,7 @@ __all__ = [
     "kv_layout",
     "one_or_many",
     "optional_count",
+    "plain_int",
     "prefix_hit",
     "rate",
     "real",
@@ -75,6 +76,20 @@ def whole(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         return None
     return int(value)
+
+
+def plain_int(value: Any) -> Any:
+    """A whole number (:func:`whole`: a numpy integer too) as the Python ``int`` it holds, any
+    other value as it is: for an argument a result keeps, checked where it is used (its check
+    refuses a wrong one in its own words), so ``json.dumps`` of the result never meets a
+    numpy integer.
+
+    >>> import numpy as np
+    >>> type(plain_int(np.int64(2))).__name__, plain_int(1.5)
+    ('int', 1.5)
+    """
+    number = whole(value)
+    return value if number is None else number
 
 
 def real(value: Any) -> float | None:
