@@ -207,6 +207,8 @@ def kv_rows(
     a linear layer's fixed state).
     """
     rows = []
+    # the row kv_cache_bytes gives with no impl: the cache a server holds (MLA: the latent)
+    served = kv_cache(m, seq_len, batch, kv_dtype).impl
     for choice in _impls(m, impl):
         cache = kv_cache(m, seq_len, batch, kv_dtype, choice)
         growth = _growth_by_kind(m, seq_len, kv_dtype, choice)
@@ -223,6 +225,7 @@ def kv_rows(
         rows.append(
             {
                 "impl": cache.impl,
+                "default": cache.impl == served,
                 "kv_dtype": cache.layout,
                 "elements_per_token_per_layer": (
                     _row_elements(m, *next(iter(sixteen.items()))) if one else None

@@ -50,3 +50,22 @@ def test_numpy_integer_arguments_come_back_as_python_ints_in_json():
     for doc in (p.to_dict(), t.to_dict(), s.to_dict(), r):
         json.dumps(doc, allow_nan=False)
 
+
+# ---- 3. the report's kv_cache rows say which one a server holds
+def test_report_kv_rows_flag_the_row_kv_cache_bytes_gives():
+    """Was: no flag, and row 0 of an MLA model is the naive one (DeepSeek-V3: 4,997,120 B a
+    token against the 70,272 served; a Llama converted at rank 512: 655,360 vs 36,864)."""
+    from mlacalc.report import model_report
+
+    converted = mlacalc.convert("llama-3.1-8b", kv_lora_rank=512).model
+    for m, served in (("deepseek-v3", 70_272), (converted, 36_864), ("llama-3.1-8b", 131_072)):
+        rows = model_report(m, seq_len=8192, batch=1)["kv_cache"]
+        (default,) = [r for r in rows if r["default"]]
+        assert default["bytes_per_token"] == served
+        assert default["total_bytes"] == mlacalc.kv_cache_bytes(m, 8192, 1)
+    assert rows[0]["default"] is True  # one row (GQA): it
+
+
+def test_report_text_marks_the_served_kv_row(run):
+    out, _ = run("report", "deepseek-v3", "--seq-len", 8192)
+    assert "absorbed (default)" in out and "naive (default)" not in out

@@ -104,6 +104,7 @@ REPORT_KEYS = {
     "weights": ["dtype", "format", "total_bytes", "mtp_bytes", "kept", "checkpoint", "summary"],
     "kv_cache": [
         "impl",
+        "default",
         "kv_dtype",
         "elements_per_token_per_layer",
         "bytes_per_token_per_layer",

@@ -226,6 +226,7 @@ def _report_sections(doc: dict) -> list[Section]:
     # a cache split by kind: layers of different kinds, or DSA layers (latent + indexer keys)
     kinds = set(doc["layers"]["attention"])
     split = len(kinds) > 1 or bool({"dsa", "msa"} & kinds)
+    many = len(doc["kv_cache"]) > 1
     sections.append(
         Section(
             kv_title,
@@ -240,7 +241,8 @@ def _report_sections(doc: dict) -> list[Section]:
             ],
             [
                 [
-                    r["impl"],
+                    # the row a server holds, as the attention table marks its own
+                    f"{r['impl']} (default)" if r["default"] and many else r["impl"],
                     _maybe(r["elements_per_token_per_layer"], "{:,}", "mixed: see by kind"),
                     _counted_layers(r, split),
                     human_bytes(r["bytes_per_token"]),
