@@ -5,8 +5,11 @@ failed before its fix."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import mlacalc
+
+LLAMA = Path(__file__).parent / "data" / "hf-configs" / "llama-3.1-8b.config.json"
 
 
 # ---- 1. search(...).to_dict() is `mlacalc search --format json`
@@ -69,3 +72,22 @@ def test_report_kv_rows_flag_the_row_kv_cache_bytes_gives():
 def test_report_text_marks_the_served_kv_row(run):
     out, _ = run("report", "deepseek-v3", "--seq-len", 8192)
     assert "absorbed (default)" in out and "naive (default)" not in out
+
+
+# ---- 4. parse_upload takes the text too, and refuses anything else naming the argument
+def test_parse_upload_takes_text_and_refuses_other_types_in_one_line():
+    """Was: parse_upload(json_text_str, "config.json") raised AttributeError (str.decode)."""
+    import pytest
+
+    from mlacalc.models.loading import parse_upload
+    from mlacalc.words.errors import InvalidArgumentError
+
+    text = LLAMA.read_text()
+    as_text = parse_upload(text, "config.json")
+    assert as_text == parse_upload(text.encode(), "config.json")
+    for bad, word in ((None, "binary mode"), (json.loads(text), "import_hf_config")):
+        with pytest.raises(InvalidArgumentError) as e:
+            parse_upload(bad, "config.json")
+        assert e.value.argument == "raw" and word in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(InvalidArgumentError, match="^quant: "):
+        parse_upload(text, "config.json", quant=3)

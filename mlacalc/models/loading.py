@@ -180,13 +180,27 @@ def parse_upload(
 ) -> ModelConfig:
     """A model from the bytes of an uploaded YAML file or config.json (and, with ``quant``, the
     ModelOpt ``hf_quant_config.json`` uploaded beside it): parsed in memory with the safe
-    loader, never written to disk or executed; over ``limit`` bytes is refused."""
-    text = _upload_text(raw, filename, limit)
-    quant_text = None if quant is None else _upload_text(quant, quant_filename, limit)
+    loader, never written to disk or executed; over ``limit`` bytes is refused. Text (``str``)
+    is taken too, as its UTF-8 bytes; anything else is refused naming the argument."""
+    text = _upload_text(raw, filename, limit, "raw")
+    quant_text = None if quant is None else _upload_text(quant, quant_filename, limit, "quant")
     return parse_config_text(text, filename, quant_text=quant_text, quant_origin=quant_filename)
 
 
-def _upload_text(raw: bytes, filename: str, limit: int) -> str:
+def _upload_text(raw: Any, filename: str, limit: int, name: str) -> str:
+    if isinstance(raw, str):  # the text already decoded (json.dumps of a config)
+        raw = raw.encode("utf-8")
+    if not isinstance(raw, (bytes, bytearray, memoryview)):
+        raise InvalidArgumentError(
+            name,
+            f"must be the uploaded file's bytes (or its text), got {show_value(raw)}; give "
+            + (
+                "the dict to mlacalc.import_hf_config (a config.json) or model_from_dict"
+                if isinstance(raw, dict)
+                else "file.read() of the file opened in binary mode"
+            ),
+        )
+    raw = bytes(raw)
     if len(raw) > limit:
         raise ConfigError(
             f"is {len(raw):,} bytes; model files are at most {limit:,} bytes", source=filename
