@@ -89,5 +89,5 @@ def test_parse_upload_takes_text_and_refuses_other_types_in_one_line():
         with pytest.raises(InvalidArgumentError) as e:
             parse_upload(bad, "config.json")
         assert e.value.argument == "raw" and word in str(e.value) and "\n" not in str(e.value)
-    with pytest.raises(InvalidArgumentError, match="^quant: "):
+    with pytest.raises(InvalidArgumentError, match=r"^quant: "):
         parse_upload(text, "config.json", quant=3)
