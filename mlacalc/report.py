@@ -24,8 +24,7 @@ from mlacalc.models.tensors import part_of, tensors
 from mlacalc.models.variants import as_variant
 from mlacalc.serving.precision import engine_fp8_cache_note
 from mlacalc.words import defaults as D
-from mlacalc.words.arguments import one_or_many, plain_int
-from mlacalc.words.dtypes import resolve_kv_layout
+from mlacalc.words.arguments import kv_layout, one_or_many, plain_int
 from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.units import human_bytes
 from mlacalc.words.vocab import (
@@ -347,7 +346,7 @@ def model_report(
     m = model if isinstance(model, ModelConfig) else load_model(model)
     # kept in the report: Python ints (np.int64 is not JSON), checked where they are used
     seq_len, batch, q_len = (plain_int(v) for v in (seq_len, batch, q_len))
-    layout = resolve_kv_layout(kv_dtype)
+    layout = kv_layout("kv_dtype", kv_dtype)  # an unknown one names its argument
     w_dtype = weight_dtype or m.weights_dtype
     counts = param_counts(m)
     # the two phases of serving, in order; one phase name is a list of one, not its letters
@@ -496,7 +495,7 @@ def compare_rows(
     of one): size, cache and per-step attention cost side by side; ``kv_note``, report's note
     on what the cache figures are not (a DSA model's fp8 cache, stored otherwise by vLLM and
     SGLang), "" where there is none."""
-    layout = resolve_kv_layout(kv_dtype)
+    layout = kv_layout("kv_dtype", kv_dtype)  # an unknown one names its argument
     rows = []
     for m in one_or_many("models", models, what="models"):
         m = as_model(m)

@@ -91,3 +91,31 @@ def test_parse_upload_takes_text_and_refuses_other_types_in_one_line():
         assert e.value.argument == "raw" and word in str(e.value) and "\n" not in str(e.value)
     with pytest.raises(InvalidArgumentError, match=r"^quant: "):
         parse_upload(text, "config.json", quant=3)
+
+
+# ---- 5. an unknown dtype names the argument that carried it, everywhere
+def test_unknown_dtypes_name_their_argument_in_plan_and_report():
+    """Was: plan(kv_dtype="int3") / plan(weight_dtype="int3") and model_report(kv_dtype=...)
+    raised UnknownDtypeError with argument None and a message naming no field, where
+    kv_cache_bytes says "kv_dtype: ..."."""
+    import pytest
+
+    from mlacalc.report import compare_rows, model_report
+    from mlacalc.words.errors import UnknownDtypeError
+
+    calls = {
+        "kv_dtype": [
+            lambda: mlacalc.plan("llama-3.1-8b", "H100-SXM", 1, seq_len=8192, kv_dtype="int3"),
+            lambda: model_report("llama-3.1-8b", kv_dtype="int3"),
+            lambda: compare_rows(["llama-3.1-8b"], seq_len=8192, batch=1, kv_dtype="int3"),
+            lambda: mlacalc.kv_cache_bytes("llama-3.1-8b", 8192, kv_dtype="int3"),
+        ],
+        "weight_dtype": [
+            lambda: mlacalc.plan("llama-3.1-8b", "H100-SXM", 1, seq_len=8192, weight_dtype="int3"),
+        ],
+    }
+    for name, fns in calls.items():
+        for fn in fns:
+            with pytest.raises(UnknownDtypeError) as e:
+                fn()
+            assert e.value.argument == name and str(e.value).startswith(f"{name}: unknown")

@@ -43,7 +43,7 @@ from mlacalc.timemodel.mla_time import sglang_chunk_note
 from mlacalc.timemodel.moe_backend import check_moe_backend
 from mlacalc.words import arguments, defaults
 from mlacalc.words.arguments import whole
-from mlacalc.words.dtypes import KVLayout, canonical_dtype, resolve_kv_layout
+from mlacalc.words.dtypes import KVLayout, canonical_dtype
 from mlacalc.words.engines import ENGINE_LABELS, check_engine
 from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.vocab import SERVING_MODES
@@ -313,11 +313,11 @@ def check_request(
     # the dtype the plan names its weights by: asked, else the checkpoint's stored (gpt-oss's
     # fp4 experts, as the CLI's JSON says), else the model's
     w_dtype = (
-        canonical_dtype(weight_dtype)
+        arguments.dtype("weight_dtype", weight_dtype)  # an unknown one names its argument
         if weight_dtype is not None
         else stored_weight_dtype(m) or m.weights_dtype
     )
-    kv, kv_note = engine_kv_layout(m, resolve_kv_layout(args["kv_dtype"]), engine)
+    kv, kv_note = engine_kv_layout(m, arguments.kv_layout("kv_dtype", args["kv_dtype"]), engine)
     experts = routed_experts_class(m, None if weight_dtype is None else w_dtype, components)
     moe_backend = check_moe_backend(args.get("moe_backend"), engine, hw, experts)
     return PlanRequest(
