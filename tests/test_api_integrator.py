@@ -119,3 +119,90 @@ def test_unknown_dtypes_name_their_argument_in_plan_and_report():
             with pytest.raises(UnknownDtypeError) as e:
                 fn()
             assert e.value.argument == name and str(e.value).startswith(f"{name}: unknown")
+
+
+# ---- 6. values no model can have: one line naming the field and the fix (or a warning)
+def _llama(**changes):
+    data = json.loads(LLAMA.read_text())
+    data.update(changes)
+    return data
+
+
+def test_config_values_no_model_has_are_refused_naming_the_field():
+    """Was: each accepted silently (INT2 read as no KV quantization)."""
+    import pytest
+
+    from mlacalc.words.errors import ConfigError
+
+    base = json.loads(LLAMA.read_text())
+    cases = {
+        "rms_norm_eps": _llama(rms_norm_eps=float("nan")),
+        "rope_scaling.factor": _llama(
+            rope_scaling={**base["rope_scaling"], "factor": float("nan")}
+        ),
+        "rope_scaling": _llama(rope_scaling="yes"),
+        "max_position_embeddings": _llama(max_position_embeddings=10**12),
+    }
+    for field, data in cases.items():
+        with pytest.raises(ConfigError) as e:
+            mlacalc.import_hf_config(data)
+        assert e.value.field == field and e.value.fix and "\n" not in str(e.value), field
+
+
+def test_modelopt_kv_algo_and_group_size_are_checked():
+    import pytest
+
+    from mlacalc.models.loading import parse_upload
+    from mlacalc.words.errors import ConfigError
+
+    folder = Path(__file__).parent / "data" / "hf-configs-2"
+    config = (folder / "nvidia--DeepSeek-V3.1-NVFP4.config.json").read_bytes()
+    quant = json.loads((folder / "nvidia--DeepSeek-V3.1-NVFP4.hf_quant_config.json").read_text())
+    layers = {"m.mlp": {"quant_algo": "NVFP4"}}
+    mixed = {"quant_algo": "MIXED_PRECISION", "quantized_layers": layers}
+    for change, field in (
+        ({"kv_cache_quant_algo": "INT2"}, "quantization.kv_cache_quant_algo"),
+        ({"group_size": 0}, "quantization.group_size"),
+        ({"group_size": -16}, "quantization.group_size"),
+        ({**mixed, "group_size": 0}, "quantization.group_size"),
+    ):
+        q = json.loads(json.dumps(quant))
+        q["quantization"].update(change)
+        with pytest.raises(ConfigError) as e:
+            parse_upload(config, "config.json", quant=json.dumps(q).encode())
+        assert e.value.field == field and e.value.fix, change
+
+
+def test_floored_head_dim_is_warned_and_its_note_says_floored():
+    """24 heads over hidden 4,096: head_dim 170 as transformers floors it, the query width
+    4,080; was silent, its note saying "hidden_size / num_attention_heads"."""
+    import warnings
+
+    from mlacalc.words.errors import MlacalcWarning
+
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        m = mlacalc.import_hf_config(_llama(num_attention_heads=24))
+    assert m.head_dim == 170
+    assert any("floored: 4,096 / 24" in str(n) for n in m.derived)
+    (w,) = [w for w in said if issubclass(w.category, MlacalcWarning)]
+    assert "4,080" in str(w.message) and "state head_dim" in str(w.message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MlacalcWarning)
+        mlacalc.import_hf_config(_llama(head_dim=256))  # stated: as meant, silent
+
+
+# ---- 8. messages with a fix
+def test_empty_json_and_qwen2_sliding_windows_say_what_to_do():
+    import pytest
+
+    from mlacalc.models.loading import parse_upload
+    from mlacalc.words.errors import ConfigError
+
+    with pytest.raises(ConfigError) as e:
+        parse_upload(b"", "config.json")
+    assert "is empty" in str(e.value) and e.value.fix
+    data = _llama(model_type="qwen2", use_sliding_window=True, sliding_window=4096)
+    with pytest.raises(ConfigError) as e:
+        mlacalc.import_hf_config(data)
+    assert e.value.field == "use_sliding_window" and "use_sliding_window: false" in e.value.fix

@@ -522,7 +522,7 @@ def _modelopt_scheme(q: Mapping[str, Any], origin: str) -> QuantScheme:
     :func:`modelopt_config`, or as config.json writes it with ``config_groups``/``ignore``)."""
     algo = q.get("quant_algo")
     field = "quantization_config.quant_algo"
-    kv = _kv_dtype(q)
+    kv = _kv_dtype(q, origin)
     keep = tuple(
         language_model_name(k)
         for k in _names(q.get("exclude_modules", q.get("ignore")), origin, "exclude_modules")
@@ -532,6 +532,7 @@ def _modelopt_scheme(q: Mapping[str, Any], origin: str) -> QuantScheme:
         weights = _float_group(q)
         group = weights.get("group_size") if weights else None
     if algo == "MIXED_PRECISION":
+        _check_nvfp4_group(group, origin)  # its 4-bit layers are NVFP4's
         layers = q.get("quantized_layers")
         if not isinstance(layers, Mapping) or not layers:
             raise ConfigError(
@@ -569,6 +570,14 @@ def _modelopt_scheme(q: Mapping[str, Any], origin: str) -> QuantScheme:
     fmt, acts = _MODELOPT_ALGOS[algo]
     if fmt == "fp8_tensor":
         return QuantScheme(method=fmt, bits=8, keep=keep, glob=True, input_scale=True, kv_cache=kv)
+    _check_nvfp4_group(group, origin)
+    return QuantScheme(
+        method="nvfp4", bits=4, group_size=16, keep=keep, glob=True, input_scale=acts, kv_cache=kv
+    )
+
+
+def _check_nvfp4_group(group: Any, origin: str) -> None:
+    """NVFP4 scales 16 values: any other ``group_size`` (0, -16, 32) is refused."""
     if group not in (16, None):
         raise ConfigError(
             f"NVFP4 with group_size {group!r} is not modelled (NVFP4 scales 16 values)",
@@ -576,15 +585,25 @@ def _modelopt_scheme(q: Mapping[str, Any], origin: str) -> QuantScheme:
             field="quantization_config.group_size",
             fix="group_size: 16",
         )
-    return QuantScheme(
-        method="nvfp4", bits=4, group_size=16, keep=keep, glob=True, input_scale=acts, kv_cache=kv
-    )
 
 
-def _kv_dtype(q: Mapping[str, Any]) -> str | None:
+#: ModelOpt's KV-cache algorithms: FP8 is modelled; NVFP4 (from recall) is read as no KV
+#: quantization (the cache is sized in the KV dtype asked)
+_KV_ALGOS = ("FP8", "NVFP4")
+
+
+def _kv_dtype(q: Mapping[str, Any], origin: str = "quantization_config") -> str | None:
     """The KV-cache dtype a config calibrates (``kv_cache_quant_algo: FP8`` or a float
-    ``kv_cache_scheme`` of 8 bits), else None."""
+    ``kv_cache_scheme`` of 8 bits), else None; an algorithm ModelOpt does not write (INT2,
+    a number) is refused, not read as no KV quantization."""
     algo = q.get("kv_cache_quant_algo")
+    if algo is not None and not (isinstance(algo, str) and algo.upper() in _KV_ALGOS):
+        raise ConfigError(
+            f"kv_cache_quant_algo {str(algo)[:40]!r} is not a ModelOpt KV-cache algorithm",
+            source=origin,
+            field="quantization_config.kv_cache_quant_algo",
+            fix="give FP8 for an fp8 cache, or null for none",
+        )
     if isinstance(algo, str) and algo.upper() == "FP8":
         return "fp8"
     scheme = q.get("kv_cache_scheme")

@@ -218,13 +218,15 @@ class HFInput:
 
     ``kind`` is ``"boolean"``, ``"string"`` or ``"mapping"``; a value of another type is
     an error naming the key (``null`` reads as absent). ``refuse_when`` is a value
-    whose presence the family refuses, with ``refuse_why`` as the message.
+    whose presence the family refuses, with ``refuse_why`` as the message and ``refuse_fix``
+    as what to do.
     """
 
     kind: str
     meaning: str
     refuse_when: Any = None
     refuse_why: str = ""
+    refuse_fix: str | None = None
 
 
 #: The fields of DeepSeek's MoE layout (``DeepseekV3Config``'s names: the routed and shared

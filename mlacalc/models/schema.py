@@ -72,6 +72,8 @@ MAX_LAYERS = 2_048  # decoder layers and every per-layer count
 MAX_EXPERTS = 1 << 16  # routed and shared experts
 MAX_VOCAB = 1 << 24  # vocabulary entries
 MAX_TOKENS = 1 << 40  # context lengths and windows
+#: positions a model declares: 2^30, 100x the longest context released (Llama 4 Scout's 10M)
+MAX_POSITIONS = 1 << 30
 MAX_TEXT = 10_000  # characters of a string field
 MAX_ITEMS = 64  # entries of a list field
 
@@ -698,7 +700,10 @@ class ModelConfig:
         default=None,
     )
     max_position_embeddings: int | None = _spec(
-        OPTPOS, "context length; GPT-2's learned position table size", hi=MAX_TOKENS, default=None
+        OPTPOS,
+        "context length; GPT-2's learned position table size",
+        hi=MAX_POSITIONS,
+        default=None,
     )
     weights_dtype: str = _spec(
         STR, "dtype the released weights use (bf16, fp8, ...)", hi=200, default="bf16"
@@ -2063,10 +2068,35 @@ def build(
     return _warned(model, stacklevel=4)
 
 
+def _floored(name: str, valid: dict[str, Any]) -> str:
+    """The words a ``head_dim`` derived from widths that do not divide adds to its note:
+    transformers floors the quotient (4096 / 24 heads: 170, a query width of 4080)."""
+    h, n = valid.get("hidden_size"), valid.get("num_attention_heads")
+    if name != "head_dim" or not h or not n or h % n == 0:
+        return ""
+    return f", floored: {h:,} / {n} = {h / n:.2f}"
+
+
+def _query_width_warning(model: ModelConfig) -> str | None:
+    """The sentence for a ``head_dim`` derived by flooring (hidden_size not a multiple of
+    the heads): the query width heads x head_dim differs from hidden_size, which transformers
+    builds as it is, so said, not refused; None otherwise (a stated head_dim is as meant)."""
+    if not any(str(n).startswith("head_dim = ") and "floored" in str(n) for n in model.derived):
+        return None
+    q = model.num_attention_heads * model.head_dim
+    return (
+        f"{model.label}: head_dim {model.head_dim} is hidden_size {model.hidden_size:,} / "
+        f"{model.num_attention_heads} heads floored, so the query width "
+        f"{model.num_attention_heads} x {model.head_dim} = {q:,} differs from hidden_size "
+        f"{model.hidden_size:,} (counted as built); state head_dim, or heads that divide "
+        "hidden_size, if that is not meant"
+    )
+
+
 def _warned(model: ModelConfig, stacklevel: int) -> ModelConfig:
     """``model``, after warning what it declares but no layer holds (a library user sees what
     the command line says)."""
-    said = [model.no_moe_layer_warning(), *model.width_warnings()]
+    said = [model.no_moe_layer_warning(), *model.width_warnings(), _query_width_warning(model)]
     for sentence in [*said, unread_quantization_warning(model)]:
         if sentence:
             warnings.warn(sentence, MlacalcWarning, stacklevel=stacklevel)
@@ -2138,7 +2168,7 @@ def _apply_defaults(
                 )
                 continue
             values[name] = valid[name] = value
-            note = f"{name} = {value!r} ({rule.why})"
+            note = f"{name} = {value!r} ({rule.why}{_floored(name, valid)})"
             notes.append(registry.ClassDefault(note) if rule.says else note)
             if rule.needs:
                 inputs[name] = rule.needs

@@ -118,7 +118,9 @@ def parse_json(text: str, origin: str, *, nonfinite: bool = False) -> Any:
     ``NaN`` and ``Infinity`` unless ``nonfinite`` keeps them as floats (a Hugging Face config
     may hold one in a field that changes no count: the importer decides by the field)."""
     if not text.strip():
-        raise ConfigError("is empty", source=origin)
+        raise ConfigError(
+            "is empty", source=origin, fix="give the file with its JSON object ({...}) in it"
+        )
 
     refused: list[bool] = []  # set once a value is refused: only then is the tree walked
 

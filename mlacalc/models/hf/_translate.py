@@ -112,7 +112,7 @@ def import_hf_config(
                 )
             )
         elif spec.refuse_when is not None and value == spec.refuse_when:
-            problems.append((key, spec.refuse_why, None))
+            problems.append((key, spec.refuse_why, spec.refuse_fix))
     bad_inputs = {p[0] for p in problems}
     problems += _misspelled_keys(data, unit, model_type)
 
@@ -381,6 +381,8 @@ _ACTIVATIONS = frozenset(
         *("silu", "sqrtsoftplus", "swish", "tanh", "xielu", "swigluoai", "situ"),
     )
 )
+#: a norm's epsilon, under the names the families use
+_EPS_KEYS = ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps")
 _ACTIVATION_KEYS = (
     "hidden_act",
     "hidden_activation",
@@ -422,17 +424,54 @@ def _check_count_free(data: dict, problems: list) -> None:
                 if isinstance(sub, dict)
             ]
         for field, value in bases:
-            if value is None:
-                continue
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not math.isfinite(value)
-                or value <= 0
-            ):
+            if value is not None and not _positive_number(value):
                 problems.append(
                     (field, f"must be a positive number (the rotary base), got {value!r}", None)
                 )
+        _check_norm_and_scaling(scope, prefix, problems)
+
+
+def _positive_number(value: Any, zero: bool = False) -> bool:
+    """A finite number above 0 (at least 0 with ``zero``); booleans are not numbers."""
+    return (
+        not isinstance(value, bool)
+        and isinstance(value, (int, float))
+        and math.isfinite(value)
+        and (value >= 0 if zero else value > 0)
+    )
+
+
+def _check_norm_and_scaling(scope: dict, prefix: str, problems: list) -> None:
+    """A norm's epsilon (a finite number, at least 0: NaN makes every activation NaN) and
+    ``rope_scaling`` (a mapping or null, as transformers' rope validation reads it; its
+    ``factor`` a positive finite number)."""
+    for key in _EPS_KEYS:
+        value = scope.get(key)
+        if value is not None and not _positive_number(value, zero=True):
+            problems.append(
+                (
+                    f"{prefix}{key}",
+                    f"must be a finite number of at least 0 (the norm's epsilon), got {value!r}",
+                    "e.g. 1e-05 or 1e-06, as the checkpoint's config.json states it",
+                )
+            )
+    scaling = scope.get("rope_scaling")
+    if scaling is not None and not isinstance(scaling, dict):
+        problems.append(
+            (
+                f"{prefix}rope_scaling",
+                f"must be a mapping or null, got {str(scaling)[:40]!r}",
+                'e.g. {"rope_type": "linear", "factor": 2.0}, or null for none',
+            )
+        )
+    elif isinstance(scaling, dict) and not _positive_number(scaling.get("factor") or 1.0):
+        problems.append(
+            (
+                f"{prefix}rope_scaling.factor",
+                f"must be a positive number, got {scaling['factor']!r}",
+                "the context's scaling over the trained one, e.g. 8.0",
+            )
+        )
 
 
 def _holds_nonfinite(value: Any, depth: int = 0) -> str | None:

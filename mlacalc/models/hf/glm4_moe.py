@@ -48,6 +48,8 @@ FAMILY = register(
                 "GLM-4.5: RMSNorm on queries and keys",
                 refuse_when=True,
                 refuse_why="query/key norms (use_qk_norm: true) are not modelled for glm4_moe",
+                refuse_fix="set use_qk_norm: false to count the model without them (their "
+                "weights are head_dim-wide vectors, a rounding error of the parameters)",
             ),
         },
         translate=_translate,

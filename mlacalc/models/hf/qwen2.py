@@ -21,6 +21,8 @@ FAMILY = register(
                 "Qwen2: sliding windows on the upper layers",
                 refuse_when=True,
                 refuse_why="per-layer sliding windows (use_sliding_window: true) are not modelled",
+                refuse_fix="set use_sliding_window: false to count every layer with full "
+                "attention (its cache then an upper bound of the windowed one)",
             ),
         },
         ignored={"sliding_window": "Qwen2 reads it only with use_sliding_window: true"},
