@@ -206,3 +206,13 @@ def test_empty_json_and_qwen2_sliding_windows_say_what_to_do():
     with pytest.raises(ConfigError) as e:
         mlacalc.import_hf_config(data)
     assert e.value.field == "use_sliding_window" and "use_sliding_window: false" in e.value.fix
+
+
+# ---- 7. the library's conversion notes carry the quality caveat the CLI gives
+def test_conversion_notes_say_the_counts_are_before_fine_tuning(run):
+    from mlacalc.models.convert import BEFORE_FINE_TUNING
+
+    c = mlacalc.convert("llama-3.1-8b", kv_lora_rank=512)
+    assert c.notes[-1] == BEFORE_FINE_TUNING and "fine-tuning" in BEFORE_FINE_TUNING
+    out, _ = run("convert", "llama-3.1-8b", "--kv-lora-rank", 512)
+    assert out.count("counts before any fine-tuning") == 1  # said once in the text

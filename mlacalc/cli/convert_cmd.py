@@ -26,7 +26,13 @@ from mlacalc.cost.convert_cost import (
     reading_notes,
 )
 from mlacalc.cost.params import param_counts
-from mlacalc.models.convert import CONVERSION_METHODS, ROPE_STRATEGIES, SVD_MODES, convert
+from mlacalc.models.convert import (
+    BEFORE_FINE_TUNING,
+    CONVERSION_METHODS,
+    ROPE_STRATEGIES,
+    SVD_MODES,
+    convert,
+)
 from mlacalc.render import human_bytes, human_seconds, human_si, model_yaml
 from mlacalc.timemodel.mla_geometry import mla_geometry_note
 from mlacalc.words import defaults as D
@@ -286,7 +292,8 @@ def command(
                     [f, "null" if b is None else b, "null" if a is None else a]
                     for f, b, a in c.changes
                 ],
-                note="\n".join(f"- {n}" for n in c.notes),
+                # the caveat said once, under the first table (reading_notes)
+                note="\n".join(f"- {n}" for n in c.notes if n != BEFORE_FINE_TUNING),
             ),
         ]
         if sweep:

@@ -24,7 +24,7 @@ from typing import Any
 
 from mlacalc.cost.engine import attention_cost, attention_params, kv_cache
 from mlacalc.cost.params import param_counts
-from mlacalc.models.convert import Conversion, split_ranks
+from mlacalc.models.convert import BEFORE_FINE_TUNING, Conversion, split_ranks
 from mlacalc.words import arguments as args
 from mlacalc.words.errors import InvalidArgumentError
 
@@ -237,10 +237,7 @@ def reading_notes(cc: ConversionCost) -> list[str]:
     c = cc.conversion
     n_kv, d_h = c.source.num_key_value_heads, c.source.head_dim
     rotated = n_kv * d_h
-    notes = [
-        "counts before any fine-tuning: the accuracy the conversion loses, and the fine-tuning "
-        "that recovers it, are not modelled",
-    ]
+    notes = [BEFORE_FINE_TUNING]
     held, how = c.kv_lora_rank, ""
     if c.svd == "split":  # each half holds at most its own projection's rank
         keys, values = split_ranks(c.source, c.method, c.rope_dim)

@@ -68,6 +68,7 @@ from mlacalc.words import arguments as args
 from mlacalc.words.errors import InvalidArgumentError
 
 __all__ = [
+    "BEFORE_FINE_TUNING",
     "CONVERSION_METHODS",
     "ROPE_STRATEGIES",
     "SVD_MODES",
@@ -344,6 +345,14 @@ def _published(method: str, d_c: int, rope: int, source: ModelConfig) -> int | N
     return d_c + n_kv * rope
 
 
+#: the quality caveat of every conversion (``Conversion.notes``, last, and
+#: :func:`mlacalc.cost.convert_cost.reading_notes`, first)
+BEFORE_FINE_TUNING = (
+    "counts before any fine-tuning: the accuracy the conversion loses, and the fine-tuning "
+    "that recovers it, are not modelled"
+)
+
+
 def _notes(c: dict[str, Any], m: ModelConfig, q_lora_rank: int | None = None) -> list[str]:
     d_c, rope, n_kv = c["kv_lora_rank"], c["rope_dim"], m.num_key_value_heads
     notes = [
@@ -417,6 +426,7 @@ def _notes(c: dict[str, Any], m: ModelConfig, q_lora_rank: int | None = None) ->
                 f"DeepSeek's shared-RoPE form ({d_c + rope:,}, {(d_c + rope) / source:.3g}x), "
                 "which the MLA kernels serve"
             )
+    notes.append(BEFORE_FINE_TUNING)  # the library's notes carry what the CLI says first
     return notes
 
 
