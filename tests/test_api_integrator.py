@@ -216,3 +216,14 @@ def test_conversion_notes_say_the_counts_are_before_fine_tuning(run):
     assert c.notes[-1] == BEFORE_FINE_TUNING and "fine-tuning" in BEFORE_FINE_TUNING
     out, _ = run("convert", "llama-3.1-8b", "--kv-lora-rank", 512)
     assert out.count("counts before any fine-tuning") == 1  # said once in the text
+
+
+# ---- 9. api.md's routes of the commands run as written
+def test_api_md_command_routes_block_runs():
+    """The block api.md gives for report / compare / --save / list --hardware / --insight."""
+    doc = (Path(__file__).parent.parent / "docs" / "api.md").read_text()
+    block = doc.split("## The commands' own routes")[1].split("```python\n")[1].split("```")[0]
+    names = {"mlacalc": mlacalc}
+    exec(compile(block, "api.md", "exec"), names)
+    for name in ("model_report", "compare_rows", "model_yaml", "shipped_hardware", "ridge_point"):
+        assert callable(names[name])

@@ -80,3 +80,22 @@ def test_the_disaggregated_open_loop_ttft_parts():
     (_, wait), (_, its), _ = q.ttft_parts()
     k = q.prefill_pool_pass_prompts
     _said(SERVING, f"{k}-prompt pass of {its:.2f} s gives {wait:.0f} s")
+
+
+def test_the_moe_backend_example():
+    """api.md's MoE-backend example, rerun (a library trial found 0.02002 / 0.02912 / 0.02158 /
+    0.02726 quoted where the code gave 0.02006 / 0.02927 / 0.02165 / 0.02728)."""
+    from mlacalc.timemodel.predict import predict_time
+
+    asked = dict(seq_len=4096, batch=64, weight_dtype="fp4")
+    gen = plan("deepseek-v3", "B200", 8, moe_backend="trtllm-gen", **asked)
+    cutlass = plan("deepseek-v3", "B200", 8, **asked)
+    _said(API, f'gen.moe_kernel # "{gen.moe_kernel}"')
+    _said(API, f"# {gen.decode_step_s:.5f} (CUTLASS's, moe_backend=None or \"cutlass\": "
+               f"{cutlass.decode_step_s:.5f})")  # fmt: skip
+    kw = dict(batch=8, weight_dtype="fp4", scope="model")
+    times = [
+        predict_time("deepseek-v3", "B200", "decode", 4096, moe_backend=b, **kw).seconds
+        for b in ("trtllm-gen", None)
+    ]
+    _said(API, f".seconds # {times[0]:.5f} ({times[1]:.5f})")
