@@ -181,7 +181,7 @@ class SearchRequest:
     engine: str = "trtllm"
     engine_note: str = ""
     #: the engine and the profile as named (None: not named), for the best point's plan command
-    named: tuple[Any, Any] = (None, None)
+    named: tuple[Any, Any] = field(default=(None, None), compare=False)
     #: the chunked-prefill token budgets aggregated points are also timed at (``()``: none)
     chunks: tuple[int, ...] = ()
     #: under a budget, the GPU counts run aggregated; the others of ``gpus`` are decode and
