@@ -226,7 +226,6 @@ def _report_sections(doc: dict) -> list[Section]:
     # a cache split by kind: layers of different kinds, or DSA layers (latent + indexer keys)
     kinds = set(doc["layers"]["attention"])
     split = len(kinds) > 1 or bool({"dsa", "msa"} & kinds)
-    many = len(doc["kv_cache"]) > 1
     sections.append(
         Section(
             kv_title,
@@ -241,8 +240,7 @@ def _report_sections(doc: dict) -> list[Section]:
             ],
             [
                 [
-                    # the row a server holds, as the attention table marks its own
-                    f"{r['impl']} (default)" if r["default"] and many else r["impl"],
+                    _kv_impl_cell(r, doc),
                     _maybe(r["elements_per_token_per_layer"], "{:,}", "mixed: see by kind"),
                     _counted_layers(r, split),
                     human_bytes(r["bytes_per_token"]),
@@ -377,6 +375,13 @@ def _counted_layers(row: dict, split: bool) -> str:
     if not split:
         return f"{n:,}"
     return f"{n:,} ({', '.join(row['layer_kinds_per_token']) or 'none'})"
+
+
+def _kv_impl_cell(row: dict, doc: dict) -> str:
+    """A KV row's implementation, ``(default)`` on the row a server holds where there are
+    several (MLA), as the attention table marks its own."""
+    many = len(doc["kv_cache"]) > 1
+    return f"{row['impl']} (default)" if row["default"] and many else row["impl"]
 
 
 def _per_token_note(doc: dict) -> str:
