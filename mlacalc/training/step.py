@@ -708,10 +708,11 @@ def _seconds(
         return hit[2]
     matmul = {"gemm", *core_kinds()}
     cores = core_kinds()
+    times = predict_kernels(kernels, hw, profile) if key is None else _known(kernels, hw, profile)
     out = sum(
         (t.seconds + (slower - 1.0) * t.compute_s * (k.kind in matmul))
         / (cp if k.kind in cores else 1)
-        for k, t in zip(kernels, predict_kernels(kernels, hw, profile), strict=True)
+        for k, t in zip(kernels, times, strict=True)
     )
     if key is not None:
         _SECONDS[key] = (hw, profile, out)
@@ -724,6 +725,22 @@ def _seconds(
 #: every layout that shares tp, cp, ep, micro-batch and recompute policy (the device and
 #: profile kept in the value and checked by identity)
 _SECONDS: dict[tuple, tuple[HardwareSpec, Any, float]] | None = None
+
+
+def _known(kernels: list[Kernel], hw: HardwareSpec, profile: Any) -> list[Any]:
+    """Each kernel's predicted time from :data:`_SECONDS` (by the kernel's every field, the
+    device and the profile), those not there predicted together and kept: a stage's kernels
+    recur in its backward's and other stages' lists, and a kernel's prediction is its own
+    row's (the time model's terms are computed row by row)."""
+    keys = [("kernel", id(hw), id(profile), *_kernel_key(k)) for k in kernels]
+    held = [_SECONDS.get(key) for key in keys]
+    out = [h[2] if h and h[0] is hw and h[1] is profile else None for h in held]
+    new = [i for i, t in enumerate(out) if t is None]
+    times = predict_kernels([kernels[i] for i in new], hw, profile) if new else []
+    for i, t in zip(new, times, strict=True):
+        _SECONDS[keys[i]] = (hw, profile, t)
+        out[i] = t
+    return out
 
 
 def _kernel_key(k: Kernel) -> tuple:
