@@ -349,3 +349,43 @@ def test_blackwells_bf16_prompts_at_head_dim_512_take_the_halved_tile():
         assert ok.sum() > 200
         signed = np.median(pred[ok] / mapped.table.seconds[ok] - 1.0)
         assert -0.17 < signed < 0.0, (engine, signed)
+
+
+@pytest.mark.slow
+def test_a_windowed_prompt_past_its_window_follows_the_unwindowed_one():
+    # TensorRT-LLM's H100 bf16 prompts at head dim 128 under an 8,192-key window, 10,240 to
+    # 16,384 tokens, against the same shapes unwindowed: measured 0.97 / 0.90 / 0.77 of their
+    # time (medians), predicted 0.97 / 0.91 / 0.77 now that a band's first tiles are a causal
+    # triangle's (attention_time.band_tile_blocks); before every tile took the band's 65
+    # blocks and the windowed rows read over the unwindowed (1.18 against 0.97 at 10,240 tokens)
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.timemodel.profile import load_profile
+
+    mapped = _rows("h100_sxm", "context_attention_perf", "trtllm")
+    c = mapped.table.columns
+    pred = predict_mapped(mapped, None, load_profile("default"))
+    meas = mapped.table.seconds
+    key = {}
+    for i in np.flatnonzero(
+        (c["head_dim"] == 128)
+        & (c["isl"] >= 10240)
+        & (np.asarray(c["kv_cache_dtype"]) == "bfloat16")
+    ):
+        k = (
+            c["batch_size"][i],
+            c["isl"][i],
+            c["num_heads"][i],
+            c["num_key_value_heads"][i],
+            str(c["kv_cache_dtype"][i]),
+        )
+        key.setdefault(k, {})[float(c["window_size"][i])] = i
+    for isl in (10240, 12288, 16384):
+        pairs = [
+            (v[8192.0], v[0.0])
+            for k, v in key.items()
+            if k[1] == isl and len(v) == 2 and 8192.0 in v and 0.0 in v
+        ]
+        assert len(pairs) >= 5
+        w, n = np.array(pairs).T
+        got, want = np.median(pred[w] / pred[n]), np.median(meas[w] / meas[n])
+        assert abs(got / want - 1.0) < 0.04, (isl, got, want)

@@ -480,3 +480,44 @@ def test_blackwells_bf16_prompt_tile_halves_at_head_dim_512():
         / kernel_terms(half, b200, prm)["compute_s"][0]
     )
     assert ratio > 2.3  # twice the FLOPs and twice the operand reads a FLOP (was 2.0)
+
+
+def test_a_causal_band_starts_as_a_causal_triangle():
+    # the tiles of a sliding window's first queries meet only the blocks up to their last
+    # query: 10,240 tokens under an 8,192-key window, 80 tiles of 128 queries, the first 65
+    # meeting 1..65 blocks and the last 15 the band's 65: 39 a tile, not 65. Past a long
+    # prompt the mean nears the band's (16,384 tokens: 48.75), a 128-key window's 2 blocks
+    # from the second tile on (512 tokens: 1.75); a non-causal band takes its whole width
+    from mlacalc.timemodel.attention_time import band_tile_blocks
+
+    q = np.array([10240.0, 16384.0, 512.0, 10240.0])
+    got = band_tile_blocks(
+        q, q, np.array([65.0, 65.0, 2.0, 65.0]), 128.0, 128.0, np.array([1.0, 1.0, 1.0, 0.0])
+    )
+    assert np.allclose(got, [39.0, 48.75, 1.75, 65.0])
+    # after a cached prefix a chunk's tiles start further in: 1,024 cached keys and 1,024
+    # new queries under a 1,024-key window (9 blocks): tiles meet 9, 9, ... blocks
+    assert band_tile_blocks(1024.0, 2048.0, 9.0, 128.0, 128.0, 1.0) == 9.0
+
+    # the time follows: a windowed causal prompt of 10,240 tokens under 8,192 keys takes
+    # about the unwindowed prompt's time (96% of its pairs), not 1.6 times it
+    fig = device_figures(load_hardware("H100-SXM"))
+    prm = default_params("attention_prefill")
+    prm.update(eff_compute=1.0, eff_exp=1.0, unit_latency_s=0.0)
+
+    def compute(window: float) -> float:
+        batch, pairs = _prefill("bf16", 128.0, 128.0, isl=10240.0, heads=32.0)
+        if window:
+            w = window
+            capped = w * (w + 1) / 2 + (10240.0 - w) * w
+            batch = KernelBatch(
+                "attention_prefill",
+                "bf16",
+                batch.flops * capped / (pairs / 32.0),
+                batch.bytes,
+                batch.calls,
+                dict(batch.shape, window=np.array([w])),
+            )
+        return kernel_terms(batch, fig, prm)["compute_s"][0]
+
+    assert 0.85 < compute(8192.0) / compute(0.0) < 1.0

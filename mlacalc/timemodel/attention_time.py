@@ -620,18 +620,9 @@ def prefill_terms(
     rows = np.minimum(q * per_unit, tile_q)
     unit_blocks = np.ceil(kv_eff / tile_k)
     unit_blocks = np.where(col(batch, "causal", 1) > 0, (unit_blocks + 1) / 2, unit_blocks)
-    # a sliding window shorter than the keys is a band: a 128-query tile meets the
-    # ceil((window + 127) / 128) key blocks the band crosses and computes them whole (the
-    # band's edges masked inside), not the ``window`` keys per query the FLOPs count
-    banded = (window > 0) & (kv > window)
-    band_blocks = np.ceil((window + 127.0) / 128.0)
-    padded = np.where(banded, band_blocks * 128.0 / np.maximum(window, 1.0), 1.0)
-    if unified:
-        # its tile's queries (rows over the packed heads) and the band's 32-key blocks
-        queries = np.maximum(tile_q / np.maximum(per_unit, 1.0), 1.0)
-        band_blocks = np.ceil((window + queries - 1.0) / tile_k)
-        padded = np.where(banded, band_blocks * tile_k / np.maximum(window, 1.0), 1.0)
-    unit_blocks = np.where(banded, band_blocks, unit_blocks)
+    banded, band_blocks, padded, unit_blocks = _band_blocks(
+        batch, unit_blocks, tile_q, tile_k, per_unit, unified
+    )
     # the band's two edge blocks are masked (the window's lower edge and the diagonal cut
     # through them) and take the kernel's masking path, every block of a 128-key window;
     # the blocks between them are whole (a causal tile masks only its diagonal block, which
@@ -739,6 +730,97 @@ def prefill_terms(
         batch, fig, prm, pre_bytes, d_qk, d_v, b, kv
     )
     return out
+
+
+def _band_blocks(
+    batch: KernelBatch,
+    unit_blocks: np.ndarray,
+    tile_q: np.ndarray,
+    tile_k: np.ndarray,
+    per_unit: np.ndarray,
+    unified: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A prompt's sliding-window band (:func:`prefill_terms`): which rows are banded, the band's
+    blocks a tile past the window, the FLOPs' padding to whole blocks and the mean blocks a
+    tile computes (``unit_blocks`` where no band)."""
+    a = attention_shape(batch)
+    kv, window = a["kv"], a["window"]
+    # a sliding window shorter than the keys is a band: a 128-query tile meets the
+    # ceil((window + 127) / 128) key blocks the band crosses and computes them whole (the
+    # band's edges masked inside), not the ``window`` keys per query the FLOPs count
+    banded = (window > 0) & (kv > window)
+    band_blocks = np.ceil((window + 127.0) / 128.0)
+    queries, band_keys = np.full(len(batch), 128.0), np.full(len(batch), 128.0)
+    if unified:
+        # its tile's queries (rows over the packed heads) and the band's 32-key blocks
+        queries = np.maximum(tile_q / np.maximum(per_unit, 1.0), 1.0)
+        band_blocks = np.ceil((window + queries - 1.0) / tile_k)
+        band_keys = tile_k * np.ones(len(batch))
+    # a causal band's first tiles are a causal triangle's: the tile of queries up to ``p``
+    # meets ``min(ceil(p / keys), band_blocks)`` blocks (:func:`band_tile_blocks`), the band's
+    # whole width only past the window
+    band_mean = band_blocks * np.ones(len(batch))
+    if np.any(banded):
+        ramp = np.where(col(batch, "causal", 1) > 0, 1.0, 0.0)
+        band_mean[banded] = band_tile_blocks(
+            a["q"][banded],
+            kv[banded],
+            band_mean[banded],
+            queries[banded],
+            band_keys[banded],
+            ramp[banded],
+        )
+    padded = np.where(
+        banded, band_mean * band_keys / _window_keys_per_query(a["q"], kv, window), 1.0
+    )
+    unit_blocks = np.where(banded, band_mean, unit_blocks)
+    return banded, band_blocks, padded, unit_blocks
+
+
+def band_tile_blocks(
+    q: np.ndarray,
+    kv: np.ndarray,
+    band_blocks: np.ndarray,
+    queries: np.ndarray,
+    keys: np.ndarray,
+    causal: np.ndarray,
+) -> np.ndarray:
+    """The mean key blocks a tile of a banded (sliding-window) prompt computes: each tile of
+    ``queries`` query positions meets the blocks of ``keys`` keys from its window's lower edge
+    to its last query, ``band_blocks`` past the window; a causal prompt's first tiles, whose
+    queries sit within a window of the sequence's start, meet only the ``ceil(p / keys)``
+    blocks up to their last query ``p`` (after the ``kv - q`` cached keys). A tile of 128
+    queries of a 10,240-token prompt under an 8,192-key window meets 39 blocks on average, not
+    the band's 65. Non-causal rows (``causal`` 0) take the band's width."""
+    q, kv = np.asarray(q, dtype=np.float64), np.asarray(kv, dtype=np.float64)
+    shape = np.broadcast(q, kv, band_blocks, queries, keys, causal).shape
+    args = [
+        np.broadcast_to(np.asarray(x, dtype=np.float64), shape).ravel()
+        for x in (q, kv, band_blocks, queries, keys, causal)
+    ]
+    key = np.stack(args, axis=1)
+    uniq, inverse = np.unique(key, axis=0, return_inverse=True)
+    means = np.empty(len(uniq))
+    for j, (qq, kk, bb, qt, kt, cz) in enumerate(uniq):
+        tiles = max(int(np.ceil(qq / max(qt, 1.0))), 1)
+        if cz <= 0:
+            means[j] = bb
+            continue
+        last = np.minimum(np.arange(1, tiles + 1) * qt, qq) + max(kk - qq, 0.0)
+        means[j] = float(np.mean(np.minimum(np.ceil(last / max(kt, 1.0)), bb)))
+    return means[np.ravel(inverse)].reshape(shape)
+
+
+def _window_keys_per_query(q: np.ndarray, kv: np.ndarray, window: np.ndarray) -> np.ndarray:
+    """Keys a query of a windowed causal prompt attends on average (the FLOPs' count: query
+    ``i`` of the sequence, after ``kv - q`` cached keys, attends ``min(kv - q + i, window)``)."""
+    q = np.maximum(np.asarray(q, dtype=np.float64), 1.0)
+    w = np.maximum(np.asarray(window, dtype=np.float64), 1.0)
+    first = np.maximum(np.asarray(kv, dtype=np.float64) - q, 0.0)  # the first query's keys - 1
+    # queries whose keys grow (first + i < w) and those capped at the window
+    growing = np.clip(w - first, 0.0, q)
+    grown = growing * first + growing * (growing + 1.0) / 2.0
+    return (grown + (q - growing) * w) / q
 
 
 def _wide_head_tiles(
