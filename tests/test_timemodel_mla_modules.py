@@ -238,3 +238,53 @@ def test_vllm_block_fp8_module_rows_within_bound():
     assert sel.sum() > 1000
     assert np.median(np.abs(err[sel])) < 0.05
     assert abs(np.median(err[sel])) < 0.035
+
+
+def test_vllm_blackwell_bf16_prompt_reads_its_operands_under_its_products():
+    """vLLM's B200 bf16 prompt kernel (FLASH_ATTN rows) issues its shared-memory operand reads
+    under its products (mla_time.OPERANDS_UNDER_PRODUCTS): its module rows of 6,144 tokens and
+    more read +14% to +34% over with a K/V read a block beside the MMAs (signed median
+    +17.6%), +2% to +5% (+2.9%) without, the class refitted; its fp8 prompt
+    (TensorRT-LLM-gen's, TRTLLM_RAGGED) and H100's keep the reads. A served step's prompt
+    takes the column its engine's kernel runs with."""
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.timemodel.device import device_figures
+    from mlacalc.timemodel.kernel_time import engine_batch
+
+    t, mapped = _context_module("b200_sxm", "vllm")
+    err = predict_mapped(mapped, None, "fit-b200-sxm-vllm") / t.seconds - 1.0
+    src = np.asarray(t.columns["kernel_source"]).astype(str)
+    sel = (src == "FLASH_ATTN") & (t.columns["isl"] >= 6144) & mapped.modelled
+    assert sel.sum() > 500
+    assert abs(np.median(err[sel])) < 0.07
+    under = [
+        p.batch.shape.get("operand_under") for p in mapped.parts if p.batch.kind == "mla_prefill"
+    ]
+    assert any(u is not None and u.any() for u in under)
+    # a served step: vLLM's bf16 prompt on B200 only
+    from mlacalc.words.kernels import KernelBatch
+
+    one = {
+        k: np.array([v])
+        for k, v in dict(
+            batch=1.0, q_len=4096.0, kv_len=4096.0, n_heads=16.0, step_kernel=1.0
+        ).items()
+    }
+    b = KernelBatch("mla_prefill", "bf16", np.array([1e12]), np.array([1e8]), np.array([1.0]), one)
+    for engine, device, dtype, want in (
+        ("vllm", "B200", "bf16", True),
+        ("vllm", "B200", "fp8", False),
+        ("vllm", "H100-SXM", "bf16", False),
+        ("trtllm", "B200", "bf16", False),
+    ):
+        run = engine_batch(
+            dataclasses_replace(b, dtype), engine, device_figures(load_hardware(device))
+        )
+        assert ("operand_under" in run.shape) is want, (engine, device, dtype)
+
+
+def dataclasses_replace(batch, dtype):
+    import dataclasses
+
+    return dataclasses.replace(batch, dtype=dtype)

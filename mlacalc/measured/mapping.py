@@ -152,6 +152,7 @@ from mlacalc.timemodel.gemm_time import (
 from mlacalc.timemodel.host_floor import floor_sources, host_floor_seconds
 from mlacalc.timemodel.mla_time import (
     GEN_SPARSE_VARIANT,
+    OPERANDS_UNDER_PRODUCTS,
     WALK_VARIANT,
     decode_path_tokens,
     wrapper_row_head_s,
@@ -1214,6 +1215,7 @@ def _mla_core(
     prefix: str = "",
     variant="",
     attn_fp8=None,
+    operand_under=(),
     convert=None,
     absorbed=None,
     flashmla=False,
@@ -1264,6 +1266,10 @@ def _mla_core(
                 "tile_keys": np.where(lat_, ABSORBED_PROMPT_TILE, 128.0),
                 "cache_convert": (lat_ & convert).astype(np.float64),
             }
+        if operand_under:
+            # (:data:`~mlacalc.timemodel.mla_time.OPERANDS_UNDER_PRODUCTS`: the dtypes given)
+            dt = np.where(fp8, "fp8", "bf16")
+            extra["operand_under"] = np.isin(dt, list(operand_under)).astype(np.float64)
         b.add_by_dtype(
             prefix + "mla_context",
             "mla_prefill",
@@ -1509,8 +1515,21 @@ def _mla_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
         )
         v = variant[p] if isinstance(variant, np.ndarray) else variant
         fp8 = None if attn_fp8 is None else attn_fp8[p]
+        # the prompt kernels that issue their operand reads under their products
+        gen = device_figures(load_hardware(t.system)).kernel_generation
+        under = {d for e, g_, d in OPERANDS_UNDER_PRODUCTS if (e, g_) == (t.engine, gen)}
         _mla_core(
-            b, rows[p], bs[p], h[p], q[p], kv[p], kvd[p], context=True, variant=v, attn_fp8=fp8
+            b,
+            rows[p],
+            bs[p],
+            h[p],
+            q[p],
+            kv[p],
+            kvd[p],
+            context=True,
+            variant=v,
+            attn_fp8=fp8,
+            operand_under=under,
         )
         d = latent
         _mla_core(

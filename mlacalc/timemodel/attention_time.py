@@ -703,6 +703,9 @@ def prefill_terms(
         * np.where(upcast, 2.0, elem_bytes(batch.dtype))
         / (SMEM_BYTES_PER_CLOCK * fig.clock_hz)
     )
+    # a kernel that issues them under its products pays none beside them (``operand_under``:
+    # :data:`~mlacalc.timemodel.mla_time.OPERANDS_UNDER_PRODUCTS`)
+    operand = np.where(col(batch, "operand_under", 0) > 0, 0.0, operand)
     pre_bytes = col(batch, "preprocess_bytes", 0)
     # a unit's wait is shared by the tiles resident on an SM together (``_resident_waves``)
     resident = _resident_waves(units, fig, d_qk, d_v, elem_bytes(batch.dtype))

@@ -231,6 +231,19 @@ def sglang_chunk_note(model: Any, engine: str, cached: int) -> str:
     )
 
 
+#: (engine, tensor-core generation, dtype) of the expanded MLA prompt kernels that issue their
+#: shared-memory operand reads under their products (``operand_under``: no K/V read a block
+#: beside the MMAs, :func:`~mlacalc.timemodel.attention_time.prefill_terms`): vLLM's bf16
+#: prompt on B200 (its ``FLASH_ATTN`` backend, ``mla_dtype`` bf16). Read from its module rows:
+#: at 16,384-32,768 tokens and 128 heads the prompt kernel (the row less its other kernels)
+#: reaches 1.71-1.86 PFLOP/s, 0.76-0.83 of B200's bf16 peak, where the products plus a K/V
+#: read a block at 128 bytes a clock cap the class at about 1.27 (0.56), the rate TensorRT-LLM's
+#: B200 bf16 prompt (TensorRT-LLM-gen's FMHA) reaches (1.25-1.30); vLLM's fp8 prompt there is
+#: TensorRT-LLM-gen's own (``TRTLLM_RAGGED``) and keeps the reads. That its kernel's reads
+#: overlap its asynchronous MMAs is an inference from the rate, not read from its source
+OPERANDS_UNDER_PRODUCTS = frozenset({("vllm", "tcgen05", "bf16")})
+
+
 def engine_mla_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelBatch:
     """``batch`` with ``combine_always`` where its engine's MLA decode kernel on ``fig`` is
     FlashMLA (:data:`FLASHMLA_DECODE`), ``wrapper_row_head_s`` where its engine's call costs
@@ -240,6 +253,13 @@ def engine_mla_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ke
     a step's, whose kernel the device rule chose (``step_kernel``, set by
     :func:`~mlacalc.timemodel.kernel_time.device_batch`; a measured row names the kernel it
     timed): a step is timed with the kernel its class was fitted on."""
+    if batch.kind == "mla_prefill":
+        if (engine, fig.kernel_generation, batch.dtype) not in OPERANDS_UNDER_PRODUCTS:
+            return batch
+        if "operand_under" in batch.shape:
+            return batch
+        shape = {**batch.shape, "operand_under": np.ones(len(batch))}
+        return dataclasses.replace(batch, shape=shape)
     if batch.kind != "mla_decode" or batch.variant or "step_kernel" not in batch.shape:
         return batch
     gen = fig.kernel_generation
