@@ -261,15 +261,16 @@ def test_mfu_counts_the_models_flops_under_every_path_hfu_the_executed(run):
         hw = c.tokens_per_s_per_gpu * c.flops.hardware_flops / c.flops.tokens / 989.5e12
         assert c.hfu == pytest.approx(hw) and c.hfu > c.mfu
     assert ab.mfu == pytest.approx(ex.mfu * ex.time.step_s / ab.time.step_s)
-    # 0.133 and 0.404 before the loss was timed on the last stage
-    assert round(ab.mfu, 3) == 0.131 and round(ex.mfu, 3) == 0.392
+    # 0.131 and 0.392 before the routed experts' activation was timed (a pass of its own
+    # between the grouped GEMMs); 0.133 and 0.404 before the loss was timed on the last stage
+    assert round(ab.mfu, 3) == 0.130 and round(ex.mfu, 3) == 0.380
     argv = ["train", "deepseek-v2-lite", "-s", "16k", "--impl", "absorbed", "--recompute", "full"]
     doc = json.loads(run(*argv, "--hw", "H100", "--format", "json")[0])
     assert (doc["mfu"], doc["hfu"]) == (ab.mfu, ab.hfu)
     assert doc["model_flops_per_token"] == ex.flops.model_flops // 16384
     assert doc["executed_flops_per_token"] == ab.flops.hardware_flops // 16384
     text = " ".join(run(*argv, "--hw", "H100")[0].split())
-    assert "MFU 13.1% (model FLOPs, 21.50 G a token), HFU 30.5% (executed FLOPs" in text
+    assert "MFU 13.0% (model FLOPs, 21.50 G a token), HFU 30.2% (executed FLOPs" in text
     assert "the absorbed path runs 37.81 G for the same model" in text
 
 

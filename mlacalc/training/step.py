@@ -71,6 +71,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mlacalc.cost.engine import attention_cost
+from mlacalc.cost.model_step import FFN_ACTIVATION_FLOPS_PER_ELEMENT
 from mlacalc.cost.params import expert_shape
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.architecture import kv_head_share, layer_pattern
@@ -448,7 +449,8 @@ def layer_kv_heads(kernels: list[Kernel], m: ModelConfig) -> list[int]:
 
 
 def _experts(k: Kernel, m: ModelConfig, lay: Layout, calls: int) -> list[Kernel]:
-    """The routed experts of one rank as grouped GEMMs (balanced routing)."""
+    """The routed experts of one rank as grouped GEMMs (balanced routing) with their
+    activation between them."""
     f = expert_shape(m)
     local = m.n_routed_experts // lay.ep
     # the rank's tokens (sequence parallel, and its 1 / cp of the sequence)
@@ -457,6 +459,9 @@ def _experts(k: Kernel, m: ModelConfig, lay: Layout, calls: int) -> list[Kernel]
     up = 2 * per_expert * f.up_width * f.hidden * local
     down = 2 * per_expert * f.hidden * f.inter * local
     w = 2 if k.dtype != "fp8" else 1
+    # the activation between the two grouped GEMMs (SwiGLU on the gate and up halves), a pass
+    # of its own as the shared experts' is: bf16 in and out (an inference MoE kernel fuses it)
+    acts = per_expert * local * f.inter
     return [
         Kernel(
             "experts_up",
@@ -466,6 +471,15 @@ def _experts(k: Kernel, m: ModelConfig, lay: Layout, calls: int) -> list[Kernel]
             local * f.up_width * f.hidden * w,
             calls,
             {"m": per_expert, "n": f.up_width, "k": f.hidden, "groups": local},
+        ),
+        Kernel(
+            "experts_act",
+            "elementwise",
+            "bf16",
+            FFN_ACTIVATION_FLOPS_PER_ELEMENT * acts,
+            2 * per_expert * local * (f.up_width + f.inter),
+            calls,
+            {"elements": acts},
         ),
         Kernel(
             "experts_down",
