@@ -887,6 +887,63 @@ def test_vllm_per_tensor_quantize_is_never_faster_than_its_memory(name):
         assert per_sm > bytes_moved / fig.hbm_bytes_per_s, name
 
 
+def test_vllm_per_tensor_quantize_walks_a_row_in_steps_of_2048():
+    """vLLM's per-tensor quantize (``quant_sm_bound``) walks each token's row in whole steps of
+    QUANT_ROW_STRIDE elements: its passes' SM time at k = 32 is that at 2,048, at 2,560 that at
+    4,096 (twice 2,048's); the 1x128 quantize of a block-scaled GEMM it stands in for
+    (``block_stand_in``) and every other quantize keep their row's own bytes. vLLM's measured
+    rows show the stair: at n <= 64 and 1,025+ tokens the call at k = 2,560 takes 1.41 times
+    its time at 2,048 on both devices (the median), which the shipped fits give (1.08-1.09
+    before the rule)."""
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+    from mlacalc.timemodel.gemm_time import BLOCK_STAND_IN, QUANT_ROW_STRIDE
+    from mlacalc.timemodel.profile import load_profile
+
+    assert QUANT_ROW_STRIDE == 2048.0
+    prm = dict(default_params("gemm"), quant_sm_bytes=1.6, quant_fixed_s=0.0, atomic_cycles=0.0)
+    fig = device_figures(load_hardware("H100-SXM"))
+    cols = {"quantize_input": 1, "quant_passes": 2, "quant_launches": 3}
+    m, k = 16384.0, np.asarray([32.0, 2048.0, 2560.0, 4096.0])
+
+    def passes(**more):
+        with_sm = kernel_terms(_gemm("fp8", m, 64, k, quant_sm_bound=1, **cols, **more), fig, prm)
+        plain = kernel_terms(_gemm("fp8", m, 64, k, **cols, **more), fig, dict(prm, quant_bytes=0))
+        return with_sm["extra_s"] - plain["extra_s"]
+
+    walked = passes()
+    assert walked[0] == pytest.approx(walked[1])
+    assert walked[2] == pytest.approx(walked[3]) and walked[3] == pytest.approx(2 * walked[1])
+    per_sm = m * 2048.0 * 5.0 * 1.6 / (fig.sm_count * fig.clock_hz * 16)
+    assert walked[1] == pytest.approx(per_sm)
+    # the block-scaled stand-in's quantize: its row's own bytes (linear in k)
+    blocked = passes(**{BLOCK_STAND_IN: 1})
+    assert blocked / blocked[1] == pytest.approx(k / 2048.0)
+    pytest.importorskip("pyarrow")  # the measured rows below: the rule above holds without it
+    for system, device, prof in (
+        ("h100_sxm", "H100-SXM", "fit-h100-sxm-vllm"),
+        ("b200_sxm", "B200", "fit-b200-sxm-vllm"),
+    ):
+        tables = load_measured(Path(MEASURED) / system, engine="vllm").tables
+        (table,) = [t for t in tables if t.table == "gemm_perf"]
+        pred = predict_mapped(map_table(table), device, load_profile(prof))
+        dt = np.asarray(table.column("gemm_dtype")).astype(str)
+        tm, tn, tk = (np.asarray(table.column(c), dtype=float) for c in ("m", "n", "k"))
+        ratios = {"measured": [], "predicted": []}
+        for mm in np.unique(tm[(dt == "fp8") & (tm >= 1025)]):
+            for nn in (32.0, 64.0):
+                at = (dt == "fp8") & (tm == mm) & (tn == nn)
+                lo, hi = at & (tk == 2048), at & (tk == 2560)
+                if lo.sum() == 1 and hi.sum() == 1:
+                    ratios["measured"].append(table.seconds[hi][0] / table.seconds[lo][0])
+                    ratios["predicted"].append(pred[hi][0] / pred[lo][0])
+        assert len(ratios["measured"]) >= 20
+        measured, predicted = np.median(ratios["measured"]), np.median(ratios["predicted"])
+        assert measured > 1.3, (system, measured)
+        assert predicted > 1.2 and abs(predicted / measured - 1) < 0.15, (system, predicted)
+
+
 def test_nvfp4_quantize_costs_each_input_row_its_cta():
     """The nvfp4 GEMM's input quantize gives each row its own small CTA: ``quant_row_cycles``
     SM cycles a row (of every group) over all the SMs, beside its bytes, whatever k; an fp8

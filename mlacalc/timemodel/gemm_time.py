@@ -54,6 +54,7 @@ __all__ = [
     "POWER_LIMITED_DTYPES",
     "QUANT_ROW_CTA_ENGINES",
     "QUANT_ROW_CTA_FIELD",
+    "QUANT_ROW_STRIDE",
     "QUANT_SM_BOUND_ENGINES",
     "QUANT_SM_BYTES_PER_CLOCK",
     "SMEM_FED_INTENSITY",
@@ -478,7 +479,8 @@ MLA_QUANT_CTA_CYCLES = 175.0
 #: from 2^26 elements on (the HBM ratio, 3.35 against 7.7 TB/s) and the SMs times the clock
 #: differ by 1.1 times. The passes' bytes are timed against ``QUANT_SM_BYTES_PER_CLOCK`` bytes
 #: a clock on every SM (a unit: the class's fitted ``quant_sm_bytes`` is the pass's cost in it:
-#: 1.63 on H100, 1.76 on B200, where in HBM passes the two fits had read 1.12 and 2.38), so a
+#: 1.69 on H100, 1.81 on B200 a walked element (QUANT_ROW_STRIDE), where in HBM passes the
+#: two fits had read 1.12 and 2.38), so a
 #: fit on one device carries to the other by its SMs and clock.
 QUANT_SM_BYTES_PER_CLOCK = 16.0
 #: The engines whose quantize kernels move their bytes so: vLLM's, its per-tensor fp8 GEMM's
@@ -488,6 +490,20 @@ QUANT_SM_BYTES_PER_CLOCK = 16.0
 #: HCA prompts 4.7% -> 8.8%). Not its nvfp4 GEMM's quantize: B200's own nvfp4 fit moves it at
 #: 0.95 of an HBM pass, about the HBM's rate.
 QUANT_SM_BOUND_ENGINES = frozenset({"vllm"})
+
+#: Elements of a token's row one step of vLLM's per-tensor fp8 quantize covers: each pass (the
+#: amax, then the scaling) gives a token's row one CTA, which walks it in steps of this many
+#: elements, and a step costs the same however much of it the row fills. Its ``gemm_perf`` fp8
+#: rows show the stair on both devices: at n = 32 (the GEMM a sliver) and 16,384 tokens the
+#: call takes 122-135 us on H100 from k = 32 to 2,048, 201-214 us from 2,560 to 4,096, 283-290
+#: at 5,120-6,144 and 360-362 at 7,168-8,192 (B200: 110-115, 173-178, 238, 303-308 us), a
+#: stair of 2,048, not 1,024 (H100 1,024 / 1,536 / 2,048: 127 / 132 / 135 us); SGLang's and
+#: TensorRT-LLM's quantize of the same rows grow smoothly with k. The passes' SM time counts
+#: ``ceil(k / QUANT_ROW_STRIDE)`` whole steps (their HBM time, the bytes the row holds). The
+#: CTA's width is from the rows, not read from vLLM's source (from recall: 256 threads of
+#: 16-byte loads, 2,048 bf16). Not the 1x128 block quantize of its module rows'
+#: block-scaled GEMMs (:data:`BLOCK_STAND_IN`), another kernel.
+QUANT_ROW_STRIDE = 2048.0
 
 #: Engines whose per-tensor fp8 GEMM quantizes its input with a small CTA a token (SGLang's
 #: ``gemm_perf`` fp8 rows and a served step's per-tensor fp8 GEMM; shape field
@@ -944,9 +960,14 @@ def _input_quantization(c: _Call) -> np.ndarray:
     sm_bound = col(batch, "quant_sm_bound", 0) > 0
     hbm = c.fig.hbm_bytes_per_s
     sm_rate = c.fig.sm_count * c.fig.clock_hz * QUANT_SM_BYTES_PER_CLOCK
+    # vLLM's per-tensor quantize walks each token's row in whole steps of QUANT_ROW_STRIDE
+    # elements: its SM time counts the steps' elements, its HBM time the row's (a byte of the
+    # row costs the longer of the two, spread over the row's bytes)
+    stepped = sm_bound & (col(batch, BLOCK_STAND_IN, 0) == 0)
+    walked = np.where(stepped, np.ceil(c.k / QUANT_ROW_STRIDE) * QUANT_ROW_STRIDE, c.k)
     per_byte = np.where(
         sm_bound,
-        np.maximum(prm.get("quant_sm_bytes", 1.0) / sm_rate, 1.0 / hbm),
+        np.maximum(walked / c.k * prm.get("quant_sm_bytes", 1.0) / sm_rate, 1.0 / hbm),
         prm["quant_bytes"] / (prm["eff_memory"] * hbm),
     )
     # a per-tensor amax whose blocks (one a token: ``quant_atomics``) each fold their maximum

@@ -240,9 +240,10 @@ DEFAULTS: dict[str, float] = {
     # alignment; a start on zero would leave the floor's max() without a gradient
     "host_s": 5e-5,
     "align_s": 1e-5,
-    # vLLM's per-tensor amax folds one atomic a token into one fp32 scale: 11.5 cycles each
-    # in the shipped fit on its H100 gemm_perf rows, 11.1 on its B200 rows (6.3 and 6.0 ns);
-    # the starting value is the first fit's, before the CUTLASS tile rule (11.8)
+    # vLLM's per-tensor amax folds one atomic a token into one fp32 scale: 7.7 cycles each
+    # in the shipped fit on its H100 gemm_perf rows, 7.0 on its B200 rows (3.9 and 3.5 ns),
+    # since a row's whole steps (gemm_time.QUANT_ROW_STRIDE) carry part of the few-token
+    # floor (11.6 and 10.3 before); the starting value is the first fit's (11.8)
     "atomic_cycles": 11.8,
     # vLLM's per-tensor quantize passes per SM and clock (gemm_time.QUANT_SM_BYTES_PER_CLOCK)
     "quant_sm_bytes": 1.0,
