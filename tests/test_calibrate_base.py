@@ -20,8 +20,8 @@ import mlacalc.measured.calibrate as calibrate_module  # noqa: E402
 from mlacalc.hardware.catalogue import load_hardware  # noqa: E402
 from mlacalc.measured.calibrate import with_base  # noqa: E402
 from mlacalc.timemodel.engine_profiles import STAND_IN_NOTE  # noqa: E402
-from mlacalc.timemodel.profile import BASE_NOTE, Profile, load_profile  # noqa: E402
-from mlacalc.words.errors import ConfigError, InvalidArgumentError  # noqa: E402
+from mlacalc.timemodel.profile import BASE_NOTE, Profile, based_on, load_profile  # noqa: E402
+from mlacalc.words.errors import InvalidArgumentError  # noqa: E402
 
 SOURCE = MEASURED / "a100_sxm/gemm/trtllm/1.0.0"
 
@@ -71,11 +71,54 @@ def test_the_merged_profile_says_what_it_took_and_keeps_both_provenances(fits):
     default = load_profile("default")
     assert based.fitted_on == (*default.fitted_on, *plain.fitted_on)
     notes = [n for n in based.notes if n.startswith(BASE_NOTE)]
-    assert len(notes) == 1 and "profile default's (trtllm)" in notes[0]
-    assert f"{len(set(default.classes) - set(plain.classes))} pooled class(es)" in notes[0]
+    assert len(notes) == 1 and "profile default (trtllm) gives every class" in notes[0]
+    assert f"its {len(default.classes)} pooled class(es), which stay its own" in notes[0]
+    assert based_on(based) == ("default", ["L40S"]) and based_on(plain) is None
     line = based.describe("L40S", HW, assumed=False)
     own = len(plain.devices["L40S"])
     assert f"L40S by its own fit of {own} class(es)" in line and "profile default's fits" in line
+    # a device of the base is its own fit, not the user's (a review read "H100-SXM by its own
+    # fit of 39 class(es), every other class by profile default's fits")
+    h100 = based.describe("H100-SXM", load_hardware("H100-SXM"), assumed=False)
+    assert h100.endswith("H100-SXM by its own fit") or "H100-SXM by its own fit;" in h100
+    assert "calibrate --base" not in h100
+
+
+def test_the_pooled_classes_stay_the_bases(fits):
+    """A device neither profile fits is predicted as the base predicts it: the user's one-device
+    fit does not become the pooled GEMM (a review's H200 sample over default moved L40S's
+    Llama-3.1-8B step 28.04 -> 37.13 ms)."""
+    _, based = fits
+    default = load_profile("default")
+    a30 = load_hardware("A30")
+    for kind, dtype in [("gemm", "bf16"), ("attention_decode", "bf16"), ("gemm", "fp8")]:
+        assert (
+            based.params("A30", kind, dtype, a30)[0] == default.params("A30", kind, dtype, a30)[0]
+        )
+    assert based.classes["gemm:bf16"] == default.classes["gemm:bf16"]
+
+
+def test_a_sibling_of_a_base_device_takes_that_devices_fit(tmp_path):
+    """A user's H200 GEMM table over default (which holds H100's fit): the classes the table
+    does not fit are H100's by datasheet ratios, as the default profile gives H200 them, not
+    the pooled fit (a review: H200's Llama-3.1-8B attention 2,041.5 -> 1,922.6 us)."""
+    table = pq.read_table(MEASURED / "h100_sxm/gemm/trtllm/1.3.0rc20/gemm_perf.parquet")
+    table = table.take(list(range(0, table.num_rows, 1000)))
+    i = table.column_names.index("device")
+    table = table.set_column(i, "device", pa.array(["NVIDIA H200"] * table.num_rows))
+    folder = tmp_path / "h200/gemm/trtllm/1.3.0rc20"
+    folder.mkdir(parents=True)
+    meta = MEASURED / "h100_sxm/gemm/trtllm/1.3.0rc20/collection_meta.yaml"
+    shutil.copy(meta, folder)
+    pq.write_table(table, folder / "gemm_perf.parquet")
+    based = mlacalc.calibrate(tmp_path / "h200", use_scipy=False, base="default")
+    default = load_profile("default")
+    h200 = load_hardware("H200-SXM")
+    assert based.fitted_devices == ["A100-SXM-80GB", "H100-SXM", "H200"]
+    for kind in ("attention_decode", "attention_prefill", "elementwise", "moe"):
+        mine, how = based.params("H200", kind, "bf16", h200)
+        assert mine == default.params("H200", kind, "bf16", h200)[0], kind
+        assert "H200 by datasheet ratios from H100-SXM (same tensor-core generation)" in how
 
 
 def test_a_roofline_with_the_merged_profile_leaves_no_kernel_uncalibrated(fits, tmp_path):
@@ -118,7 +161,7 @@ def test_a_base_file_that_is_no_profile_names_the_file(fits, tmp_path):
     plain, _ = fits
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"name": "x"}), encoding="utf-8")
-    with pytest.raises(ConfigError, match=r"bad\.json.*field 'schema'"):
+    with pytest.raises(InvalidArgumentError, match=r"^base: .*bad\.json: field 'schema'"):
         with_base(plain, bad)
 
 
@@ -139,7 +182,7 @@ def test_the_cli_says_the_base_and_shows_its_own_residuals(l40s, tmp_path, run):
     text, _ = run("calibrate", l40s, "--base", "default", "-o", out, "--format", "markdown")
     written = json.loads(out.read_text(encoding="utf-8"))
     assert any(n.startswith(BASE_NOTE) for n in written["notes"])
-    assert "are profile default's (trtllm)" in text
+    assert "profile default (trtllm) gives every class the tables of L40S do not fit" in text
     table = [line for line in text.splitlines() if line.startswith("| ") and "%" in line]
     assert table and all(line.startswith("| L40S | gemm:") for line in table)  # its own fit
     _, err = run("calibrate", l40s, "--base", "fit-b200-sxm-vllm", "-o", out, code=2)

@@ -112,10 +112,20 @@ def test_sweep_chunk_and_layouts():
         mlacalc.attention_flops("deepseek-v3", "chunk", int(s), q_len=64, impl="absorbed")
         for s in S
     ]
-    layout = sweep("deepseek-v3", "kv_cache_bytes", seq_len=S, kv_dtype="fp8_ds_mla")
-    assert layout.tolist() == [
-        mlacalc.kv_cache_bytes("deepseek-v3", int(s), kv_dtype="fp8_ds_mla") for s in S
-    ]
+    # every named layout, and the byte traffic they feed: the sweep's rows are the scalar
+    # functions' (it had a copy of the row formula that left nvfp4's RoPE key without scales:
+    # 19,520 B a token for DeepSeek-V3 where kv_cache_bytes and plan gave 19,764)
+    for kv in ("fp8_ds_mla", "nvfp4", "fp8", "fp4"):
+        layout = sweep("deepseek-v3", "kv_cache_bytes", seq_len=S, kv_dtype=kv)
+        assert layout.tolist() == [
+            mlacalc.kv_cache_bytes("deepseek-v3", int(s), kv_dtype=kv) for s in S
+        ]
+        fused = sweep("deepseek-v3", "fused_bytes", seq_len=S, phase="decode", kv_dtype=kv)
+        assert fused.tolist() == [
+            mlacalc.attention_cost("deepseek-v3", "decode", int(s), kv_dtype=kv).fused_bytes
+            for s in S
+        ]
+    assert sweep("deepseek-v3", "kv_cache_bytes", seq_len=1, kv_dtype="nvfp4") == 61 * 324
 
 
 def test_sweep_bad_input():

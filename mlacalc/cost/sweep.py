@@ -368,12 +368,9 @@ def _check_each_value(m: ModelConfig, swept: dict[str, np.ndarray]) -> None:
 
 def _layout_bytes(layout: KVLayout, main, rope):
     """Bytes of a cached row of ``main`` elements plus ``rope`` RoPE elements in ``layout``
-    (each part rounded up to whole bytes, plus the scales of a grouped layout)."""
-    rope_bits = layout.bits if layout.rope_bits is None else layout.rope_bits
-    out = np.ceil(main * layout.bits / 8) + np.ceil(rope * rope_bits / 8)
-    if layout.scale_group:
-        out = out + np.ceil(main / layout.scale_group) * layout.scale_bytes
-    return out
+    (:meth:`KVLayout.row_bytes`, the scalar functions' one rule, whose ceilings by floor
+    division hold for arrays: a copy of it here had left out the scales of nvfp4's RoPE key)."""
+    return layout.row_bytes(main, rope)
 
 
 def _row_bytes(m: ModelConfig, impl: Impl | None, impl_name: str, layout: KVLayout, values, row):

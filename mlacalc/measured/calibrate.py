@@ -122,6 +122,8 @@ def base_profile(base: Any, engine: str) -> Profile:
         under = load_profile(base)
     except InvalidArgumentError as exc:  # not a shipped name nor a file: said as the base's
         raise InvalidArgumentError("base", exc.message) from None
+    except ConfigError as exc:  # a file that is no profile: its own words, as the base's
+        raise InvalidArgumentError("base", str(exc)) from None
     if under.engine != engine:
         raise InvalidArgumentError(
             "base",
@@ -141,27 +143,30 @@ def with_base(prof: Profile, base: Any) -> Profile:
     a :class:`Profile` of the same engine, :func:`base_profile`): every class ``prof`` does not
     fit, pooled and per device, is ``base``'s, so a profile fitted on a few GEMM tables of a new
     device times its attention, norms and collectives by the shipped fit (by datasheet ratios
-    from the nearest fitted device) instead of the datasheet defaults. ``prof``'s own fits win
-    where both hold a class; ``fitted_on`` and the residuals are both profiles', and one note
-    names the base and counts the classes it gave. A non-TensorRT-LLM base takes the
-    TensorRT-LLM classes its engine's predictions take anyway
+    from the nearest fitted device) instead of the datasheet defaults. ``prof``'s device fits win
+    where both hold a class of a device, and the pooled classes stay ``base``'s (a device
+    neither fits is predicted as ``base`` predicts it); ``fitted_on`` and the residuals are
+    both profiles', and one note names the base and the user's devices. A non-TensorRT-LLM
+    base takes the TensorRT-LLM classes its engine's predictions take anyway
     (:func:`~mlacalc.timemodel.engine_profiles.with_stand_ins`)."""
     under = base_profile(base, prof.engine)
     if under.engine != DEFAULT_ENGINE:
         under = with_stand_ins(under, load_profile(DEFAULT_PROFILE))
-    classes = {**under.classes, **prof.classes}
+    # the pooled classes stay the base's (a device neither profile fits is predicted as the
+    # base predicts it); the user's pooled fit only where the base holds no such class
+    classes = {**prof.classes, **under.classes}
     devices = {d: dict(c) for d, c in under.devices.items()}
     for device, table in prof.devices.items():
         devices[device] = {**devices.get(device, {}), **table}
     residuals = {d: dict(r) for d, r in under.residuals.items()}
     for device, table in prof.residuals.items():
         residuals[device] = {**residuals.get(device, {}), **table}
-    given = sorted(set(under.classes) - set(prof.classes))
     on = ", ".join(under.fitted_devices) or "no device"
     note = (
-        f"{BASE_NOTE}{len(given)} pooled class(es) and the device fits of {on} are profile "
-        f"{under.name}'s ({under.engine}), not fitted on these tables; the classes fitted here "
-        "take their place where both hold one"
+        f"{BASE_NOTE}profile {under.name} ({under.engine}) gives every class the tables of "
+        f"{', '.join(prof.fitted_devices)} do not fit: its {len(under.classes)} pooled "
+        f"class(es), which stay its own, and its fits of {on} (a device of the same "
+        "architecture is timed from the nearest by datasheet ratios)"
     )
     return dataclasses.replace(
         prof,

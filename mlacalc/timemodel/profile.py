@@ -146,6 +146,19 @@ _PARENT_VARIANTS = {
 #: The prefix of the note ``mlacalc calibrate --base`` writes: which profile gave the classes
 #: the user's tables do not fit (:func:`mlacalc.measured.calibrate.with_base`)
 BASE_NOTE = "base: "
+_BASE_WORDS = re.compile(
+    re.escape(BASE_NOTE) + r"profile (.+?) \(\w+\) gives every class the tables of (.+?) do not fit"
+)
+
+
+def based_on(profile: Profile) -> tuple[str, list[str]] | None:
+    """The base profile's name and the user's devices of a profile ``calibrate --base`` wrote
+    (its :data:`BASE_NOTE` note), or None for a profile written without a base."""
+    for note in profile.notes:
+        found = _BASE_WORDS.match(note)
+        if found:
+            return found.group(1), found.group(2).split(", ")
+    return None
 
 
 @dataclass(frozen=True)
@@ -209,7 +222,7 @@ class Profile:
         ``device`` (the variant's parent's, another dtype's, ...); None where none is."""
         tables = [self.devices.get(device, {})]
         if hardware is not None and self.devices:
-            near = self.nearest_fitted(hardware)
+            near = self._sibling(hardware, device)
             tables.append(self.devices.get(near, {}) if near else {})
         for table in [*tables, self.classes]:
             key = self._found(table, kind, dtype, variant)
@@ -230,6 +243,12 @@ class Profile:
         up to 18% faster (L4; the pooled fit 6%)."""
         return self._ranked(hardware)[0]
 
+    def _sibling(self, hardware: Any, device: str) -> str | None:
+        """:meth:`nearest_fitted` among the fitted devices other than ``device`` itself: the
+        fit that stands in for a class ``device``'s own level of the profile does not hold (a
+        user's H200 GEMM fit over a base holding H100's: H100's attention, not the pooled)."""
+        return self._ranked(hardware, skip=device)[0]
+
     def nearest_architecture(self, hardware: Any) -> str | None:
         """The fitted device of another architecture whose kernels ``hardware`` runs (the same
         tensor-core generation, :attr:`DeviceFigures.tensor_core_generation`: Ada's and the RTX
@@ -238,18 +257,20 @@ class Profile:
         own architecture is fitted, or none of its generation."""
         return self._ranked(hardware)[1]
 
-    def _ranked(self, hardware: Any) -> tuple[str | None, str | None]:
-        """(:meth:`nearest_fitted`, :meth:`nearest_architecture`) of ``hardware``."""
+    def _ranked(self, hardware: Any, skip: str = "") -> tuple[str | None, str | None]:
+        """(:meth:`nearest_fitted`, :meth:`nearest_architecture`) of ``hardware``, among the
+        fitted devices but ``skip``."""
         fig = _figures(hardware)
         if fig is None:
             return None, None
         rate = _rate_per_clock(hardware)
         vendor = str(getattr(hardware, "vendor", ""))
-        key = (tuple(self.fitted_devices), vendor, fig.compute_capability, fig.architecture, rate)
+        candidates = tuple(d for d in self.fitted_devices if d != skip)
+        key = (candidates, vendor, fig.compute_capability, fig.architecture, rate)
         if key in _NEAREST:
             return _NEAREST[key]
         best: dict[int, tuple[float, str]] = {}
-        for name in self.fitted_devices:
+        for name in candidates:
             try:
                 other_hw = load_hardware(name)
             except MlacalcError:
@@ -290,7 +311,7 @@ class Profile:
             base.update(fitted)
             return borrowed_params(kind, dtype, base, fitted), self._how(device)
         if hardware is not None and self.devices:
-            near = self.nearest_fitted(hardware)
+            near = self._sibling(hardware, device)
             near_table = self.devices.get(near, {}) if near else {}
             fitted = self._lookup(near_table, kind, dtype, variant) if near else None
             if fitted is not None:
@@ -355,12 +376,11 @@ class Profile:
             return f"profile {self.name}: not fitted; datasheet defaults" + note
         if device in self.devices:
             own = f"calibrated on {on}; {device} by its own fit"
-            based = [n for n in self.notes if n.startswith(BASE_NOTE)]
-            if based:  # calibrate --base: the device's own fit holds a few classes
-                base_name = based[0].partition(" are profile ")[2].partition("'s (")[0]
+            base = based_on(self)
+            if base is not None and device in base[1]:  # calibrate --base, on the user's device
                 own += (
                     f" of {len(self.devices[device])} class(es), every other class by profile "
-                    f"{base_name or 'base'}'s fits (calibrate --base)"
+                    f"{base[0]}'s fits (calibrate --base)"
                 )
             return own + note + _file_note(hardware)
         if hardware is None:
