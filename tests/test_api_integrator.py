@@ -140,13 +140,18 @@ def test_config_values_no_model_has_are_refused_naming_the_field():
         "rope_scaling.factor": _llama(
             rope_scaling={**base["rope_scaling"], "factor": float("nan")}
         ),
+        # 0 had read as 1 (`factor or 1.0`): a review
+        "rope_scaling.factor ": _llama(rope_scaling={**base["rope_scaling"], "factor": 0}),
         "rope_scaling": _llama(rope_scaling="yes"),
         "max_position_embeddings": _llama(max_position_embeddings=10**12),
     }
     for field, data in cases.items():
         with pytest.raises(ConfigError) as e:
             mlacalc.import_hf_config(data)
-        assert e.value.field == field and e.value.fix and "\n" not in str(e.value), field
+        assert e.value.field == field.strip() and e.value.fix and "\n" not in str(e.value), field
+    # no factor stated, or null: not refused
+    for absent in ({"rope_type": "default"}, {"rope_type": "default", "factor": None}):
+        mlacalc.import_hf_config(_llama(rope_scaling=absent))
 
 
 def test_modelopt_kv_algo_and_group_size_are_checked():

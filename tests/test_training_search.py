@@ -205,7 +205,7 @@ def test_cli_train_search_nothing_fits_warns_in_one_line(run):
         (["--zero", "5"], "--zero: '5' is not one of 0, 1, 2, 3; give one or several, e.g. 1,3"),
         # the refusals name the cause, as `mlacalc train` does (they had read "no layout of 8
         # GPUs divides as ... with ep as given")
-        (["--ep", "2"], "Llama-3.1-8B has no experts to spread over 2 ranks; use ep 1"),
+        (["--ep", "2"], "Llama-3.1-8B has no experts to spread over 2 ranks; use --ep 1"),
         (["--micro-batch", "3"], "no micro-batch of 3 divides a data-parallel rank's share"),
         (["--pp", "64"], "--pp: with pp 64 no layout of 8 GPUs divides"),
         (["--recompute", "kv_up"], "--recompute"),
@@ -282,11 +282,46 @@ def test_the_caches_spare_work_and_change_nothing(monkeypatch):
         return json.dumps(out.to_dict(), sort_keys=True, default=str), dict(calls)
 
     cached, spent = search()
-    assert step._SECONDS is None and flops._FORWARD is None  # dropped with the search
+    assert step._SECONDS.get() is None and flops._FORWARD.get() is None  # dropped with it
     monkeypatch.setattr(layout_search, "_STORE", _NoStore)
     plain, full = search()
     assert cached == plain
     assert spent["time"] < 0.6 * full["time"] and spent["build"] < full["build"] / 10
+
+
+def test_a_search_ending_on_one_thread_leaves_another_threads_pricing_alone():
+    """The search's caches are context variables: a review ran two searches and a
+    training_cost on three threads (as the app serves sessions) and the plain pricing failed
+    within a minute (TypeError: 'NoneType' object does not support item assignment) when one
+    search's end set the module-level store to None under it."""
+    import threading
+
+    from mlacalc.training import flops, layout_search, step
+    from mlacalc.training.cost import training_cost
+
+    inside, ended, errors = threading.Event(), threading.Event(), []
+
+    def searching():
+        try:
+            with layout_search.memo():
+                assert step._SECONDS.get() is not None
+                inside.set()
+                ended.wait(30)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    t = threading.Thread(target=searching)
+    t.start()
+    inside.wait(30)
+    # this thread sees no store while the other thread's search holds one ...
+    assert step._SECONDS.get() is None and flops._FORWARD.get() is None
+    with layout_search.memo():
+        ended.set()  # ... and the other's end leaves this thread's store in place
+        t.join(30)
+        assert step._SECONDS.get() is not None
+        cost = training_cost("llama-3.1-8b", 4096, hardware="H100")
+    assert cost.time.step_s > 0 and not errors
+    assert step._SECONDS.get() is None
 
 
 def test_tp_beyond_the_kv_heads_is_priced_with_them_replicated():
@@ -336,3 +371,24 @@ def test_the_refused_count_reads_as_the_cost_functions_refusal():
 
     assert _reason("refused (base_dtype)", 4) == "4 refused by the cost function (base_dtype)"
     assert _reason(ACTIVATIONS, 1200) == "1,200 on the activations"
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["train", "deepseek-v2-lite", "-s", "4k", "--hw", "H100", "--cp", "2", "--impl",
+          "absorbed"], "use --cp 1, or --impl expanded"),
+        (["train-search", "llama-3.1-8b", "--hw", "H100", "--gpus", "8", "--ep", "2",
+          "--global-batch", "64", "-s", "4k"], "use --ep 1 or leave it out"),
+        (["train-search", "llama-3.1-8b", "--hw", "H100", "--gpus", "8", "--schedule", "zb-h1",
+          "--virtual-stages", "2", "--global-batch", "64", "-s", "4k"],
+         "search --virtual-stages 1, or --schedule 1f1b"),
+        (["train-search", "llama-3.1-8b", "--hw", "H100", "--gpus", "8", "--tp", "3",
+          "--global-batch", "64", "-s", "4k"], "within a node of 8 GPUs, 2 x cp chunks"),
+    ],
+)  # fmt: skip
+def test_the_cli_advice_names_the_commands_options(run, argv, said):
+    """A review read the library's fields in the command's advice ("use cp 1, or impl
+    expanded", "search virtual_stages 1, or schedule 1f1b") and "a 8-GPU node"."""
+    _, err = run(*argv, code=2)
+    assert said in err and "\n" not in err.strip()

@@ -147,7 +147,10 @@ def _flags_named(argv: list[str] | None, message: str) -> str:
     def flag(found: re.Match[str]) -> str:
         return _option_for(argv, found.group(0)) or found.group(0)
 
-    return re.sub(r"(?<![\w.'-])[a-z]+(?:_[a-z]+)+(?![\w'(-])", flag, message)
+    message = re.sub(r"(?<![\w.'-])[a-z]+(?:_[a-z]+)+(?![\w'(-])", flag, message)
+    # a one-word field the advice sets to a value ("use cp 1, or impl expanded", "search
+    # schedule 1f1b"): the option, only after the advice's own words
+    return re.sub(r"(?:(?<=use )|(?<=, or )|(?<=search ))[a-z]+(?= [\w.-])", flag, message)
 
 
 def _usage_message(exc: click.UsageError) -> str:

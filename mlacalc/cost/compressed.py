@@ -567,7 +567,7 @@ def _long_pairs(batch: Any, seq: Any, picks: Any, rate: int) -> Any:
     """The (query, pooled key) pairs ranked by the last ``picks`` queries of sequences of
     ``seq`` tokens whose rows hold more than :data:`STAGED_ROW_KEYS` pooled keys (the query at
     position ``p`` holds ``p // rate``)."""
-    import numpy as np  # deferred, as engine_topk
+    import numpy as np  # deferred: the numeric path imports no numpy (as engine_topk)
 
     first = np.minimum(np.maximum(seq - picks, rate * (STAGED_ROW_KEYS + 1) - 1), seq)
     return batch * (pooled_below(seq, rate) - pooled_below(first, rate))

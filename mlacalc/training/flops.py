@@ -26,6 +26,7 @@ counts; ``causal=True`` counts the (query, key) pairs a causal kernel computes
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,22 +144,26 @@ def forward_kernels(
     (a new list each call; during a layout search built once per model and settings,
     :data:`_FORWARD`)."""
     m = model_argument(model)
-    key = None if _FORWARD is None else (id(m), seq_len, micro_batch, impl, causal, dtype)
-    hit = None if key is None else _FORWARD.get(key)
+    store = _FORWARD.get()
+    key = None if store is None else (id(m), seq_len, micro_batch, impl, causal, dtype)
+    hit = None if key is None else store.get(key)
     if hit is not None and hit[0] is m:
         return list(hit[1])
     _refuse(m)
     eng, causal = engine_impl(m, impl), args.flag("causal", causal)
     out = _forward(m, seq_len, micro_batch, eng, causal, dtype)
-    if key is not None:
-        _FORWARD[key] = (m, tuple(out))
+    if store is not None:
+        store[key] = (m, tuple(out))
     return out
 
 
 #: forward_kernels' kernels by model object (kept in the value and checked by identity) and
 #: settings while a layout search runs (:func:`mlacalc.training.layout_search.memo`; None
-#: otherwise): each of its pricings asks for the same micro-batch's kernels, timed or not
-_FORWARD: dict[tuple, tuple[ModelConfig, tuple[Kernel, ...]]] | None = None
+#: otherwise): each of its pricings asks for the same micro-batch's kernels, timed or not; a
+#: context variable, as ``step._SECONDS`` is (one thread's search never ends another's store)
+_FORWARD: ContextVar[dict[tuple, tuple[ModelConfig, tuple[Kernel, ...]]] | None] = ContextVar(
+    "training_forward", default=None
+)
 
 
 def _forward(

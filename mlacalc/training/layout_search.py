@@ -177,12 +177,14 @@ def memo() -> Iterator[None]:
     """Within it, two exact caches a search's pricings share: a stage's kernel times by every
     field of its kernels, the device and the profile (``step._SECONDS``), and a micro-batch's
     forward kernels by model and settings (``flops._FORWARD``); both dropped at its end, so a
-    later change to the time model or a profile is never answered from them."""
-    step._SECONDS, flops._FORWARD = _STORE(), _STORE()
+    later change to the time model or a profile is never answered from them. Both are
+    context variables: another thread's pricing (the app's sessions) is untouched."""
+    seconds, forward = step._SECONDS.set(_STORE()), flops._FORWARD.set(_STORE())
     try:
         yield
     finally:
-        step._SECONDS = flops._FORWARD = None
+        step._SECONDS.reset(seconds)
+        flops._FORWARD.reset(forward)
 
 
 def _divisors(n: int) -> list[int]:
@@ -597,8 +599,8 @@ def _nothing_splits(m, node, counts, seq_len, batch, only) -> InvalidArgumentErr
 
 #: how a layout must divide, in the refusals' words
 _NEEDS = (
-    "its {m.num_attention_heads} heads over tp within a {node}-GPU node, 2 cp dividing the "
-    "sequence, pp at most its {m.num_hidden_layers} layers, ep dividing the experts"
+    "its {m.num_attention_heads} heads over tp within a node of {node} GPUs, 2 x cp chunks "
+    "dividing the sequence, pp at most its {m.num_hidden_layers} layers, ep dividing the experts"
 )
 
 

@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import math
 import re
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -714,22 +715,25 @@ def _seconds(
     time, a context-parallel rank's share (:func:`_context_share`)."""
     if not kernels:
         return 0.0
-    key = (
-        None if _SECONDS is None else (id(hw), id(profile), slower, cp, *map(_kernel_key, kernels))
-    )
-    hit = None if key is None else _SECONDS.get(key)
+    store = _SECONDS.get()
+    key = None if store is None else (id(hw), id(profile), slower, cp, *map(_kernel_key, kernels))
+    hit = None if key is None else store.get(key)
     if hit is not None and hit[0] is hw and hit[1] is profile:
         return hit[2]
     matmul = {"gemm", *core_kinds()}
     cores = core_kinds()
-    times = predict_kernels(kernels, hw, profile) if key is None else _known(kernels, hw, profile)
+    times = (
+        predict_kernels(kernels, hw, profile)
+        if store is None
+        else _known(kernels, hw, profile, store)
+    )
     out = sum(
         (t.seconds + (slower - 1.0) * t.compute_s * (k.kind in matmul))
         / (cp if k.kind in cores else 1)
         for k, t in zip(kernels, times, strict=True)
     )
-    if key is not None:
-        _SECONDS[key] = (hw, profile, out)
+    if store is not None:
+        store[key] = (hw, profile, out)
     return out
 
 
@@ -737,22 +741,26 @@ def _seconds(
 #: every field, while a layout search runs (:func:`mlacalc.training.layout_search.memo`; None
 #: otherwise, so that nothing outlives the search): it times the same stage's kernels for
 #: every layout that shares tp, cp, ep, micro-batch and recompute policy (the device and
-#: profile kept in the value and checked by identity)
-_SECONDS: dict[tuple, tuple[HardwareSpec, Any, float]] | None = None
+#: profile kept in the value and checked by identity). A context variable: a search on one
+#: thread (the app serves each session on its own) neither sees nor ends another's store (a
+#: module-level store set to None by one search's end failed another thread's pricing)
+_SECONDS: ContextVar[dict[tuple, tuple[HardwareSpec, Any, Any]] | None] = ContextVar(
+    "training_seconds", default=None
+)
 
 
-def _known(kernels: list[Kernel], hw: HardwareSpec, profile: Any) -> list[Any]:
+def _known(kernels: list[Kernel], hw: HardwareSpec, profile: Any, store: dict) -> list[Any]:
     """Each kernel's predicted time from :data:`_SECONDS` (by the kernel's every field, the
     device and the profile), those not there predicted together and kept: a stage's kernels
     recur in its backward's and other stages' lists, and a kernel's prediction is its own
     row's (the time model's terms are computed row by row)."""
     keys = [("kernel", id(hw), id(profile), *_kernel_key(k)) for k in kernels]
-    held = [_SECONDS.get(key) for key in keys]
+    held = [store.get(key) for key in keys]
     out = [h[2] if h and h[0] is hw and h[1] is profile else None for h in held]
     new = [i for i, t in enumerate(out) if t is None]
     times = predict_kernels([kernels[i] for i in new], hw, profile) if new else []
     for i, t in zip(new, times, strict=True):
-        _SECONDS[keys[i]] = (hw, profile, t)
+        store[keys[i]] = (hw, profile, t)
         out[i] = t
     return out
 

@@ -464,7 +464,11 @@ def _check_norm_and_scaling(scope: dict, prefix: str, problems: list) -> None:
                 'e.g. {"rope_type": "linear", "factor": 2.0}, or null for none',
             )
         )
-    elif isinstance(scaling, dict) and not _positive_number(scaling.get("factor") or 1.0):
+    elif (
+        isinstance(scaling, dict)
+        and scaling.get("factor") is not None  # absent or null: no factor stated
+        and not _positive_number(scaling["factor"])  # 0 too (`or 1.0` had read it as 1)
+    ):
         problems.append(
             (
                 f"{prefix}rope_scaling.factor",
