@@ -1741,23 +1741,7 @@ def decode_terms(
     # takes as long at 131,072 cached keys as at 128)
     window_split = sm90 | (pack <= 0)
     sms = fig.sm_count
-    split_keys = np.where(window_split, kv_eff, a["kv"])
-    splits = decode_splits(
-        batch,
-        heads_units,
-        split_keys,
-        sms * DECODE_SPLIT_UNITS_PER_SM,
-        _split_part_keys(batch, fig),
-    )
-    splits = np.minimum(splits, _max_splits(batch))  # (SGLang's Triton decode: 8 at most)
-    # TensorRT-LLM's mma.sync XQA picks its own count over the whole cache, window or not
-    # (xqa_splits; Hopper's fp8 XQA keeps the model's: its count tried, not kept)
-    xqa = grouped & _trtllm_own_decode(batch, fig, pack) & ~sm90
-    splits = np.where(xqa, xqa_splits(a["kv"], heads_units, fig), splits)
-    # TensorRT-LLM's MMHA units (a query head each) split up to one part an SM over them
-    mmha_cap = np.maximum(1.0, np.ceil(sms * MMHA_SPLIT_UNITS_PER_SM / heads_units))
-    mmha_units = ~grouped & _trtllm_own_decode(batch, fig, pack)
-    splits = np.where(mmha_units, np.minimum(splits, mmha_cap), splits)
+    splits = _decode_unit_splits(batch, fig, a, heads_units, window_split, grouped, sm90, pack)
     units = heads_units * splits
     # each part walks its 64-token cache blocks in turn; a block's work (its dot products and
     # softmax rescaling over the head dimension) grows with the head dim. A grouped unit
@@ -1859,6 +1843,38 @@ def decode_terms(
     # runs in turn: turn_overlap)
     out["overlap_p"] = turn_overlap(batch, prm, _trtllm_own_decode(batch, fig, pack) & ~sm90, share)
     return out
+
+
+def _decode_unit_splits(
+    batch: KernelBatch,
+    fig: DeviceFigures,
+    a: dict[str, np.ndarray],
+    heads_units: np.ndarray,
+    window_split: np.ndarray,
+    grouped: np.ndarray,
+    sm90: np.ndarray,
+    pack: np.ndarray,
+) -> np.ndarray:
+    """The parts :func:`decode_terms` splits each unit's keys into: the multi-block count over
+    the window's keys (``window_split``) or the whole cache's (:func:`decode_splits`, SGLang's
+    Triton decode at most 8), TensorRT-LLM's mma.sync XQA its own count over the whole cache
+    (:func:`xqa_splits`; Hopper's fp8 XQA keeps the model's: its count tried, not kept), its
+    MMHA units (a query head each) up to one part an SM over them."""
+    sms = fig.sm_count
+    split_keys = np.where(window_split, a["kv_eff"], a["kv"])
+    splits = decode_splits(
+        batch,
+        heads_units,
+        split_keys,
+        sms * DECODE_SPLIT_UNITS_PER_SM,
+        _split_part_keys(batch, fig),
+    )
+    splits = np.minimum(splits, _max_splits(batch))
+    xqa = grouped & _trtllm_own_decode(batch, fig, pack) & ~sm90
+    splits = np.where(xqa, xqa_splits(a["kv"], heads_units, fig), splits)
+    mmha_cap = np.maximum(1.0, np.ceil(sms * MMHA_SPLIT_UNITS_PER_SM / heads_units))
+    mmha_units = ~grouped & _trtllm_own_decode(batch, fig, pack)
+    return np.where(mmha_units, np.minimum(splits, mmha_cap), splits)
 
 
 #: Most p of the p-norm an MMHA / mma.sync XQA decode's overlap grows to
