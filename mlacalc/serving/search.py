@@ -68,7 +68,12 @@ from mlacalc.serving.scheduler import (
     unnamed_engine_note,
     with_engine_defaults,
 )
-from mlacalc.serving.search_command import ROUTING_DEFAULTS, plan_command, scheduler_words
+from mlacalc.serving.search_command import (
+    ROUTING_DEFAULTS,
+    model_replay,
+    plan_command,
+    scheduler_words,
+)
 from mlacalc.serving.search_points import Points, evaluate, prefill_pools, settles
 from mlacalc.serving.search_space import (
     NO_LIMITS,
@@ -309,9 +314,13 @@ class SearchResult:
     #: prefix caching: the share of each prompt's tokens found cached in every point (plan's
     #: ``prefix_cache_hit``; 0: none)
     prefix_cache_hit: float = 0.0
-    #: the ``mlacalc plan`` command line that gives the best point's figures (None: no best),
-    #: as ``mlacalc search --format json`` says it (:func:`~mlacalc.serving.search_command.
-    #: plan_command`); the CLI writes the model, device and profile as typed and its ``--set``
+    #: the ``mlacalc plan`` command line that gives the best point's figures, as ``mlacalc
+    #: search --format json`` says it (:func:`~mlacalc.serving.search_command.plan_command`):
+    #: the model as given where named by a name or path, a changed shipped model as its name
+    #: and ``--set`` of the fields changed (:func:`~mlacalc.serving.search_command.
+    #: model_replay`); None where there is no best or the model is a config no command names
+    #: (read from a file or built in code and not a shipped model's changes); the CLI writes
+    #: the model, device and profile as typed and its ``--set``
     plan_command: str | None = None
 
     def constraints(self) -> dict[str, Any]:
@@ -765,6 +774,7 @@ def check_search(
         engine=engine_name,
         engine_note=engine_note,
         named=(engine and engine_name, profile),
+        replay=model_replay(model, m),
         budget=budget,
         max_running=None if max_running is None else count("max_running", max_running, MAX_BATCH),
         max_tokens=None if max_tokens is None else count("max_tokens", max_tokens, 1 << 30),
@@ -1414,7 +1424,7 @@ def _finished(req: SearchRequest, **fields: Any) -> SearchResult:
     kernels and no other defaults) and the admission values the search ran, as the CLI writes
     them."""
     result = SearchResult(**fields)
-    if result.best is None:
+    if result.best is None or req.replay is None:
         return result
     sched = req.scheduler
     values = {
@@ -1425,8 +1435,9 @@ def _finished(req: SearchRequest, **fields: Any) -> SearchResult:
     }
     engine, profile = req.named
     named = None if profile is None else profile if isinstance(profile, str) else result.profile
-    line = plan_command(result.model, result.hardware, result, result.best, named)
-    line += scheduler_words(engine, values)
+    model, sets = req.replay
+    line = plan_command(model, result.hardware, result, result.best, named)
+    line += sets + scheduler_words(engine, values)
     return dataclasses.replace(result, plan_command=line)
 
 

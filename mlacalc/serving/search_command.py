@@ -4,10 +4,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import re
 import shlex
 from typing import Any
 
+from mlacalc.models.loading import load_model, shipped_models
+from mlacalc.models.schema import SPECS, ModelConfig
 from mlacalc.words import defaults as D
+from mlacalc.words.errors import ConfigError
 
 #: How the routing loads the experts when not given (:func:`mlacalc.plan`'s defaults)
 ROUTING_DEFAULTS = {
@@ -50,6 +56,74 @@ def concurrency_word(value: float) -> str:
         if abs(round(value, digits) - value) <= 0.25 * D.CONCURRENCY_SNAP * value:
             return f"{value:.{digits}f}"
     return repr(value)
+
+
+#: a config's fields that name it rather than shape it (``with_changes`` keeps the rest)
+_NAMING = ("name", "display_name", "source", "aliases", "notes", "origin", "derived", "view")
+
+
+def model_replay(model: Any, loaded: ModelConfig) -> tuple[str, str] | None:
+    """The model as ``mlacalc plan`` takes it back, for a search's plan command: its argument
+    and the `` --set FIELD=VALUE`` words after the command ("" for none). A name or path given
+    as text: as given. A :class:`ModelConfig`: a shipped model's name (its own, or the base
+    named in its ``derived from`` source lines) and ``--set`` of each field it changes, as
+    ``mlacalc search --set`` writes them, where that replays it field for field; else None (a
+    config read from a file or built in code: no command names it)."""
+    if isinstance(model, (str, os.PathLike)):
+        return os.fspath(model), ""
+    shipped = set(shipped_models())
+    derived = re.findall(r"^derived from (\S+) by ", "\n".join(loaded.source), re.M)
+    bases = [loaded.name, *derived]
+    for base in dict.fromkeys(b for b in bases if b in shipped):
+        words = _replayed(load_model(base), loaded)
+        if words is not None:
+            return base, words
+    return None
+
+
+def _replayed(base: ModelConfig, model: ModelConfig) -> str | None:
+    """`` --set FIELD=VALUE`` of each field where ``model`` differs from ``base`` ("" for
+    none), or None where a value has no ``--set`` text or the changes do not give ``model``."""
+    shape = [f.name for f in dataclasses.fields(ModelConfig) if f.name not in _NAMING]
+    changed = {k: getattr(model, k) for k in shape if getattr(model, k) != getattr(base, k)}
+    if any(k not in SPECS or not _settable(v) for k, v in changed.items()):
+        return None
+    try:
+        again = base.with_changes(**changed) if changed else base
+    except (ConfigError, ValueError, TypeError):  # refused: no command replays it
+        return None
+    if any(getattr(again, k) != getattr(model, k) for k in shape):
+        return None
+    return "".join(f" --set {shlex.quote(f'{k}={_set_text(v)}')}" for k, v in changed.items())
+
+
+def _settable(value: Any) -> bool:
+    """Whether ``--set`` reads ``value``'s text back as ``value``: null, a bool, a number, a
+    word that is not one of those, or a list of them."""
+    if isinstance(value, (list, tuple)):
+        return all(_settable(v) and not isinstance(v, (list, tuple)) for v in value)
+    if value is None or isinstance(value, (bool, int, float)):
+        return True
+    if not isinstance(value, str) or not value or "," in value or value != value.strip():
+        return False
+    if value.lower() in ("null", "none", "true", "false"):
+        return False
+    try:
+        float(value)
+    except ValueError:
+        return True
+    return False
+
+
+def _set_text(value: Any) -> str:
+    """A value as ``--set`` reads it (``null``, ``true``, ``256``, ``[4,8]``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_set_text(v) for v in value) + "]"
+    return repr(value) if isinstance(value, float) else str(value)
 
 
 def plan_command(model: str, hardware: str, result, p: dict[str, Any], profile=None) -> str:

@@ -182,6 +182,9 @@ class SearchRequest:
     engine_note: str = ""
     #: the engine and the profile as named (None: not named), for the best point's plan command
     named: tuple[Any, Any] = field(default=(None, None), compare=False)
+    #: the model as plan's command line takes it back (``search_command.model_replay``):
+    #: its argument and its ``--set`` words; None where no command names it
+    replay: tuple[str, str] | None = field(default=None, compare=False)
     #: the chunked-prefill token budgets aggregated points are also timed at (``()``: none)
     chunks: tuple[int, ...] = ()
     #: under a budget, the GPU counts run aggregated; the others of ``gpus`` are decode and
