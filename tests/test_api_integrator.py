@@ -93,6 +93,25 @@ def test_parse_upload_takes_text_and_refuses_other_types_in_one_line():
         parse_upload(text, "config.json", quant=3)
 
 
+def test_parse_upload_refuses_a_file_name_that_is_not_text_naming_it():
+    """Was: parse_upload(text, None) and parse_upload(text, 5) raised AttributeError
+    ('endswith'); a path is taken as its text."""
+    import pytest
+
+    from mlacalc.models.loading import parse_upload
+    from mlacalc.words.errors import InvalidArgumentError
+
+    text = LLAMA.read_text()
+    for bad in (None, 5):
+        with pytest.raises(InvalidArgumentError) as e:
+            parse_upload(text, bad)
+        assert e.value.argument == "filename" and "config.json" in str(e.value)
+        assert "\n" not in str(e.value)
+    with pytest.raises(InvalidArgumentError, match=r"^quant_filename: "):
+        parse_upload(text, "config.json", quant=b"{}", quant_filename=None)
+    assert parse_upload(text, Path("config.json")) == parse_upload(text, "config.json")
+
+
 # ---- 5. an unknown dtype names the argument that carried it, everywhere
 def test_unknown_dtypes_name_their_argument_in_plan_and_report():
     """Was: plan(kv_dtype="int3") / plan(weight_dtype="int3") and model_report(kv_dtype=...)

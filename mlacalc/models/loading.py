@@ -181,10 +181,27 @@ def parse_upload(
     """A model from the bytes of an uploaded YAML file or config.json (and, with ``quant``, the
     ModelOpt ``hf_quant_config.json`` uploaded beside it): parsed in memory with the safe
     loader, never written to disk or executed; over ``limit`` bytes is refused. Text (``str``)
-    is taken too, as its UTF-8 bytes; anything else is refused naming the argument."""
+    is taken too, as its UTF-8 bytes; anything else is refused naming the argument.
+    ``filename`` (and ``quant_filename``) is the uploaded file's name, text (a path too): its
+    ending says YAML or JSON; anything else is refused naming it."""
+    filename = _upload_name(filename, "filename")
+    quant_filename = _upload_name(quant_filename, "quant_filename")
     text = _upload_text(raw, filename, limit, "raw")
     quant_text = None if quant is None else _upload_text(quant, quant_filename, limit, "quant")
     return parse_config_text(text, filename, quant_text=quant_text, quant_origin=quant_filename)
+
+
+def _upload_name(value: Any, name: str) -> str:
+    """An upload's file name as text (a path taken as its text); else one error naming it."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str):
+        raise InvalidArgumentError(
+            name,
+            f"must be the uploaded file's name as text, got {show_value(value)}; give e.g. "
+            '"config.json" or "my-model.yaml" (its ending says JSON or YAML)',
+        )
+    return value
 
 
 def _upload_text(raw: Any, filename: str, limit: int, name: str) -> str:
