@@ -195,6 +195,11 @@ def test_modelopt_kv_algo_and_group_size_are_checked():
         with pytest.raises(ConfigError) as e:
             parse_upload(config, "config.json", quant=json.dumps(q).encode())
         assert e.value.field == field and e.value.fix, change
+    # INT8 is ModelOpt's too (from recall): refused as not modelled, not as not ModelOpt's
+    q = json.loads(json.dumps(quant))
+    q["quantization"]["kv_cache_quant_algo"] = "INT8"
+    with pytest.raises(ConfigError, match=r"'INT8' is not modelled \(FP8, NVFP4 or null\)"):
+        parse_upload(config, "config.json", quant=json.dumps(q).encode())
 
 
 def test_floored_head_dim_is_warned_and_its_note_says_floored():

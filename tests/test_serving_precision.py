@@ -193,6 +193,33 @@ def test_a_checkpoint_calibrated_for_an_fp8_cache_says_so_when_planned_with_bf16
     assert not any("fp8 KV cache" in w for w in plain.warnings)
 
 
+def test_a_checkpoint_calibrated_for_an_nvfp4_cache_says_so_as_fp8_does():
+    """kv_cache_quant_algo NVFP4 had been read as no KV quantization, unsaid: planned with a
+    wider cache (bf16, fp8) the plan names --kv-dtype nvfp4, report says it; with nvfp4, nothing."""
+    import json
+
+    from reference_data import HF_CONFIGS_2
+
+    from mlacalc.models.loading import parse_upload
+    from mlacalc.report import model_report
+
+    stem = HF_CONFIGS_2 / "nvidia--DeepSeek-V3.1-NVFP4"
+    quant = json.loads(stem.with_name(stem.name + ".hf_quant_config.json").read_text())
+    quant["quantization"]["kv_cache_quant_algo"] = "NVFP4"
+    config = stem.with_name(stem.name + ".config.json").read_bytes()
+    m = parse_upload(config, "config.json", quant=json.dumps(quant).encode())
+    assert m.quantization.kv_cache == "nvfp4"
+    for kv in ("bf16", "fp8"):
+        said = plan(m, "B200", 8, kv_dtype=kv, seq_len=4096).warnings
+        assert any(
+            "calibrated for an nvfp4 KV cache" in w and "--kv-dtype nvfp4" in w for w in said
+        )
+    assert not any(
+        "calibrated for" in w for w in plan(m, "B200", 8, kv_dtype="nvfp4", seq_len=4096).warnings
+    )
+    assert any("--kv-dtype nvfp4" in n for n in model_report(m)["notes"])
+
+
 def test_format_rules_a_reviewer_found_missing():
     """``mxfp4_mxfp8`` is the experts' grouped MoE format only (given to attention it had run
     GEMMs of a class no profile holds, at the bf16 fallback, unsaid); ``w4a16_nvfp4`` is

@@ -309,27 +309,34 @@ def quantized_weight_bytes(
 
 
 def checkpoint_kv_note(model: Any, kv_name: str, kv_bits: float, engine: str | None = None) -> str:
-    """The sentence every front end says where a checkpoint calibrated for an fp8 KV cache
-    (``kv_cache_quant_algo: FP8``, NVIDIA's ModelOpt exports) is sized with a 16-bit one (the
-    cache's layout ``kv_name`` of ``kv_bits`` bits an element), ``""`` elsewhere: the cache is
-    sized as asked, the default 16-bit for every engine (docs/serving.md: engines differ on
-    which cache they give such a checkpoint by default); under ``engine`` ``"trtllm"`` it says
-    that TensorRT-LLM takes the checkpoint's fp8 cache by default (from recall)."""
+    """The sentence every front end says where a checkpoint calibrated for an fp8 or NVFP4 KV
+    cache (``kv_cache_quant_algo: FP8`` or ``NVFP4``, NVIDIA's ModelOpt exports) is sized with
+    a wider one (the cache's layout ``kv_name`` of ``kv_bits`` bits an element), ``""``
+    elsewhere: the cache is sized as asked, the default 16-bit for every engine
+    (docs/serving.md: engines differ on which cache they give such a checkpoint by default);
+    under ``engine`` ``"trtllm"`` it says that TensorRT-LLM takes the checkpoint's cache by
+    default (from recall)."""
     scheme = getattr(model, "quantization", None)
-    if scheme is None or scheme.kv_cache != "fp8" or kv_bits < 16:
+    calibrated = getattr(scheme, "kv_cache", None)
+    if calibrated not in _CALIBRATED_KV_BITS or kv_bits <= _CALIBRATED_KV_BITS[calibrated]:
         return ""
     said = (
-        f"{model.label}'s checkpoint is calibrated for an fp8 KV cache (its kv_cache_quant_algo); "
-        f"the cache is sized in {kv_name}, the kv_dtype asked or defaulted: kv_dtype fp8 "
-        "(--kv-dtype fp8) sizes it so"
+        f"{model.label}'s checkpoint is calibrated for an {calibrated} KV cache (its "
+        f"kv_cache_quant_algo); the cache is sized in {kv_name}, the kv_dtype asked or "
+        f"defaulted: kv_dtype {calibrated} (--kv-dtype {calibrated}) sizes it so"
     )
     if engine == "trtllm":
         said += (
-            "; TensorRT-LLM serves such a checkpoint with the fp8 cache by default (its "
-            "kv_cache_config dtype 'auto' reads kv_cache_quant_algo, from recall), so "
-            "--kv-dtype fp8 sizes what it runs"
+            f"; TensorRT-LLM serves such a checkpoint with the {calibrated} cache by default "
+            "(its kv_cache_config dtype 'auto' reads kv_cache_quant_algo, from recall), so "
+            f"--kv-dtype {calibrated} sizes what it runs"
         )
     return said
+
+
+#: the KV caches a checkpoint may be calibrated for and their bits an element: a cache asked
+#: wider than the checkpoint's gets :func:`checkpoint_kv_note`
+_CALIBRATED_KV_BITS = {"fp8": 8, "nvfp4": 4}
 
 
 def unmatched_modules(tensors: Iterable[Tensor], scheme: QuantScheme) -> tuple[str, ...]:

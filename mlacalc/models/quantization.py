@@ -94,7 +94,8 @@ class ComponentPrecision:
     ``nvfp4``, ``w4a16_nvfp4``, ``mxfp4``, ``int4`` ...; a component split between formats
     (DeepSeek-V3.1 NVFP4 keeps its MTP layer's experts in bf16) lists each with its
     parameters. ``kv_cache`` is the KV-cache dtype the checkpoint was calibrated for
-    (``"fp8"`` from ModelOpt's ``kv_cache_quant_algo`` or ``kv_cache_scheme``), ``None``
+    (``"fp8"`` or ``"nvfp4"`` from ModelOpt's ``kv_cache_quant_algo``, ``"fp8"`` from a
+    ``kv_cache_scheme``), ``None``
     when it states none (the engine's choice). ``source`` says where it was read.
     Norms, routers and biases are not components: they stay in the released dtype.
     """
@@ -587,25 +588,26 @@ def _check_nvfp4_group(group: Any, origin: str) -> None:
         )
 
 
-#: ModelOpt's KV-cache algorithms: FP8 is modelled; NVFP4 (from recall) is read as no KV
-#: quantization (the cache is sized in the KV dtype asked)
-_KV_ALGOS = ("FP8", "NVFP4")
+#: ModelOpt's KV-cache algorithms mlacalc reads, by the KV dtype each calibrates (NVFP4 from
+#: recall); the cache is sized in the KV dtype asked, a note naming the checkpoint's. INT8
+#: (from recall ModelOpt's too) is not modelled and refused as such
+_KV_ALGOS = {"FP8": "fp8", "NVFP4": "nvfp4"}
 
 
 def _kv_dtype(q: Mapping[str, Any], origin: str = "quantization_config") -> str | None:
-    """The KV-cache dtype a config calibrates (``kv_cache_quant_algo: FP8`` or a float
-    ``kv_cache_scheme`` of 8 bits), else None; an algorithm ModelOpt does not write (INT2,
-    a number) is refused, not read as no KV quantization."""
+    """The KV-cache dtype a config calibrates (``kv_cache_quant_algo: FP8`` or ``NVFP4``, or a
+    float ``kv_cache_scheme`` of 8 bits), else None; an algorithm not modelled (INT8, INT2, a
+    number) is refused, not read as no KV quantization."""
     algo = q.get("kv_cache_quant_algo")
     if algo is not None and not (isinstance(algo, str) and algo.upper() in _KV_ALGOS):
         raise ConfigError(
-            f"kv_cache_quant_algo {str(algo)[:40]!r} is not a ModelOpt KV-cache algorithm",
+            f"kv_cache_quant_algo {str(algo)[:40]!r} is not modelled (FP8, NVFP4 or null)",
             source=origin,
             field="quantization_config.kv_cache_quant_algo",
-            fix="give FP8 for an fp8 cache, or null for none",
+            fix="give FP8 or NVFP4 for a cache in that format, or null for none",
         )
-    if isinstance(algo, str) and algo.upper() == "FP8":
-        return "fp8"
+    if isinstance(algo, str):
+        return _KV_ALGOS[algo.upper()]
     scheme = q.get("kv_cache_scheme")
     if (
         isinstance(scheme, Mapping)

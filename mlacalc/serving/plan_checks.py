@@ -802,10 +802,11 @@ def _weight_only(
 
 
 def _kv_warnings(m: ModelConfig, kv: KVLayout, engine: str | None = None) -> tuple[str, ...]:
-    """A checkpoint calibrated for an fp8 KV cache (``kv_cache_quant_algo: FP8``, NVIDIA's
-    NVFP4 exports) planned with a 16-bit one: sized as asked, said (the words report and
-    roofline say too: :func:`mlacalc.cost.quant.checkpoint_kv_note`); a cache narrower than
-    8 bits or in integers, timed by the fp8-cache decode kernel as a stand-in."""
+    """A checkpoint calibrated for an fp8 or NVFP4 KV cache (``kv_cache_quant_algo: FP8`` or
+    ``NVFP4``, NVIDIA's ModelOpt exports) planned with a wider one: sized as asked, said (the
+    words report and roofline say too: :func:`mlacalc.cost.quant.checkpoint_kv_note`); a
+    cache narrower than 8 bits or in integers, timed by the fp8-cache decode kernel as a
+    stand-in."""
     note = checkpoint_kv_note(m, kv.name, kv.bits, engine)
     out = (note,) if note else ()
     if kv.bits < 16 and not kv.name.startswith("fp8"):
