@@ -245,3 +245,17 @@ def test_examples_name_the_argument(call, argument):
         call()
     assert info.value.argument == argument
     assert str(info.value).startswith(f"{argument}: ")
+
+
+def test_a_wrong_type_is_said_with_its_article():
+    """Was "got 5 (a int)" and "None (a NoneType)": the article follows the type's name."""
+    import pytest
+
+    from mlacalc.words.arguments import show_value
+    from mlacalc.words.engines import check_engine
+    from mlacalc.words.errors import InvalidArgumentError
+
+    assert show_value(5) == "5 (an int)" and show_value(2.5) == "2.5 (a float)"
+    assert show_value(None) == "None"
+    with pytest.raises(InvalidArgumentError, match=r"got 5 \(an int\)$"):
+        check_engine(5)

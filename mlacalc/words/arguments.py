@@ -54,11 +54,18 @@ MAX_BATCH = 1 << 32
 
 
 def show_value(value: Any) -> str:
-    """A value as an error message quotes it (long text cut)."""
+    """A value as an error message quotes it (long text cut), its type after it with its
+    article (``5 (an int)``, ``'x' (a str)``); None as itself."""
     text = repr(value)
     if len(text) > 40:
         text = text[:37] + "..."
-    return f"{text} (a {type(value).__name__})"
+    return text if value is None else f"{text} ({a_type(value)})"
+
+
+def a_type(value: Any) -> str:
+    """``value``'s type with its article, as a sentence says it: ``an int``, ``a float``."""
+    name = type(value).__name__
+    return ("an " if name[:1].lower() in "aeiou" else "a ") + name
 
 
 def whole(value: Any) -> int | None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mlacalc.words.arguments import show_value
 from mlacalc.words.errors import InvalidArgumentError
 
 __all__ = [
@@ -72,5 +73,5 @@ def check_engine(value: Any, *, name: str = "engine", allow_all: bool = False) -
     options = ENGINES + ((ALL_ENGINES,) if allow_all else ())
     if isinstance(value, str) and value.strip().lower() in options:
         return value.strip().lower()
-    shown = repr(value) if isinstance(value, str) else f"{value!r} (a {type(value).__name__})"
+    shown = repr(value) if isinstance(value, str) else show_value(value)
     raise InvalidArgumentError(name, f"must be one of {', '.join(options)}, got {shown}")
