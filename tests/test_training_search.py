@@ -105,7 +105,8 @@ def test_the_pruned_search_equals_a_brute_force_pricing(name, batch, seq_len, vp
 
 def _fold_zero(fits):
     """The ranked layouts with each that differs from an earlier one only by the ZeRO stage,
-    at the same step, dropped and its stage listed beside that one."""
+    at the same step, dropped and its stage listed beside that one (ascending: one order in
+    the table and its footer)."""
     rows, seen = [], {}
     for c in fits:
         same = {k: v for k, v in setting(c).items() if k != "zero"}
@@ -115,7 +116,7 @@ def _fold_zero(fits):
         else:
             seen[key] = []
             rows.append((c, seen[key]))
-    return [(c, tuple(t)) for c, t in rows]
+    return [(c, tuple(sorted(t))) for c, t in rows]
 
 
 def test_zero_stages_with_the_same_step_are_one_row():
@@ -392,3 +393,22 @@ def test_the_cli_advice_names_the_commands_options(run, argv, said):
     expanded", "search virtual_stages 1, or schedule 1f1b") and "a 8-GPU node"."""
     _, err = run(*argv, code=2)
     assert said in err and "\n" not in err.strip()
+
+
+def test_the_search_words_a_review_found(run):
+    """ZeRO ties in one order in the table, its footer and JSON ('3 (or 2, 1)' beside a
+    footer of '3 (or 1, 2)'); zb-h1 with virtual_stages 1,2 says it drops 2 (was silent); a
+    micro-batch that divides no share says "a divisor of one of those shares"."""
+    s = training_search("deepseek-v2-lite", "H100", 8, 64, 4096, top=5)
+    assert all(list(s.ties(i)) == sorted(s.ties(i)) for i in range(len(s.ranked)))
+    s = training_search(
+        "llama-3.1-8b", "H100", 8, 16, 4096, pp=2, schedule="zb-h1", virtual_stages=[1, 2], top=1
+    )
+    assert len(s.notes) == 1 and "virtual_stages 2 not searched" in s.notes[0]
+    assert s.to_dict()["notes"] == list(s.notes)
+    out, _ = run("train-search", "llama-3.1-8b", "--hw", "H100", "--gpus", "8", "--pp", "2",
+                 "--global-batch", "16", "--schedule", "zb-h1", "--virtual-stages", "1,2",
+                 "--top", "1")  # fmt: skip
+    assert "virtual_stages 2 not searched" in " ".join(out.split())
+    with pytest.raises(MlacalcError, match="a divisor of one of those shares"):
+        training_search("llama-3.1-8b", "H100", 8, 16, 4096, micro_batch=3)

@@ -91,6 +91,7 @@ def _sections(s, model: str, fixed: dict) -> list[Section]:
         "the row's stage needs the least memory); bound: the part of the step that takes "
         "the most of it"
     )
+    note += "".join(f"; {n}" for n in s.notes)
     if s.best is not None:
         note += f"; the best's whole breakdown: {train_command(model, s.hardware, s.best, fixed)}"
     gpus = ", ".join(f"{g:,}" for g in s.gpus)

@@ -93,6 +93,8 @@ class TrainingSearch:
     #: for each ranked layout, the other ZeRO stages of it that take the same step (folded
     #: into its row, which is the one of them that needs the least memory: :func:`_collapse`)
     tied_zero: tuple[tuple[int, ...], ...] = ()
+    #: what the search did not do that was asked (a list limit dropped), one sentence each
+    notes: tuple[str, ...] = ()
 
     @property
     def best(self) -> TrainingCost | None:
@@ -115,6 +117,7 @@ class TrainingSearch:
             "priced": self.priced,
             "usable_memory_bytes": self.usable_memory_bytes,
             "advice": self.advice,
+            "notes": list(self.notes),
             "fixed": dict(self.fixed),
             "ranked": [
                 {
@@ -359,8 +362,15 @@ def training_search(
     impl = fixed.get("impl", "expanded")
     attention = fixed.get("attention") or default_attention(impl)
     _refuse_limits(m, only, attention, impl, fixed.get("schedule", "1f1b"))
+    notes = ()
     if str(fixed.get("schedule", "1f1b")).strip().lower() == "zb-h1":  # whole stages only
+        dropped = [v for v in only["virtual_stages"] or () if v != 1]
         only["virtual_stages"] = (1,)
+        if dropped:
+            notes = (
+                f"virtual_stages {_listed(tuple(dropped))} not searched: schedule zb-h1 splits "
+                "whole stages' backwards, not interleaved chunks (virtual_stages 1 only)",
+            )
     if attention != "flash":  # the ring's flash kernel does not split materialized attention
         only["cp"] = tuple(x for x in only["cp"] or (1,) if x == 1)
     zeros = _nf4_zeros(_choices("zero", zero, _ZERO), fixed.get("base_dtype"))
@@ -394,14 +404,15 @@ def training_search(
         advice=None if fitting else _advice(price, not_fit, policies, counts, hw),
         fixed=dict(fixed),
         tied_zero=tuple(t for _, t in rows),
+        notes=notes,
     )
 
 
 def _collapse(timed: list[TrainingCost], limit: int = 0) -> list[tuple[TrainingCost, tuple]]:
     """The timed layouts (in :func:`_order`) with those that differ from an earlier one only
     by the ZeRO stage and take the same step folded into it: each row the stage that needs the
-    least memory (the order's tie-break), the folded stages beside it. Where a ZeRO stage's
-    traffic is hidden, ZeRO-1, -2 and -3 take the same step and had filled the table.
+    least memory (the order's tie-break), the folded stages beside it, ascending. Where a ZeRO
+    stage's traffic is hidden, ZeRO-1, -2 and -3 take the same step and had filled the table.
     ``limit``: the first that many rows (their folded stages perhaps not all), else all."""
     rows: dict[tuple, tuple[TrainingCost, list[int]]] = {}
     for c in timed:
@@ -412,7 +423,7 @@ def _collapse(timed: list[TrainingCost], limit: int = 0) -> list[tuple[TrainingC
             rows[key][1].append(c.zero)
         else:
             rows[key] = (c, [])
-    return [(c, tuple(t)) for c, t in rows.values()]
+    return [(c, tuple(sorted(t))) for c, t in rows.values()]  # one order: 3 (or 1, 2)
 
 
 def _order(c: TrainingCost) -> tuple:
@@ -579,7 +590,7 @@ def _nothing_splits(m, node, counts, seq_len, batch, only) -> InvalidArgumentErr
                 "micro_batch",
                 f"no micro-batch of {_listed(only['micro_batch'])} divides a data-parallel "
                 f"rank's share of the {batch:,} sequences{vp} (one of {_listed(shares)}); use "
-                "a divisor of one, or leave it out",
+                "a divisor of one of those shares, or leave it out",
             )
         if shapes:
             return InvalidArgumentError(
