@@ -147,6 +147,8 @@ def test_cli_says_what_the_figures_are(run):
     assert "smaller per GPU only below TP 3.56" in " ".join(out.split())
     doc = json.loads(run("convert", "llama-3-70b", "--kv-lora-rank", "512", "--format", "json")[0])
     assert doc["reading_notes"][0].startswith("counts before any fine-tuning")
+    # said once in the JSON too (it had been in conversion.notes as well)
+    assert json.dumps(doc).count("counts before any fine-tuning") == 1
 
 
 def doc_rank(run, argv):

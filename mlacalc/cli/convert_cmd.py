@@ -246,6 +246,9 @@ def command(
         "attention_flops_by_phase": by_phase,
         "reading_notes": reading_notes(cc),
     }
+    # the caveat said once, first of reading_notes, as the text does (not in conversion.notes)
+    said = document["conversion"]["notes"]
+    document["conversion"]["notes"] = [n for n in said if n != BEFORE_FINE_TUNING]
     if times:
         document["times_s"] = times
     if sweep:
