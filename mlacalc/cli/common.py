@@ -26,6 +26,7 @@ from mlacalc.render import (
     render_rows_csv,
     render_table,
 )
+from mlacalc.serving.search_command import set_text
 from mlacalc.words import arguments
 from mlacalc.words.dtypes import DTYPE_BITS, KV_LAYOUTS, canonical_dtype
 from mlacalc.words.engines import ENGINES, check_engine
@@ -446,7 +447,7 @@ def set_error(exc: MlacalcError, changes: dict[str, Any]) -> tuple[str, str]:
     typed = getattr(changes, "typed", {})  # the values as the user wrote them (1e3)
 
     def option(field: str) -> str:
-        return f"--set {field}={typed.get(field) or _set_text(changes[field])}"
+        return f"--set {field}={typed.get(field) or set_text(changes[field])}"
 
     given = " ".join(option(k) for k in changes)
     problems = getattr(exc, "problems", None) or (
@@ -466,17 +467,6 @@ def set_error(exc: MlacalcError, changes: dict[str, Any]) -> tuple[str, str]:
 
     first, *others = (said(*p) for p in problems)
     return first[0], first[1] + "".join(f"; {who}: {text}" for who, text in others)
-
-
-def _set_text(value: Any) -> str:
-    """A ``--set`` value as the user wrote it (``null``, ``true``, ``256``, the text)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(_set_text(v) for v in value) + "]"
-    return str(value)
 
 
 def set_option(f: Callable) -> Callable:
@@ -502,7 +492,7 @@ def set_words(sets: dict[str, Any] | None) -> str:
         return ""
     typed = getattr(sets, "typed", {})
     return "".join(
-        f" --set {shlex.quote(f'{k}={typed.get(k) or _set_text(v)}')}" for k, v in sets.items()
+        f" --set {shlex.quote(f'{k}={typed.get(k) or set_text(v)}')}" for k, v in sets.items()
     )
 
 

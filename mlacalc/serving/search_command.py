@@ -94,7 +94,7 @@ def _replayed(base: ModelConfig, model: ModelConfig) -> str | None:
         return None
     if any(getattr(again, k) != getattr(model, k) for k in shape):
         return None
-    return "".join(f" --set {shlex.quote(f'{k}={_set_text(v)}')}" for k, v in changed.items())
+    return "".join(f" --set {shlex.quote(f'{k}={set_text(v)}')}" for k, v in changed.items())
 
 
 def _settable(value: Any) -> bool:
@@ -115,14 +115,15 @@ def _settable(value: Any) -> bool:
     return False
 
 
-def _set_text(value: Any) -> str:
-    """A value as ``--set`` reads it (``null``, ``true``, ``256``, ``[4,8]``)."""
+def set_text(value: Any) -> str:
+    """A value as ``--set`` reads it (``null``, ``true``, ``256``, ``[4,8]``; the CLI's
+    reproduce lines and the library's plan command write it so)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, (list, tuple)):
-        return "[" + ",".join(_set_text(v) for v in value) + "]"
+        return "[" + ",".join(set_text(v) for v in value) + "]"
     return repr(value) if isinstance(value, float) else str(value)
 
 
