@@ -38,6 +38,18 @@ def test_a_path_stays_the_path(run):
     _replays(run, result)
 
 
+def test_a_config_read_from_a_file_replays_as_the_file(run):
+    """A ModelConfig the caller loaded from a file (its plan command was None) is replayed by
+    the file's path; changed after loading, it names no file (its origin is the change)."""
+    path = Path(__file__).parent / "data" / "hf-configs-2" / "XiaomiMiMo--MiMo-7B-Base.config.json"
+    loaded = load_model(str(path))
+    result = mlacalc.search(loaded, "H100-SXM", 1, **ASK)
+    assert shlex.split(result.plan_command)[2] == str(path)
+    _replays(run, result)
+    changed = loaded.with_changes(num_key_value_heads=4)
+    assert mlacalc.search(changed, "H100-SXM", 1, **ASK).plan_command is None
+
+
 def test_a_config_no_command_names_has_no_plan_command():
     built = load_model("llama-3.1-8b").with_changes(num_key_value_heads=4, name="my-llama")
     built = built.with_changes(source=("built in a notebook",))

@@ -318,9 +318,10 @@ class SearchResult:
     #: search --format json`` says it (:func:`~mlacalc.serving.search_command.plan_command`):
     #: the model as given where named by a name or path, a changed shipped model as its name
     #: and ``--set`` of the fields changed (:func:`~mlacalc.serving.search_command.
-    #: model_replay`); None where there is no best or the model is a config no command names
-    #: (read from a file or built in code and not a shipped model's changes); the CLI writes
-    #: the model, device and profile as typed and its ``--set``
+    #: model_replay`), a config read from a file as the file's path; None where there is no
+    #: best or the model is a config no command names (built in code, or a file's config
+    #: changed after reading); the CLI writes the model, device and profile as typed and its
+    #: ``--set``
     plan_command: str | None = None
 
     def constraints(self) -> dict[str, Any]:

@@ -67,8 +67,10 @@ def model_replay(model: Any, loaded: ModelConfig) -> tuple[str, str] | None:
     and the `` --set FIELD=VALUE`` words after the command ("" for none). A name or path given
     as text: as given. A :class:`ModelConfig`: a shipped model's name (its own, or the base
     named in its ``derived from`` source lines) and ``--set`` of each field it changes, as
-    ``mlacalc search --set`` writes them, where that replays it field for field; else None (a
-    config read from a file or built in code: no command names it)."""
+    ``mlacalc search --set`` writes them, where that replays it field for field; else the
+    file it was read from, unchanged (its ``origin``, where the file still reads as it); else
+    None (a config built in code, or a file's config changed after reading: no command names
+    it)."""
     if isinstance(model, (str, os.PathLike)):
         return os.fspath(model), ""
     shipped = set(shipped_models())
@@ -78,6 +80,14 @@ def model_replay(model: Any, loaded: ModelConfig) -> tuple[str, str] | None:
         words = _replayed(load_model(base), loaded)
         if words is not None:
             return base, words
+    origin = str(getattr(loaded, "origin", "") or "")
+    if origin and os.path.isfile(origin):  # read from a file: the file, as plan reads it
+        try:
+            words = _replayed(load_model(origin), loaded)
+        except (ConfigError, OSError, ValueError):  # the file no longer reads as it did
+            return None
+        if words is not None:
+            return origin, words
     return None
 
 
