@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import shlex
 import sys
 import warnings
 from collections.abc import Callable
@@ -483,17 +482,6 @@ def set_option(f: Callable) -> Callable:
         "--set kv_lora_rank=256 --set num_key_value_heads=4; a list as 4,8,12 or '[4, 8, 12]'; "
         "any schema field, docs/config-schema.md), checked as a config file's are.",
     )(f)
-
-
-def set_words(sets: dict[str, Any] | None) -> str:
-    """``--set`` as given, for a command line mlacalc prints (search's plan command): each
-    ``FIELD=VALUE`` shell-quoted, a space before each; "" for none."""
-    if not sets:
-        return ""
-    typed = getattr(sets, "typed", {})
-    return "".join(
-        f" --set {shlex.quote(f'{k}={typed.get(k) or set_text(v)}')}" for k, v in sets.items()
-    )
 
 
 class SetChanges(dict):

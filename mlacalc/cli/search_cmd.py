@@ -20,7 +20,6 @@ from mlacalc.cli.common import (
     profile_option,
     serving_engine_option,
     set_option,
-    set_words,
     size_list,
     stored_weight_dtype,
     warn,
@@ -40,7 +39,7 @@ from mlacalc.cli.serving_flags import (
     with_kernel_versions,
 )
 from mlacalc.serving.plan import duration_text as plan_duration
-from mlacalc.serving.search_command import plan_command, scheduler_words
+from mlacalc.serving.search_command import plan_command, scheduler_words, set_words
 from mlacalc.timemodel.mla_geometry import MLA_GEOMETRY_SAID
 from mlacalc.words import defaults as D
 

@@ -18,7 +18,12 @@ from mlacalc.cli.common import (
     warn,
 )
 from mlacalc.render import human_bytes, human_seconds, human_si
-from mlacalc.training.flops import RECOMPUTE_POLICIES, TRAINING_IMPLS, TRAINING_STAGES
+from mlacalc.training.flops import (
+    RECOMPUTE_POLICIES,
+    SCHEDULES,
+    TRAINING_IMPLS,
+    TRAINING_STAGES,
+)
 from mlacalc.training.lora import BASE_DTYPES, NF4_BYTES_PER_PARAM, TARGETS
 from mlacalc.training.memory import OPTIMIZERS, PRECISIONS, SWIGLU
 from mlacalc.words import defaults as D
@@ -364,7 +369,7 @@ def _blocks(c) -> list[tuple[str, int, int]]:
 )
 @click.option(
     "--schedule",
-    type=click.Choice(["1f1b", "zb-h1"]),
+    type=click.Choice(list(SCHEDULES)),
     default="1f1b",
     show_default=True,
     help="Pipeline schedule: 1f1b, or zb-h1 (zero bubble with 1F1B's memory, Qi et al. 2023: "

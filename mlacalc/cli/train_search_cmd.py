@@ -20,7 +20,7 @@ from mlacalc.cli.common import (
     warn,
 )
 from mlacalc.render import human_bytes, human_seconds
-from mlacalc.training.flops import RECOMPUTE_POLICIES, TRAINING_IMPLS
+from mlacalc.training.flops import RECOMPUTE_POLICIES, SCHEDULES, TRAINING_IMPLS
 from mlacalc.training.lora import BASE_DTYPES, TARGETS
 from mlacalc.training.memory import OPTIMIZERS, PRECISIONS, SWIGLU
 from mlacalc.words import defaults as D
@@ -140,7 +140,7 @@ def _sections(s, model: str, fixed: dict) -> list[Section]:
 @click.option("--base-dtype", type=click.Choice(list(BASE_DTYPES)), default="compute")
 @click.option(
     "--schedule",
-    type=click.Choice(["1f1b", "zb-h1"]),
+    type=click.Choice(list(SCHEDULES)),
     default="1f1b",
     show_default=True,
     help="Pipeline schedule, train's (zb-h1: no interleaving searched).",

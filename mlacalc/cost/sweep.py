@@ -366,25 +366,16 @@ def _check_each_value(m: ModelConfig, swept: dict[str, np.ndarray]) -> None:
             ) from None
 
 
-def _layout_bytes(layout: KVLayout, main, rope):
-    """Bytes of a cached row of ``main`` elements plus ``rope`` RoPE elements in ``layout``
-    (:meth:`KVLayout.row_bytes`, the scalar functions' one rule, whose ceilings by floor
-    division hold for arrays: a copy of it here had left out the scales of nvfp4's RoPE key)."""
-    return layout.row_bytes(main, rope)
-
-
 def _row_bytes(m: ModelConfig, impl: Impl | None, impl_name: str, layout: KVLayout, values, row):
     """Bytes of one cached row of the ops' layout, and of the cache the model keeps (MLA's
     serving default runs expanded ops in prefill but keeps the latent)."""
     latent_cache = m.is_mla and (impl_name != "naive" or impl is None)
     ops_row_bytes = (
-        _layout_bytes(layout, values["d_c"], values["d_rope"])
+        layout.row_bytes(values["d_c"], values["d_rope"])
         if (m.is_mla and impl_name != "naive")
-        else _layout_bytes(layout, row, 0.0)
+        else layout.row_bytes(row, 0.0)
     )
-    row_bytes = (
-        _layout_bytes(layout, values["d_c"], values["d_rope"]) if latent_cache else ops_row_bytes
-    )
+    row_bytes = layout.row_bytes(values["d_c"], values["d_rope"]) if latent_cache else ops_row_bytes
     return ops_row_bytes, row_bytes
 
 

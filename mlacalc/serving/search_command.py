@@ -104,7 +104,7 @@ def _replayed(base: ModelConfig, model: ModelConfig) -> str | None:
         return None
     if any(getattr(again, k) != getattr(model, k) for k in shape):
         return None
-    return "".join(f" --set {shlex.quote(f'{k}={set_text(v)}')}" for k, v in changed.items())
+    return set_words(changed)
 
 
 def _settable(value: Any) -> bool:
@@ -123,6 +123,18 @@ def _settable(value: Any) -> bool:
     except ValueError:
         return True
     return False
+
+
+def set_words(sets: dict[str, Any] | None) -> str:
+    """``--set`` for a command line mlacalc prints (search's plan command, the CLI's and the
+    library's): each ``FIELD=VALUE`` shell-quoted, a space before each, a value as the user
+    typed it where ``sets`` keeps that (the CLI's ``SetChanges.typed``); "" for none."""
+    if not sets:
+        return ""
+    typed = getattr(sets, "typed", {})
+    return "".join(
+        f" --set {shlex.quote(f'{k}={typed.get(k) or set_text(v)}')}" for k, v in sets.items()
+    )
 
 
 def set_text(value: Any) -> str:

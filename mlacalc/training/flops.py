@@ -40,6 +40,7 @@ from mlacalc.words.kernels import Kernel
 __all__ = [
     "ATTENTION_KERNELS",
     "RECOMPUTE_POLICIES",
+    "SCHEDULES",
     "TRAINING_IMPLS",
     "TRAINING_STAGES",
     "TrainingFlops",
@@ -51,6 +52,10 @@ __all__ = [
 
 TRAINING_IMPLS = ("expanded", "absorbed")
 RECOMPUTE_POLICIES = ("none", "kv_up", "full")
+#: the pipeline schedules :func:`mlacalc.training.step.step_time` prices: Megatron-LM's 1F1B
+#: (interleaved where ``vp > 1``) and ZB-H1, the zero-bubble schedule with 1F1B's memory (Qi
+#: et al. 2023); here beside the other training words the command line's options list
+SCHEDULES = ("1f1b", "zb-h1")
 ATTENTION_KERNELS = ("flash", "materialized")
 #: the stages of the breakdown, in order
 TRAINING_STAGES = ("attention_projections", "attention_core", "ffn", "moe", "head")

@@ -87,7 +87,13 @@ from mlacalc.serving.comm import (
 from mlacalc.serving.provenance import engine_profile_of
 from mlacalc.timemodel.kernel_time import predict_kernels
 from mlacalc.timemodel.profile import Profile
-from mlacalc.training.flops import core_kinds, engine_impl, forward_kernels, score_flops
+from mlacalc.training.flops import (
+    SCHEDULES,
+    core_kinds,
+    engine_impl,
+    forward_kernels,
+    score_flops,
+)
 from mlacalc.training.lora import (
     NF4_BYTES_PER_PARAM,
     adapted_matrices,
@@ -101,7 +107,6 @@ from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.kernels import Kernel
 
 __all__ = [
-    "SCHEDULES",
     "Layout",
     "StageParams",
     "StageTime",
@@ -308,11 +313,6 @@ def _digits(text: str) -> bool:
     """Whether ``text`` is a whole number written out (a sign allowed, so -1 is said as a
     stage without layers)."""
     return re.fullmatch(r"[+-]?[0-9]+", text) is not None
-
-
-#: the pipeline schedules :func:`step_time` prices: Megatron-LM's 1F1B (interleaved where
-#: ``vp > 1``) and ZB-H1, the zero-bubble schedule with 1F1B's memory (Qi et al. 2023)
-SCHEDULES = ("1f1b", "zb-h1")
 
 
 def check_schedule(lay: Layout, schedule: Any) -> str:

@@ -131,7 +131,9 @@ class KVLayout:
         return cls(name=name, bits=DTYPE_BITS[name])
 
     def row_bytes(self, main_elements: int, rope_elements: int = 0) -> int:
-        """Exact bytes of one cached row with ``main_elements`` + ``rope_elements``."""
+        """Exact bytes of one cached row with ``main_elements`` + ``rope_elements`` (numbers, or
+        numpy arrays of them: :func:`mlacalc.cost.sweep.sweep` passes arrays; each ceiling is a
+        floor division, which holds for both)."""
         rope_bits = self.bits if self.rope_bits is None else self.rope_bits
         total = -(-main_elements * self.bits // 8)
         if self.scale_group:
