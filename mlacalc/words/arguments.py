@@ -59,10 +59,10 @@ def show_value(value: Any) -> str:
     text = repr(value)
     if len(text) > 40:
         text = text[:37] + "..."
-    return text if value is None else f"{text} ({a_type(value)})"
+    return text if value is None else f"{text} ({_a_type(value)})"
 
 
-def a_type(value: Any) -> str:
+def _a_type(value: Any) -> str:
     """``value``'s type with its article, as a sentence says it: ``an int``, ``a float``."""
     name = type(value).__name__
     return ("an " if name[:1].lower() in "aeiou" else "a ") + name
