@@ -150,6 +150,15 @@ L2_PER_SM_KINDS = ("quantize",)
 #: csrc/quantization/fp8/common.cu: 4,096 is 1,024 threads of 4 elements; not checked.)
 QUANT_CTA_ELEMENTS = 4096
 
+#: Elements of a token's row up to which vLLM's dynamic per-token quantize (its amax table,
+#: ``computescale_perf``: ``dynamic_per_token_scaled_fp8_quant`` less the static call) reads
+#: the row again from the L2 for its scaling pass; a longer row's second read comes from the
+#: HBM. Inferred from H100's rows, not the source: past 50 MB of input, where both calls stream
+#: from the HBM, the dynamic call moves its 3 bytes an element at 2.8-3.0 TB/s (the static
+#: call's rate) up to k = 8,192 and at 2.6, 2.3, 1.9 TB/s at 12,288, 16,384, 65,536 (1.8 TB/s
+#: is the HBM's rate for 5 bytes an element: a second bf16 read).
+L2_REREAD_ELEMENTS = 10240
+
 #: Streaming kernels whose CTAs' waits overlap their traffic (not added after it): TensorRT-LLM's
 #: prompt conv1d, one kernel for Mamba-2's and Gated DeltaNet's convs (their fits agree: a
 #: CTA's wait 3.6 us and ``scalar_load`` 1.29-1.31 on both devices; a row without ``units``,
@@ -270,6 +279,29 @@ def _resident_state(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float
     return np.where(col(batch, "warm_l2", 0) > 0, share * np.minimum(2.0 * state, batch.bytes), 0.0)
 
 
+def _token_amax(batch, fig, prm, rows, bw, l2_bw) -> np.ndarray:
+    """vLLM's amax table (``computescale_perf``: its dynamic per-token call less its static
+    one, :data:`L2_REREAD_ELEMENTS`) as the difference of two calls' memory times, not one more
+    pass: the static call moves 3 bytes an element (the bf16 read, the fp8 write), the dynamic
+    one the same and a second read of each token's row from the L2 (from the HBM past
+    :data:`L2_REREAD_ELEMENTS`). All of a call's bytes pass the L2, at ``l2_speedup`` times
+    Hopper's HBM bytes a SM and clock (:data:`L2_PER_SM_KINDS`), its HBM bytes at ``bw``, and a
+    call takes the longer (each resource streams while the other does). So where the HBM binds
+    the static call, the second read hides in it (H100 past 50 MB: 3-4 us of 100-300 us), and
+    where the L2 binds (B200, whose L2 per SM and clock is H100's where its HBM is 2.3x) it costs
+    its share of the L2's time. ``bw`` / ``l2_bw``: the rates of :func:`streaming_terms`, capped
+    by the CTAs' walk (few tokens: the second read at the walk's rate, as before)."""
+    e = col(batch, "elements", 0)
+    warm = col(batch, "warm_l2", 0) > 0
+    share = np.where(warm, l2_resident_share(3.0 * e, fig, prm), 0.0)
+    hbm = (3.0 * e - share * 2.0 * e) / bw  # the static call's HBM bytes (its resident reads not)
+    long_row = e / np.maximum(rows, 1.0) > L2_REREAD_ELEMENTS
+    static = np.maximum(hbm + share * 2.0 * e / l2_bw, 3.0 * e / l2_bw)
+    reread = np.where(long_row, 2.0 * e * ((1.0 - share) / bw + share / l2_bw), 0.0)
+    dynamic = np.maximum(hbm + share * 2.0 * e / l2_bw + reread, 5.0 * e / l2_bw)
+    return dynamic - static
+
+
 def streaming_terms(
     batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]
 ) -> dict[str, np.ndarray]:
@@ -324,6 +356,8 @@ def streaming_terms(
         bw = np.where(rows > 0, np.minimum(prm["eff_memory"] * reach, cta), bw)
         l2_bw = np.minimum(l2_bw, cta)
     memory = (batch.bytes - resident) / bw + resident / l2_bw
+    if batch.kind == "quantize" and batch.variant == "amax" and (rows > 0).any():
+        memory = np.where(rows > 0, _token_amax(batch, fig, prm, rows, bw, l2_bw), memory)
     if batch.variant in WARM_TOPK_VARIANTS:
         # a warm top-k call finds its logits (and indices) in the L2 while they fit in the
         # share of it a kernel's operands keep (the quantize rule), read ``l2_speedup`` times
