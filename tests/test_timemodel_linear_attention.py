@@ -223,6 +223,43 @@ def test_a_chunked_kernels_tiles_cost_a_wave_each():
         np.testing.assert_allclose(out, [64.0 * (3.0 if want == "chunks" else 1.0)])
 
 
+@pytest.mark.parametrize("system", ["h100_sxm", "b200_sxm"])
+def test_a_chunked_kernel_walks_its_fullest_chunks_tokens_once(system):
+    """Flash-linear-attention's chunked rule walks the tokens of a chunk one after another,
+    ``chunk_token_s`` each, once a call (``chunk_tokens``: up to 64, its fullest chunk): SGLang's
+    rows at one or two sequences take 21.5 / 24.6 / 29.6 / 40.1 us at 1 / 16 / 32 / 64 tokens
+    (H100, two value heads) and 41.6 at 128. Its rows of one or two sequences of 1-4 tokens had
+    been +22% / +35% (H100 / B200), of 64 tokens -29% / -21% (signed median); FlashInfer's
+    fused kernel (vLLM) has no such walk, and a step's kernel carries the row's field."""
+    from mlacalc.timemodel.elementwise_time import engine_linear_kernel
+
+    h100 = device_figures(load_hardware("H100-SXM"))
+    prm = _prm(tile_s=1e-6, chunk_token_s=1e-7)
+    few, many = (
+        kernel_terms(_batch("gdn_chunk", 1.0, tiles=t, chunk_tokens=64), h100, prm)["extra_s"][0]
+        for t in (1, 1000)
+    )
+    assert few == pytest.approx(1e-6 + 6.4e-6) and many == pytest.approx(8e-6 + 6.4e-6)
+    step = KernelBatch("elementwise", "bf16", np.zeros(1), np.ones(1), np.ones(1),
+                       {"seq_heads": np.array([8.0]), "chunks": np.array([1.0]),
+                        "chunk_tokens": np.array([16.0]), "fla_bytes": np.array([0.0])},
+                       variant="gdn_chunk")  # fmt: skip
+    assert engine_linear_kernel(step, "sglang", h100).shape["chunk_tokens"][0] == 16.0
+    assert engine_linear_kernel(step, "vllm", h100).shape["chunk_tokens"][0] == 0.0
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.timemodel.profile import load_profile
+
+    table, m = _mapped(system, "sglang", "gdn_perf")
+    (p,) = [p for p in m.parts if p.batch.variant == "gdn_chunk"]
+    q = table.column("seq_len")[p.rows]
+    np.testing.assert_allclose(p.batch.shape["chunk_tokens"], np.minimum(q, 64))
+    profile = "fit-h100-sxm-sglang" if system == "h100_sxm" else "fit-b200-sxm-sglang"
+    err = predict_mapped(m, None, load_profile(profile))[p.rows] / table.seconds[p.rows] - 1.0
+    few_seqs = table.column("batch_size")[p.rows] <= 2
+    assert abs(np.median(err[few_seqs & (q <= 4)])) <= 0.13
+    assert abs(np.median(err[few_seqs & (q == 64)])) <= 0.08
+
+
 def test_a_replayed_recurrent_state_is_read_from_the_l2_while_it_fits():
     """SGLang's and vLLM's recurrent rows replay one state (``state_bytes``, ``warm_l2``): read
     and written at ``l2_speedup`` times the HBM while it fits in ``l2_share`` of the L2, from

@@ -413,6 +413,7 @@ def _gdn_core(o: OpCost, cost: AttentionCost, s: LinearShape, act_dtype: str, ca
         shape.update(
             linear=linear_code("gdn_chunk"),
             chunks=linear_chunks(cost.q_len),
+            chunk_tokens=min(cost.q_len, LINEAR_CHUNK),
             fla_bytes=max(0, passes - io),
         )
     return Kernel(

@@ -91,7 +91,7 @@ import dataclasses
 import numpy as np
 
 from mlacalc.cost.compressed import dsa_ragged_logits_bytes, dsa_topk, engine_topk
-from mlacalc.cost.linear import delta_rule_flops, gdn_kernel_bytes, linear_chunks
+from mlacalc.cost.linear import LINEAR_CHUNK, delta_rule_flops, gdn_kernel_bytes, linear_chunks
 from mlacalc.cost.model_step import k_assemble_bytes
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.measured.dsv4_modules import LONG_TOPK, PROMPT_LONG_TOPK, dsv4_module_parts
@@ -829,6 +829,8 @@ def _gdn_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
                   seq_heads=seqs[s] * hv[s], fused=fused[s] * 1.0,
                   tiles=np.where(variant != "gdn_chunk", 0.0,
                                  seqs[s] * np.where(fused[s], 1.0, chunks[s]) * hv[s]),
+                  chunk_tokens=np.where((variant != "gdn_chunk") | fused[s], 0.0,
+                                        np.minimum(q[s], LINEAR_CHUNK)),
                   **({"state_bytes": state[s]}
                      if variant == "gdn_recurrent" and t.engine in WARM_STATE_ENGINES
                      else {}))  # fmt: skip

@@ -390,6 +390,8 @@ def _linear_fields(shape: dict[str, Any], elements: Any, seqs: Any, q: Any, one:
         out["seq_heads"] = seqs * shape["heads"]
         chunked = variant_of("elementwise", shape) == "gdn_chunk"
         out["chunks"] = linear_chunks(q) * one if chunked else one
+        if chunked:  # the tokens of its fullest chunk (elementwise_time: chunk_token_s)
+            out["chunk_tokens"] = np.minimum(q, LINEAR_CHUNK) * one
     if "fla_bytes" in shape:
         out["fla_bytes"] = elements * (shape["fla_bytes"] / shape["elements"])
     return out

@@ -216,6 +216,7 @@ def engine_linear_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) ->
     if batch.variant == "gdn_chunk" and "fla_bytes" in shape:
         if engine == "vllm":  # a tile a (sequence, head): its unit
             fused = dict(shape, fused=np.ones(len(batch)), tiles=col(batch, "seq_heads", 0))
+            fused["chunk_tokens"] = np.zeros(len(batch))  # no walk of a chunk's tokens
             return dataclasses.replace(batch, shape=fused)
         tiles = col(batch, "seq_heads", 0) * col(batch, "chunks", 0)
         return dataclasses.replace(
@@ -408,7 +409,9 @@ def streaming_terms(
     # the tokens in a chunk: flash-linear-attention's kernels work on whole (sequence, chunk,
     # head) tiles, FlashInfer's fused kernel on a (sequence, head) unit that loads and stores
     # its state (docs/time-model.md, "Linear attention")
-    extra = extra + np.ceil(col(batch, "tiles", 0) / fig.sm_count) * prm.get("tile_s", 0.0)
+    waves = np.ceil(col(batch, "tiles", 0) / fig.sm_count)
+    extra = extra + waves * prm.get("tile_s", 0.0)
+    extra = extra + col(batch, "chunk_tokens", 0) * prm.get("chunk_token_s", 0.0)
     return {"compute_s": compute, "memory_s": memory, "extra_s": extra}
 
 

@@ -181,6 +181,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     ),
     "scalar_load": (1.0, 4.0, "a conv CTA's wait on its unvectorised path, in vectorised waits"),
     "long_read": (1.0, 3.0, "a top-k row's reads past an SM's L1, x those of a row within it"),
+    "chunk_token_s": (0.0, 2e-6, "seconds a wave of chunked delta-rule tiles walks a token"),
 }
 
 #: Starting values, and the values a kernel class without a calibration uses.
@@ -279,6 +280,7 @@ DEFAULTS: dict[str, float] = {
     # a conv kernel's CTAs wait as long on either load path where no fit saw the slower one
     "scalar_load": 1.0,
     "long_read": 1.0,
+    "chunk_token_s": 0.0,
 }
 
 #: the starting point of both prefill kinds (FlashAttention-style and MLA's expanded prefill)
@@ -429,6 +431,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "scalar_load",
         "long_read",
         "tile_s",
+        "chunk_token_s",
         "l2_share",
         "l2_speedup",
     ),
