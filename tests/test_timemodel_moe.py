@@ -1828,6 +1828,33 @@ def test_a_moe_call_pays_one_hidden_rows_latency():
         assert step == pytest.approx([2e-9 * HIDDEN * scale] * 2)
 
 
+def test_flashinfer_moe_floor_grows_with_the_hidden_size():
+    """``hidden_s`` in the engines' B200 classes of FlashInfer's wrappers of TensorRT-LLM's MoE:
+    vLLM's CUTLASS bf16 rows (1,942) of up to 32 tokens were fast in the model at hidden 6,144
+    and slow at 2,816 (signed median -5.9% / +4.6% with no ``hidden_s``; the class's p90 19.1%);
+    with it refitted -1.4% / -1.0% and p90 11.1%."""
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+
+    path = MEASURED / "b200_sxm" / "moe" / "vllm" / "0.24.0" / "moe_perf.parquet"
+    (t,) = load_measured(path).tables
+    mapped = map_table(t)
+    err = predict_mapped(mapped, None, "fit-b200-sxm-vllm") / t.seconds - 1.0
+    source = t.column("kernel_source").astype(str)
+    ok = mapped.modelled & np.isfinite(err)
+    ok &= source == "vllm_unquantizedfusedmoe_flashinfer_cutlass_flashinferexperts"
+    assert ok.sum() > 1900
+    assert np.percentile(np.abs(err[ok]), 90) < 0.15
+    few = ok & (t.column("num_tokens") <= 32)
+    hidden = t.column("hidden_size")
+    narrow, wide = few & (hidden == 2816), few & (hidden == 6144)
+    assert narrow.sum() > 150 and wide.sum() > 150
+    lo, hi = np.median(err[narrow]), np.median(err[wide])
+    assert abs(lo) < 0.05 and abs(hi) < 0.05 and abs(hi - lo) < 0.05
+
+
 @pytest.mark.parametrize(
     "system, profile, dtype",
     [("h100_sxm", "fit-h100-sxm", "bf16"), ("b200_sxm", "fit-b200-sxm", "bf16")],
