@@ -128,3 +128,36 @@ def test_the_apps_search_gives_the_gpus_for_a_target():
     )  # fmt: skip
     want = throughput_gpus(r.points, r.best, D.ISL, D.OSL, 100_000)
     assert line.startswith(f"**{want['gpus']:,} GPUs for 100,000 output tokens/s**")
+
+
+def test_each_gpu_counts_best_is_refined():
+    """A throughput target replicates the best point of some GPU count (the one whose whole
+    replicas need the fewest GPUs), so every count's best is refined, not only the overall
+    best's: refine ran between the grid batches around it (a capacity planner's trial:
+    DeepSeek-V3 on GB200 replicated 8 + 8 GPUs at grid batch 256, 52,395 tok/s, where plan of
+    its refined batch gives 74,501). Failed before: qwen3-8b's 3 GPUs (1 + 2 disaggregated)
+    stayed at batch 256, 18,993 tok/s, where batch 372 gives 20,292."""
+    from mlacalc.serving.search import BATCHES, count_bests, setup_of
+
+    r = search("qwen3-8b", "H100", [1, 2, 4], isl=1000, osl=200, ttft=1.0, tpot=0.02)
+    bests = count_bests(r.points)
+    assert 3 in bests
+    for p in bests.values():
+        b = p["batch_per_group"]
+        lo = max((x for x in BATCHES if x < b), default=0)
+        hi = min((x for x in BATCHES if x > b), default=2 * b)
+        near = {q["batch_per_group"] for q in r.points
+                if setup_of(q) == setup_of(p) and q["gpus"] == p["gpus"]}  # fmt: skip
+        for side in (range(lo + 1, b), range(b + 1, hi)):  # both gaps, where they hold one
+            assert not side or near & set(side), (p["gpus"], b, sorted(near))
+
+
+def test_the_replicas_plan_line_gives_its_tokens(run):
+    """search --throughput's JSON carries the replica's own plan line, and plan of it gives
+    the replica's tokens/s (the best's plan line is another deployment's where they differ)."""
+    doc = json.loads(run("search", "qwen3-8b", "-H", "H100", "--gpus", "1,2,4", "--isl", 1000,
+                         "--osl", 200, "--ttft", "1s", "--tpot", "20ms", "--throughput", "20.1k",
+                         "--format", "json")[0])  # fmt: skip
+    t = doc["throughput_target"]
+    planned = json.loads(run(*t["plan_command"].split()[1:], "--format", "json")[0])
+    assert planned["output_tokens_per_s"] == pytest.approx(t["replica_tokens_per_s"], rel=1e-6)

@@ -447,3 +447,16 @@ def test_the_unlimited_best_is_no_worse_than_a_limited_one(limits):
     best = search("deepseek-v3", "H200", [8], **ask).best["output_tokens_per_s_per_gpu"]
     limited = search("deepseek-v3", "H200", [8], **limits, **ask).best
     assert best >= limited["output_tokens_per_s_per_gpu"]
+
+
+def test_a_tp_that_splits_no_heads_names_linear_heads_only_where_the_model_has_them(run):
+    """--tp 3 on DeepSeek-V3 said "(and its linear attention's key and value heads)" of a
+    model with none (a capacity planner's trial): the parenthesis is a linear-attention
+    model's only, with its counts."""
+    _, err = run("search", "deepseek-v3", "-H", "H200", "--gpus", 8, "--tp", 3, "--isl", 1000,
+                 "--osl", 1000, code=2)  # fmt: skip
+    assert "does not divide the 128 attention heads of DeepSeek-V3; give a divisor" in err
+    assert "linear" not in err
+    _, err = run("search", "qwen3-next-80b-a3b", "-H", "H200", "--gpus", 8, "--tp", 3,
+                 "--isl", 1000, "--osl", 1000, code=2)  # fmt: skip
+    assert "heads of its linear attention)" in err and " key and " in err

@@ -534,9 +534,13 @@ def command(
         doc["best"] = doc["best"] and with_stored_dtype(doc["best"], stored)
         doc["frontier"] = [with_stored_dtype(p, stored) for p in doc["frontier"]]
     note = with_kernel_versions(note, result.profile)  # the kernels' engine version too
+    extra = set_words(sets) + scheduler_words(serving_engine, engine)
     if result.best:
-        doc["plan_command"] = plan_command(model, hardware, result, result.best, profile)
-        doc["plan_command"] += set_words(sets) + scheduler_words(serving_engine, engine)
+        doc["plan_command"] = plan_command(model, hardware, result, result.best, profile) + extra
+    if target:  # the replica's own plan line: plan of it gives its tokens/s
+        target["plan_command"] = plan_command(model, hardware, result, target["point"], profile)
+        target["plan_command"] += extra
+        doc["throughput_target"]["plan_command"] = target["plan_command"]
     text = ""
     if launch and result.best:
         text = doc["launch"] = _launch_lines(
@@ -546,7 +550,6 @@ def command(
         text = f"# no {launch} launch commands: no deployment meets the targets\n"
     if all_points:
         doc["points"] = [with_stored_dtype(r, stored) for r in result.rows()]
-    extra = set_words(sets) + scheduler_words(serving_engine, engine)
     emit(
         fmt,
         doc,
@@ -767,6 +770,7 @@ def _throughput_sections(throughput, of, target) -> list:
                 )
                 + ". A load balancer in front; total tokens/s count each prompt whole "
                 "(cached tokens too)."
+                + (f" One replica's plan: {t['plan_command']}" if t.get("plan_command") else "")
             ),
         )
     ]

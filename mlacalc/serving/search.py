@@ -226,14 +226,16 @@ def throughput_gpus(
         one = q["requests_per_s"] * tokens  # one replica's tokens/s of that kind
         return max(1, math.ceil(tokens_per_s / one - 1e-9)), one
 
-    if point is None:  # the fewest GPUs of any point meeting the targets (ties: the best)
+    if point is None:  # the fewest GPUs of any point meeting the targets (ties: the best,
+        # then the most tokens/s: the replicas' headroom over the target)
         meeting = [q for q in points if q.get("meets_targets")]
         if best is None or not meeting:
             raise InvalidArgumentError(
                 "point", "no deployment meets the targets to replicate for the throughput"
             )
-        best_first = [best, *(q for q in meeting if q is not best)]
-        point = min(best_first, key=lambda q: need(q)[0] * q["gpus"])
+        point = min(
+            [best, *meeting], key=lambda q: (need(q)[0] * q["gpus"], q is not best, -need(q)[1])
+        )
     p = point
     replicas, one = need(p)
     return {
@@ -797,6 +799,18 @@ def check_search(
 _DP_ATTENTION = {"both": "both", "on": "on", "off": "off", None: "both", True: "on", False: "off"}
 
 
+def _heads_words(m: ModelConfig, t: int) -> str:
+    """Why ``t`` ranks cannot split ``m``'s heads: its attention heads, and its linear
+    attention's key and value heads where it has linear attention."""
+    linear = [(k, getattr(m, f"linear_num_{k}_heads", None)) for k in ("key", "value")]
+    said = " and ".join(f"{h} {k}" for k, h in linear if h)
+    return (
+        f"{t} does not divide the {m.num_attention_heads} attention heads of {m.label}"
+        + (f" (and the {said} heads of its linear attention)" if said else "")
+        + "; give a divisor of them"
+    )
+
+
 def check_limits(
     m: ModelConfig,
     tp: Any,
@@ -817,11 +831,7 @@ def check_limits(
     pps = _degrees(name["pp"], pp)
     for t in tps or ():
         if not tp_splits_heads(m, t):
-            raise InvalidArgumentError(
-                name["tp"],
-                f"{t} does not divide the {m.num_attention_heads} attention heads of {m.label} "
-                "(and its linear attention's key and value heads); give a divisor of them",
-            )
+            raise InvalidArgumentError(name["tp"], _heads_words(m, t))
     for p in pps or ():
         if p > m.num_hidden_layers:
             raise InvalidArgumentError(
@@ -1515,6 +1525,8 @@ def settle(req: SearchRequest, found: Points) -> dict[str, Any] | None:
     while True:
         best = best_point(found.points, req.budget is not None)
         shown = ([best] if best is not None else []) + pareto(found.points)
+        if req.budget is None:  # a throughput target's replicas
+            shown += list(count_bests(found.points).values())
         gone = [p for p in shown if not settles(req, found, p)]
         if not gone:
             return best
@@ -1593,6 +1605,49 @@ def refine_seeds(
             continue
         done.add(setup)  # ranked: p is the setup's best meeting the targets
         if id(p) not in chosen and refine_bound(req, p, by_setup[setup], key) >= top:
+            out.append(p)
+    taken = {(setup_of(p), p["batch_per_group"]) for p in out}
+    for p in [] if budget else count_seeds(req, points):  # (a budget's sizes are its own)
+        if (setup_of(p), p["batch_per_group"]) not in taken:
+            taken.add((setup_of(p), p["batch_per_group"]))
+            out.append(p)
+    return out
+
+
+def per_gpu(p: dict[str, Any]) -> float:
+    """A point's output tokens/s per GPU."""
+    return p["output_tokens_per_s_per_gpu"]
+
+
+def count_bests(points: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """The point meeting the targets of the most tokens/s of each GPU count (a disaggregated
+    point's decode and prefill pools together): what a throughput target replicates
+    (:func:`throughput_gpus` takes the count whose whole replicas need the fewest GPUs)."""
+    out: dict[int, dict[str, Any]] = {}
+    for p in points:
+        if p["meets_targets"] and (p["gpus"] not in out or per_gpu(p) > per_gpu(out[p["gpus"]])):
+            out[p["gpus"]] = p
+    return out
+
+
+def count_seeds(req: SearchRequest, points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The points a throughput target needs refined: the best point meeting the targets of
+    each GPU count (:func:`count_bests`) and, per count, the best of each other setup there
+    whose refined best could pass it (:func:`refine_bound`, by tokens/s per GPU). Without
+    them a target replicated a count's best at its grid batch (a capacity planner's trial:
+    DeepSeek-V3 on GB200, 8 + 8 GPUs disaggregated at batch 256, 3,275 tok/s/GPU, where its
+    refined batch gives about 4,650)."""
+    by: dict[tuple, list[dict[str, Any]]] = {}
+    for p in points:
+        by.setdefault((p["gpus"], setup_of(p)), []).append(p)
+    tops = {n: per_gpu(p) for n, p in count_bests(points).items()}
+    out, seen = [], set()
+    for p in sorted((p for p in points if p["meets_targets"]), key=per_gpu, reverse=True):
+        k = (p["gpus"], setup_of(p))
+        if k in seen:
+            continue
+        seen.add(k)  # p is the best of its setup at its count
+        if per_gpu(p) >= tops[p["gpus"]] or refine_bound(req, p, by[k], per_gpu) >= tops[p["gpus"]]:
             out.append(p)
     return out
 
