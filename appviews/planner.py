@@ -844,17 +844,28 @@ def show_answer(result, load: Load | None, inputs: PlanInputs, label: str) -> No
     _show_provenance(result)
 
 
+#: How a device is timed where no one fitted device's fit is the source (``device_fit`` None)
+_UNNAMED_FIT_WORDS = {
+    "pooled": "by datasheet ratios from the pooled fit",
+    "not_fitted": "by uncalibrated datasheet defaults",
+    "measured_ceilings": "by the ratios of its measured ceilings",
+}
+
+
 def prediction_line(route: dict) -> str:
     """How far the times may be off, in one line: the route the device and the engine were
     predicted by (``Plan.prediction``) and the benchmark's median (and p90) |error| for it,
     or that none was measured."""
     engine = ENGINE_LABELS.get(route.get("engine", ""), route.get("engine", ""))
-    device, fit = route.get("device", ""), route.get("device_fit", "")
+    device, fit = route.get("device", ""), route.get("device_fit")
     how = route.get("device_route", "")
-    words = (
-        f"{engine} on {device}, fitted"
+    # a route with no one fitted device (pooled, uncalibrated, measured ceilings) names none
+    words = f"{engine} on {device}, " + (
+        "fitted"
         if how == "fitted"
-        else f"{engine} on {device}, from the {fit} fit ({how.replace('_', ' ')})"
+        else f"from the {fit} fit ({how.replace('_', ' ')})"
+        if fit
+        else _UNNAMED_FIT_WORDS.get(how, how.replace("_", " "))
     )
     if route.get("engine_route") == "stand_in":
         words += f", {route.get('engine_profile')}'s kernels standing in"

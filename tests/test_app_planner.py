@@ -751,6 +751,21 @@ def test_the_answer_says_its_expected_error():
     assert "from the H100-SXM fit (same generation)" in prediction_line(h200.prediction)
 
 
+def test_a_route_with_no_fitted_device_names_none():
+    """The pooled route has no one fitted device (``device_fit`` None): the line said "from the
+    None fit (pooled)" (a capacity planner's trial: vLLM on MI355X). It says how instead."""
+    from appviews.planner import prediction_line
+
+    p = mlacalc.plan("deepseek-v3", "MI355X", 8, tp=1, ep=8, dp_attention=True, engine="vllm",
+                     isl=D.ISL, osl=D.OSL)  # fmt: skip
+    assert p.prediction["device_fit"] is None
+    line = prediction_line(p.prediction)
+    assert "None" not in line
+    assert "vLLM on MI355X, by datasheet ratios from the pooled fit" in line
+    for how in ("not_fitted", "measured_ceilings"):
+        assert "None" not in prediction_line({**p.prediction, "device_route": how})
+
+
 def test_a_box_value_typed_is_the_value_used_or_refused():
     """GPUs 0 left "0" in the box (a red "!") while the figures were the last valid count's,
     and a TTFT target of 0.001 s left "0.001" while the answer said "TTFT <= 2 s": a box's
