@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 import mlacalc
 
 DISAGG = dict(tp=1, dp_attention=True, ep=72, redundant_experts=32, mode="disaggregated",
@@ -47,3 +49,41 @@ def test_a_prefill_pool_ep_derived_below_the_decode_pools_says_so():
     for quiet in (dict(prefill_gpus=16, prefill_ep=16), dict(prefill_gpus=32)):
         q = mlacalc.plan("deepseek-v3", "H200", 64, **quiet, **pools)
         assert not any("the prefill pool runs at ep" in w for w in q.warnings), quiet
+
+
+def test_routed_experts_split_over_the_network_say_so_with_the_ep_that_fixes_it(run):
+    """TP1 DP-attention on 64 H200 with no --ep split each routed expert 64 ways over 8 nodes
+    (MoE-TP64: TPOT 1,151.8 ms at 512 in flight, slower with more GPUs) with no word (a
+    capacity planner's trial); tp 16 over two nodes was said. Now the MoE's split is said
+    with the --ep that keeps experts whole, and that layout says nothing."""
+    kw = dict(tp=1, dp_attention=True, isl=1000, osl=1000, concurrency=512)
+    p = mlacalc.plan("deepseek-v3", "H200", 64, **kw)
+    said = [w for w in p.warnings if "(MoE-TP64) span 8 scale-up domains" in w]
+    assert len(said) == 1 and said[0].endswith("--ep 64"), p.warnings
+    for quiet in (dict(gpus=64, ep=64), dict(gpus=8)):
+        n = quiet.pop("gpus")
+        q = mlacalc.plan("deepseek-v3", "H200", n, **quiet, **kw)
+        assert not any("scale-up domains" in w for w in q.warnings), quiet
+    out, _ = run("plan", "deepseek-v3", "-H", "H200", "--gpus", 64, "--tp", 1,
+                 "--dp-attention", "--isl", 1000, "--osl", 1000, "--concurrency", 512,
+                 "--format", "json")  # fmt: skip
+    assert any("(MoE-TP64)" in w for w in json.loads(out)["warnings"])
+
+
+@pytest.mark.parametrize(
+    ("kw", "advice"),
+    [
+        (dict(gpus=8), "; add GPUs or use a smaller weight dtype"),  # TP8: tp and ep at most
+        (dict(gpus=8, tp=1, dp_attention=True, ep=8), "; add GPUs, raise tp or use a smaller"),
+        (dict(gpus=8, tp=2), "; add GPUs, raise tp/ep or use a smaller weight dtype"),
+        (dict(gpus=4, weight_dtype="fp4"), "; add GPUs"),  # 4 bits: no smaller dtype
+    ],
+)
+def test_weights_that_do_not_fit_are_told_only_the_levers_that_help(kw, advice):
+    """DeepSeek-V3 on 8 H100 at TP8 was told to "raise tp/ep", already at their most on 8
+    GPUs (a capacity planner's trial): the advice names only what can shrink the weights."""
+    n = kw.pop("gpus")
+    p = mlacalc.plan("deepseek-v3", "H100-SXM", n, **kw, isl=1000, osl=1000)
+    assert p.overflow.startswith("weights:") and advice in p.overflow, p.overflow
+    if advice == "; add GPUs":
+        assert p.overflow.endswith(advice)

@@ -271,6 +271,23 @@ def test_an_fp8_cache_whose_decode_kernels_are_slower_says_so():
         assert not [w for w in p.warnings if "cache's decode kernels" in w]
 
 
+def test_a_cache_narrower_than_fp8_timed_by_its_slower_kernels_says_so_too():
+    """SGLang's fp4 cache on H200 is timed by the fp8 cache's kernels (its FlashAttention-3
+    backend converts the cache to bf16 in a kernel of its own, bound by the values converted,
+    not their bytes: the same step as fp8's), 1.4x bf16's step with no word where fp8's was
+    said (a capacity planner's trial). Now it is said as fp8's, naming fp8's kernels as the
+    stand-in and the share of tokens a bf16 cache holds."""
+    kw = dict(isl=1000, osl=1000, concurrency=64, engine="sglang")
+    fp4 = plan("deepseek-v3", "H200", 8, tp=8, kv_dtype="fp4", **kw)
+    (said,) = [w for w in fp4.warnings if "cache's decode kernels" in w]
+    assert said.startswith("the fp4 cache's") and "the fp8 cache's measured kernels" in said
+    assert said.endswith("which holds a quarter of the tokens")
+    fp8 = plan("deepseek-v3", "H200", 8, tp=8, kv_dtype="fp8", **kw)
+    assert fp4.decode_step_s == pytest.approx(fp8.decode_step_s, rel=0.01)
+    (said8,) = [w for w in fp8.warnings if "cache's decode kernels" in w]
+    assert "(the measured kernels)" in said8 and said8.endswith("which holds half the tokens")
+
+
 def test_fp4_weights_whose_kernels_are_slower_than_fp8_s_say_so():
     """TensorRT-LLM's measured B200 nvfp4 GEMMs at a few tokens take about twice its fp8 ones:
     a plan of DeepSeek-V3 on 8 B200 with fp4 weights at 64 sequences says its decode step is

@@ -10,11 +10,13 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from mlacalc.cost.quant import format_bits
 from mlacalc.models.loading import ModelConfig, beyond_positions
 from mlacalc.serving.layout import (
     Layout,
     kv_bytes_per_sequence_per_gpu,
     kv_bytes_per_token_per_gpu,
+    tp_splits_heads,
     weight_bytes_by_part,
     weight_format,
     weights_per_gpu,
@@ -23,6 +25,7 @@ from mlacalc.serving.plan_checks import PlanRequest, usable_of
 from mlacalc.serving.precision import component_weight_bytes
 from mlacalc.words.dtypes import KVLayout
 from mlacalc.words.engines import ENGINE_LABELS, check_engine
+from mlacalc.words.errors import MlacalcError
 from mlacalc.words.units import human_bytes
 
 __all__ = [
@@ -345,6 +348,26 @@ def sequence_bytes(
     return seq_bytes, per_token_full, fixed
 
 
+def _weight_levers(req: PlanRequest) -> str:
+    """What can shrink the weights per GPU of ``req``'s layout, in words: more GPUs always;
+    a higher tp where one splits the heads over a stage's GPUs (its attention, or all of it,
+    copied per group), a higher ep where the routed experts are shared by fewer GPUs than a
+    stage holds, a smaller weight dtype where the weights are wider than 4 bits. A capacity
+    planner's trial: DeepSeek-V3 on 8 H100 at TP8 EP8 was told to raise tp/ep, at their most."""
+    lay, m = req.lay, req.m
+    stage = lay.stage_gpus
+    raise_tp = any(stage % t == 0 and tp_splits_heads(m, t) for t in range(lay.tp + 1, stage + 1))
+    raise_ep = bool(m.n_routed_experts) and lay.moe_group < stage
+    which = "/".join(w for w, on in (("tp", raise_tp), ("ep", raise_ep)) if on)
+    try:
+        wide = format_bits(req.w_dtype) > 4.5
+    except MlacalcError:  # a name the table does not hold: not ruled out
+        wide = True
+    levers = ["add GPUs"] + [f"raise {which}"] * bool(which)
+    levers += ["use a smaller weight dtype"] * wide
+    return ", ".join(levers[:-1]) + (" or " if len(levers) > 1 else "") + levers[-1]
+
+
 def _overflow(
     req: PlanRequest,
     usable: int,
@@ -362,8 +385,7 @@ def _overflow(
     if budget <= 0:
         return (
             f"weights: {human_bytes(weights)} per GPU in {w_format} ({lay.describe()}) exceed "
-            f"the {human_bytes(usable)} usable on {req.hw.name}; add GPUs, raise tp/ep or use a "
-            "smaller weight dtype"
+            f"the {human_bytes(usable)} usable on {req.hw.name}; {_weight_levers(req)}"
         )
     if per_group_seqs < 1:
         return (

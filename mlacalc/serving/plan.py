@@ -727,7 +727,36 @@ def with_tp_network_warning(req: PlanRequest, p: Plan) -> Plan:
             f"all-reduce crosses the network{links}; engines keep TP within one: tp at most "
             f"{node}, with pipeline, data or expert parallelism across them"
         )
+    said += _moe_tp_network_words(req, node)
     return dataclasses.replace(p, warnings=(*p.warnings, *said)) if said else p
+
+
+def _moe_tp_network_words(req: PlanRequest, node: int | None) -> list[str]:
+    """A warning for each pool whose routed experts are split (MoE tensor parallelism, the MoE
+    group over ep) across more GPUs than one scale-up domain holds, where the attention's
+    tensor parallelism is within one (that one :func:`with_tp_network_warning` says): every
+    MoE layer's reduction crosses the network (a capacity planner's trial: DeepSeek-V3 on 64
+    H200 at TP1 DP-attention, MoE-TP64, 1,151.8 ms TPOT and 7 tok/s/GPU, no word). The fix
+    is expert parallelism: ``--ep`` of the largest degree that splits the experts whole (or,
+    where none does, at most a domain each)."""
+    out: list[str] = []
+    experts = req.m.n_routed_experts or 0
+    for pool, lay, flag in (("", req.lay, "--ep"), ("the prefill pool's ", req.p_lay,
+                                                    "--prefill-ep")):  # fmt: skip
+        if lay is None or node is None or not experts or lay.moe_tp <= node or lay.tp > node:
+            continue
+        group = lay.moe_group
+        fits = [e for e in range(1, group + 1) if group % e == 0 and group // e <= node]
+        whole = [e for e in fits if (experts + lay.redundant_experts) % e == 0]
+        ep = max(whole or fits)
+        out.append(
+            f"{pool}routed experts split {lay.moe_tp} ways (MoE-TP{lay.moe_tp}) span "
+            f"{-(-lay.moe_tp // node)} scale-up domains (a node's or rack's GPU fabric) of "
+            f"{node} {req.hw.name} GPUs: every MoE layer's tensor-parallel reduction crosses "
+            f"the network; expert parallelism keeps each expert whole on a GPU: {flag} {ep}"
+            + ("" if whole else " (with --redundant-experts to make it divide the experts)")
+        )
+    return out
 
 
 def with_tbo_warning(p: Plan) -> Plan:
@@ -870,9 +899,11 @@ def kv_kernel_warnings(req: PlanRequest, cap: Capacity, sm: StepModel) -> tuple[
     kernel's time a call), said with both decode steps at the plan's batch a group (the batch
     or concurrency asked, else the largest a group holds): the fp8 cache holds more tokens,
     the bf16 one may still be the faster step. (It had always taken the largest batch, which
-    a new-user trial read as a batch it had not asked for.)"""
-    if not req.kv.name.startswith("fp8") or not cap.max_batch or req.m.num_attention_heads == 0:
-        return ()
+    a new-user trial read as a batch it had not asked for.) A cache narrower than fp8 (fp4,
+    nvfp4, int8) is timed by the fp8 cache's kernels and said alike: SGLang's fp4 cache on
+    Hopper took fp8's step, 1.9x bf16's, with no word (a capacity planner's trial)."""
+    if req.kv.bits >= 16 or not cap.max_batch or req.m.num_attention_heads == 0:
+        return ()  # (a narrower cache than fp8 runs the fp8 cache's kernels: _kv_warnings)
     asked, B, S = _compared_batch(req, cap)
     fp8_s, bf16_s = _both_steps(req, sm, (req.sized, resolve_kv_layout("bf16")), B, S)
     if fp8_s < FP8_CACHE_SLOWER * bf16_s:
@@ -880,11 +911,21 @@ def kv_kernel_warnings(req: PlanRequest, cap: Capacity, sm: StepModel) -> tuple[
     which = "at the batch asked" if asked else "at the most the cache holds"
     return (
         f"the {req.kv.name} cache's decode kernels under {_engine_label(req)} on {req.hw.name} are "
-        f"slower than a bf16 cache's (the measured kernels): a decode step of {B:,} "
+        f"slower than a bf16 cache's ({_measured_words(req.kv.name)}): a decode step of {B:,} "
         f"sequences of {S:,} tokens a group ({which}) takes {fp8_s * 1e3:,.2f} ms, "
-        f"{bf16_s * 1e3:,.2f} ms with kv_dtype bf16 (--kv-dtype bf16), which holds half the "
-        "tokens",
+        f"{bf16_s * 1e3:,.2f} ms with kv_dtype bf16 (--kv-dtype bf16), which holds "
+        f"{_SHARE_WORDS.get(req.kv.bits, f'{req.kv.bits:g}/16 of the')} tokens",
     )
+
+
+def _measured_words(kv: str) -> str:
+    """Whose measured kernels time a narrow cache's decode: its own (fp8), or fp8's standing
+    in (a narrower cache, :func:`~mlacalc.serving.plan_checks._kv_warnings`)."""
+    return "the measured kernels" if kv.startswith("fp8") else "the fp8 cache's measured kernels"
+
+
+#: What a bf16 cache holds of a narrower one's tokens, by the narrower one's bits a value
+_SHARE_WORDS = {8: "half the", 4: "a quarter of the"}
 
 
 def admitted(req: PlanRequest, cap: Capacity) -> Capacity:
