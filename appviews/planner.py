@@ -77,7 +77,8 @@ def _search(
     memory: tuple[tuple[str, Any], ...] = (),
     moe_backend: str | None = None,
 ):
-    """search()'s points, frontier, best, reasons and seconds (cached: a rerun that keeps the
+    """search()'s points, frontier, best, reasons, seconds, the warnings the CLI's search
+    prints and how the best was timed (cached: a rerun that keeps the
     request mix and targets draws the chart again without searching), with the engine's
     scheduler defaults as ``mlacalc search --engine`` takes them (its running cap, token budget
     and overlap scheduling; chunked prefill it searches): search(engine=) fills them.
@@ -111,7 +112,9 @@ def _search(
     # how the best's kernels were timed, as the CLI's search says it (stand-ins included)
     how = engine_words(r.engine, r.profile, r.best_calibration or r.calibration) + without
     reasons = (r.point_reasons, r.ruled_out, r.missing_both)
-    return r.points, r.frontier, r.best, reasons, r.seconds, how
+    # what the CLI's search warns of (the stand-in engine is in ``how`` already)
+    said = tuple(w for w in r.warnings if w not in r.calibration)
+    return r.points, r.frontier, r.best, reasons, r.seconds, said, how
 
 
 def gpus_text(p: dict) -> str:
@@ -1071,7 +1074,7 @@ def _show_search(
     gpus = int(inputs.gpus)
     counts = tuple(sorted({max(1, gpus // 2), gpus, gpus * 2}))
     # the aggregated points run the engine chosen above (prompts' pass, output lag)
-    points, frontier, best, reasons, secs, how = _search(
+    points, frontier, best, reasons, secs, said, how = _search(
         sc.model,
         sc.hardware,
         counts,
@@ -1091,6 +1094,8 @@ def _show_search(
     fig = frontier_figure(points, frontier, best, secs, inputs.tpot, inputs.ttft)
     st.plotly_chart(fig, width="stretch", key="plan_frontier")
     st.markdown(best_text(best, points, inputs.ttft, inputs.tpot))
+    for w in said:  # a format the engine or device cannot run as asked, as the CLI says it
+        st.info(w)
     if best:
         st.caption(f"The chosen deployment's times: {how}.")
         _show_throughput_target(points, best, int(inputs.isl), int(inputs.osl))

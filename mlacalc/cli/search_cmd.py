@@ -559,7 +559,7 @@ def command(
         ),
     )
     for w in result.warnings:  # an engine standing in is in the times' note already
-        if MLA_GEOMETRY_SAID in w:
+        if MLA_GEOMETRY_SAID in w or w not in result.calibration:
             warn(w)
     if fmt in ("table", "markdown"):
         limited = result.constraints_text()

@@ -43,7 +43,7 @@ from mlacalc.timemodel.mla_time import sglang_chunk_note
 from mlacalc.timemodel.moe_backend import check_moe_backend
 from mlacalc.words import arguments, defaults
 from mlacalc.words.arguments import whole
-from mlacalc.words.dtypes import KVLayout, canonical_dtype
+from mlacalc.words.dtypes import KVLayout, canonical_dtype, resolve_kv_layout
 from mlacalc.words.engines import ENGINE_LABELS, check_engine
 from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.vocab import SERVING_MODES
@@ -58,6 +58,8 @@ __all__ = [
     "check_request",
     "check_routing_args",
     "decode_layout",
+    "engine_runs_kv",
+    "format_warnings",
     "largest_ep",
     "prefill_layout",
     "prefix_cached_tokens",
@@ -817,6 +819,32 @@ def _kv_warnings(m: ModelConfig, kv: KVLayout, engine: str | None = None) -> tup
             + (f" and their scales (one a {kv.scale_group})" if kv.scale_group else ""),
         )
     return out
+
+
+def format_warnings(
+    m: ModelConfig,
+    hw: HardwareSpec,
+    engine: str,
+    kv_name: str,
+    weight_dtype: str | None = None,
+    components: dict[str, str] | None = None,
+) -> tuple[str, ...]:
+    """What a plan says of a deployment's formats: its KV cache (a narrow one's stand-in
+    kernel, one the engine does not offer: :func:`engine_runs_kv`), a weight dtype chosen
+    (``None``: as stored) its device has no tensor cores for, and each component's format
+    (``search`` says these of the points it reports, as plan of each says them)."""
+    kv = resolve_kv_layout(kv_name)
+    out = _kv_warnings(m, kv, engine) + _engine_kv_warnings(m, kv, engine)
+    if weight_dtype is not None:
+        said = _weight_only("weights", canonical_dtype(weight_dtype), False, hw)
+        out += (said,) if said else ()
+    return out + _format_warnings(dict(components or {}), hw)
+
+
+def engine_runs_kv(m: ModelConfig, kv_name: str, engine: str) -> bool:
+    """Whether ``engine`` offers ``kv_name``'s cache for ``m``'s attention (from recall of its
+    docs, :data:`_ENGINE_KV`; a format it does not offer is sized and timed, and said)."""
+    return not _engine_kv_warnings(m, resolve_kv_layout(kv_name), engine)
 
 
 def _kv_head_copies(m: ModelConfig, lay: Layout, p_lay: Layout | None) -> tuple[str, ...]:

@@ -55,6 +55,8 @@ from mlacalc.serving.plan_checks import (
     check_number,
     check_routing_args,
     dense_dp_attention,
+    engine_runs_kv,
+    format_warnings,
     prefix_cached_tokens,
     refuse_without_ranks,
     usable_of,
@@ -229,6 +231,7 @@ def throughput_gpus(
     if point is None:  # the fewest GPUs of any point meeting the targets (ties: the best,
         # then the most tokens/s: the replicas' headroom over the target)
         meeting = [q for q in points if q.get("meets_targets")]
+        meeting = [q for q in meeting if q.get("engine_runs", True)] or meeting  # as the best
         if best is None or not meeting:
             raise InvalidArgumentError(
                 "point", "no deployment meets the targets to replicate for the throughput"
@@ -1207,7 +1210,12 @@ def spend(req: SearchRequest, points: list[dict[str, Any]]) -> None:
     (``ttft + (osl - 1) x tpot``; disaggregated, ``osl x tpot``: :func:`latency_gaps`), and
     under a budget the replicas of it the budget holds (``budget // gpus``, decode and
     prefill pools together) with their output tokens/s."""
+    runs: dict[str, bool] = {}
     for p in points:
+        kv = p["kv_dtype"]
+        if kv not in runs:
+            runs[kv] = engine_runs_kv(req.m, kv, req.engine)
+        p["engine_runs"] = runs[kv]  # (not a field: best_point prefers these)
         p["requests_per_s"] = p["output_tokens_per_s"] / req.osl
         p["request_latency_s"] = p["ttft_s"] + latency_gaps(p["mode"], req.osl) * p["tpot_s"]
         p["replicas"] = (req.budget or p["gpus"]) // p["gpus"]
@@ -1218,10 +1226,14 @@ def spend(req: SearchRequest, points: list[dict[str, Any]]) -> None:
 def best_point(points: list[dict[str, Any]], budget: bool = False) -> dict[str, Any] | None:
     """The point meeting the targets with the most tokens/s per GPU (under a budget, the most
     tokens/s its replicas give within it), then per user; of equals, a decode point with
-    several prefill layouts, the shortest TTFT."""
+    several prefill layouts, the shortest TTFT. A point whose KV cache the engine offers
+    (``engine_runs``, :func:`spend`) before any it does not: a cache the engine cannot run is
+    no deployment to launch, so it is the best only where no other meets the targets (and
+    the search's warnings say so)."""
     return max(
         (p for p in points if p["meets_targets"]),
         key=lambda p: (
+            p.get("engine_runs", True),
             p["budget_output_tokens_per_s"] if budget else 0.0,
             p["output_tokens_per_s_per_gpu"],
             p["output_tokens_per_s_per_user"],
@@ -1420,7 +1432,7 @@ def search(
         engine_memory_of=req.engine_memory and req.engine_memory[0],
         page_size=req.page_size,
         best_calibration=best_cal + req.engine_note if best_cal else "",
-        warnings=_search_warnings(req),
+        warnings=_search_warnings(req, best, front),
         budget=req.budget,
         **req.scheduler_record,
         limits=req.limits,
@@ -1452,10 +1464,32 @@ def _finished(req: SearchRequest, **fields: Any) -> SearchResult:
     return dataclasses.replace(result, plan_command=line)
 
 
-def _search_warnings(req: SearchRequest) -> tuple[str, ...]:
+def _search_warnings(
+    req: SearchRequest, best: dict[str, Any] | None = None, front: list[dict[str, Any]] = ()
+) -> tuple[str, ...]:
     """What the search says beside its points: the engine that stood in for another's
-    kernels, and the MLA geometry no measured row has."""
+    kernels, the MLA geometry no measured row has, what plan of the best says of its formats
+    (:func:`~mlacalc.serving.plan_checks.format_warnings`: a KV cache or weight dtype the
+    engine or device cannot run as asked), and the same of each other format among the
+    frontier's points, naming them (a capacity planner's trial: an nvfp4 cache was the best
+    under TensorRT-LLM on H200 with no warning, where plan of it said it cannot run one)."""
     said = [req.engine_note.removeprefix("; "), mla_geometry_note(req.m)]
+    seen: set[tuple] = set()
+    raw: set[str] = set()  # each said once, of the first point it is said of
+    for p in ([best] if best else []) + list(front):
+        chosen = None if str(p["weight_format"]).startswith("checkpoint ") else p["weight_dtype"]
+        comps = dict(p.get("component_dtypes") or {})
+        key = (p["kv_dtype"], chosen, tuple(sorted(comps.items())))
+        if key in seen:
+            continue
+        seen.add(key)
+        ws = [w for w in format_warnings(req.m, req.hw, req.engine, p["kv_dtype"], chosen, comps)
+              if w not in raw]  # fmt: skip
+        raw.update(ws)
+        if p is not best:  # a frontier point's: which points it is said of
+            what = f"{p['kv_dtype']} KV" + (f", {chosen} weights" if chosen else "")
+            ws = [f"frontier points with {what}: {w}" for w in ws]
+        said += ws
     return tuple(w for w in said if w)
 
 
@@ -1573,7 +1607,7 @@ def refine_seeds(
 
     ranked = sorted(
         (p for p in points if p["meets_targets"]),
-        key=lambda p: (key(p), p["output_tokens_per_s_per_gpu"]),
+        key=lambda p: (p.get("engine_runs", True), key(p), p["output_tokens_per_s_per_gpu"]),
         reverse=True,
     )
     seeds: dict[tuple, dict[str, Any]] = {}
