@@ -90,6 +90,7 @@ __all__ = [
     "engine_v4_kernels",
     "forward_flops",
     "layer_cache",
+    "near_topk_rows",
     "padded_heads",
     "pooled_below",
     "ragged_core_shape",
@@ -583,6 +584,44 @@ def _long_pairs(batch: Any, seq: Any, picks: Any, rate: int) -> Any:
 #: cost is the selection's, not the scores'. Its prompt rows past the top-k show no such step
 #: (docs/time-model.md, "Host floor of a module launched eagerly").
 OWN_DECODE_TOPK = frozenset({"trtllm"})
+#: TensorRT-LLM's decode top-k (:data:`OWN_DECODE_TOPK`) over rows of a few keys past the top-k
+#: (at most ``NEAR_TOPK_KEYS`` times ``index_topk``), in a call of at least
+#: :data:`NEAR_TOPK_MIN_ROWS` rows, takes a slower path in the measured DSA decode module rows
+#: of the GEMM runs :data:`NEAR_TOPK_GEMMS`: each row's CTA waits ``near_topk_s`` (a fitted
+#: ``elementwise`` parameter, 0 where not fitted) a wave of such rows over the SMs
+#: (``near_rows``, :func:`near_topk_rows`), beside its usual selection. Those rows show it on
+#: H100 and B200 alike, at every head count and cache dtype: at 2,049 keys (the tables' only
+#: key count between 2,048 and 4,097) the row less its other kernels' predictions takes
+#: 137-155 us (B200) and 176-208 us (H100) from 8 to 128 sequences, 273 / 371 at 256, 506 /
+#: 708 at 512, 839 / 1,378 at 1,024 (medians over heads and caches), against 37-62 / 48-87,
+#: 91 / 124, 127 / 221, 193 / 396 us at 4,097 keys: beyond the 4,097-key rows about 100 us
+#: (B200) and 125 us (H100) a wave of rows over the SMs (one wave up to 128 rows, 2 at 256,
+#: 4 at 512, 7 / 8 at 1,024). B200's nvfp4 runs (the same models, heads, caches and shapes)
+#: do not show it (at 1,024 sequences -137 to +117 us at 2,049 keys, -38 to +212 at 4,097),
+#: nor do vLLM's rows (its per-row decode top-k smooth across 2,048 keys), so it reads as the
+#: selection's cost on the collector's logits in those runs (a top-k over values is
+#: data-dependent), not as a cost a served step pays: a served step does not take it. At 1,
+#: 2 and 4 sequences the same rows take 9-17 us, less than at 4,097 keys (26-42): another
+#: path, not modelled. Where between 2,049 and 4,097 keys the slower path ends the tables do
+#: not say (docs/time-model.md, "TensorRT-LLM's decode rows just past the top-k").
+NEAR_TOPK_KEYS = 2
+NEAR_TOPK_MIN_ROWS = 8
+NEAR_TOPK_GEMMS = frozenset({"bf16", "fp8_block"})
+
+
+def near_topk_rows(batch: Any, q: Any, prefix: Any, topk: int, decode: Any, engine: str) -> Any:
+    """The rows of ``engine``'s DSA decode top-k that take the slower path near the top-k
+    (:data:`NEAR_TOPK_KEYS`, ``near_rows``): ``batch`` rows of one query where each has more
+    than ``topk`` and at most ``NEAR_TOPK_KEYS topk`` keys and the call has at least
+    :data:`NEAR_TOPK_MIN_ROWS` rows; 0 elsewhere. Numbers or numpy arrays."""
+    import numpy as np  # deferred: the numeric path imports no numpy (as engine_topk)
+
+    keys = prefix + q
+    near = np.logical_and(decode, engine in OWN_DECODE_TOPK)
+    near = near & (keys > topk) & (keys <= NEAR_TOPK_KEYS * topk)
+    near = near & (batch * q >= NEAR_TOPK_MIN_ROWS)
+    return np.where(near, batch * q, 0)
+
 
 #: Engines whose DSA decode top-k runs on every sequence, whatever its keys (a row of at most
 #: ``index_topk`` keys too, which SGLang's kernel skips: its ``glm5_topk`` zero rows): vLLM's

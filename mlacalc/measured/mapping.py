@@ -90,7 +90,13 @@ import dataclasses
 
 import numpy as np
 
-from mlacalc.cost.compressed import dsa_ragged_logits_bytes, dsa_topk, engine_topk
+from mlacalc.cost.compressed import (
+    NEAR_TOPK_GEMMS,
+    dsa_ragged_logits_bytes,
+    dsa_topk,
+    engine_topk,
+    near_topk_rows,
+)
 from mlacalc.cost.linear import LINEAR_CHUNK, delta_rule_flops, gdn_kernel_bytes, linear_chunks
 from mlacalc.cost.model_step import k_assemble_bytes
 from mlacalc.hardware.catalogue import load_hardware
@@ -2582,9 +2588,12 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     # the engine's top-k kernel (glm5_topk_module_perf's, or its own), as a served step runs it
     sel, sel_bytes = dsa_topk(bs, isl, step, topk, not context, t.engine)
     x = indexer & (sel["units"] > 0)  # no query with more keys than top-k: no selection runs
+    # TensorRT-LLM's decode rows near the top-k in the runs that show the slower path
+    near = near_topk_rows(bs, isl, step, topk, not context, t.engine)
+    near = np.where(np.isin(gt, list(NEAR_TOPK_GEMMS)), near, 0.0)
     b.add("topk", "elementwise", "bf16", rows[x], 0.0, sel_bytes[x], elements=sel["elements"][x],
           variant=TOPK_KERNEL_VARIANTS[max(int(sel["topk_kernel"].max()), DSA_TOPK_CODE) - 1],
-          units=sel["units"][x], ctas=sel["ctas"][x],
+          units=sel["units"][x], ctas=sel["ctas"][x], near_rows=near[x],
           long_elements=sel["long_elements"][x])  # fmt: skip
     # SGLang's pass over the prompt batch's whole ragged logits matrix (cost.compressed)
     rag = dsa_ragged_logits_bytes(bs, isl, step, topk, not context, t.engine)

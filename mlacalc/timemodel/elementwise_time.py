@@ -404,6 +404,10 @@ def streaming_terms(
         memory = combine(memory, rows / fig.sm_count * lat * scalar, CTA_WALK_NORM)
         rows = np.zeros(len(batch))
     extra = extra + np.where(rows > 0, np.ceil(rows / fig.sm_count), 0.0) * lat
+    # TensorRT-LLM's decode top-k rows of a few keys past the top-k (``near_rows``,
+    # cost.compressed.NEAR_TOPK_KEYS): ``near_topk_s`` a wave of them over the SMs
+    near = col(batch, "near_rows", 0)
+    extra = extra + np.ceil(near / fig.sm_count) * prm.get("near_topk_s", 0.0)
     extra = extra + np.where(fused, 0.0, walk)
     # a chunked delta rule's tiles (``tiles``), ``tile_s`` a wave of them over the SMs, whatever
     # the tokens in a chunk: flash-linear-attention's kernels work on whole (sequence, chunk,

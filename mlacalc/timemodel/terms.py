@@ -182,6 +182,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "scalar_load": (1.0, 4.0, "a conv CTA's wait on its unvectorised path, in vectorised waits"),
     "long_read": (1.0, 3.0, "a top-k row's reads past an SM's L1, x those of a row within it"),
     "chunk_token_s": (0.0, 2e-6, "seconds a wave of chunked delta-rule tiles walks a token"),
+    "near_topk_s": (0.0, 5e-4, "seconds a wave of TensorRT-LLM's decode top-k rows near the top-k"),
 }
 
 #: Starting values, and the values a kernel class without a calibration uses.
@@ -281,6 +282,7 @@ DEFAULTS: dict[str, float] = {
     "scalar_load": 1.0,
     "long_read": 1.0,
     "chunk_token_s": 0.0,
+    "near_topk_s": 0.0,
 }
 
 #: the starting point of both prefill kinds (FlashAttention-style and MLA's expanded prefill)
@@ -430,6 +432,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "unit_latency_s",
         "scalar_load",
         "long_read",
+        "near_topk_s",
         "tile_s",
         "chunk_token_s",
         "l2_share",
