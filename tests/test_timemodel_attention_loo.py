@@ -125,9 +125,12 @@ LEFT_OUT = [
     # (attention_time.KV_UPCAST_PROMPT_SLOW; bound 0.13 -> 0.125). With the cache write's
     # blocks resident by its K elements a token (attention_time.cache_write_block_weight):
     # H100 from B200 12.1% -> 9.6% (bound 0.125 -> 0.10), B200 from H100 12.3% -> 12.7%
-    # (bound 0.128 kept; said in the commit)
+    # (bound 0.128 kept; said in the commit). With Blackwell's lone prompt tile
+    # (attention_time.LONE_TILE_BLOCK_S, no class refitted): B200 from H100 12.5% -> 12.8%
+    # (bound 0.128 -> 0.13: H100's fp8 class gives those rows larger fixed terms, which its
+    # slower products had offset; B200's own fit 7.0% -> 6.8%)
     ("h100_sxm", "context_attention_perf", "vllm", "fp8", "fit-b200-sxm-vllm", 0.10),
-    ("b200_sxm", "context_attention_perf", "vllm", "fp8", "fit-h100-sxm-vllm", 0.128),
+    ("b200_sxm", "context_attention_perf", "vllm", "fp8", "fit-h100-sxm-vllm", 0.13),
     ("b200_sxm", "generation_attention_perf", "trtllm", "bf16", "default", 0.135),
     # its fp8 decode's walk at the SM's tensor width (attention_time._xqa_walk_scale): 13.0%
     # -> 9.8% (bound 0.16 before)

@@ -728,11 +728,57 @@ def prefill_terms(
     out["compute_s"] = out["compute_s"] + _causal_tail_s(
         batch, fig, prm, flops, sfu, units, occupancy, unit_blocks, banded, pack
     )
+    # a lone tile's walk: its key blocks one after another, each a block step's latency
+    # (:func:`lone_tile_chain_s`), the longest tile's chain the least the products can take
+    out["compute_s"] = np.maximum(
+        out["compute_s"], lone_tile_chain_s(batch, fig, kv_eff, tile_k, banded, band_blocks)
+    )
     out["compute_s"] = out["compute_s"] + convert / occupancy
     out["extra_s"] = out["extra_s"] + _prefill_side_kernels_s(
         batch, fig, prm, pre_bytes, d_qk, d_v, b, kv
     )
     return out
+
+
+#: Seconds one 128-key block of a prompt tile takes on Blackwell's TensorRT-LLM-gen attention
+#: kernel when the tile walks alone (its QK product, softmax and PV product waiting on each
+#: other, with no other tile on its SM to interleave), by the kernel class and dtype: read from
+#: the tables, not fitted (:func:`lone_tile_chain_s`). Every engine's B200 rows of one sequence,
+#: one head and 4,096-16,384 tokens (TensorRT-LLM, SGLang and vLLM run the same kernel there)
+#: take, the row less its other terms over the last tile's blocks: 1.47-1.54 us bf16 at head dim
+#: 64, 1.49-1.59 at 128; fp8 1.30-1.35 and 1.33-1.49 (the lower taken); the MLA prompt
+#: (192 / 128) 1.62-1.68 bf16, 1.41-1.55 fp8; within 3% across the engines, and near the same
+#: at head dims 64 and 128, where the products at the SM's rate differ twice (0.77 / 0.86 us bf16
+#: at 4,096): a latency, not the SM's throughput. Head dim 256 (1.0-1.2 us, a kernel the class
+#: already times longer) and 512 keep their products.
+LONE_TILE_BLOCK_S = {
+    ("attention_prefill", "bf16"): 1.50e-6,
+    ("attention_prefill", "fp8"): 1.30e-6,
+    ("mla_prefill", "bf16"): 1.64e-6,
+    ("mla_prefill", "fp8"): 1.46e-6,
+}
+
+
+def lone_tile_chain_s(
+    batch: KernelBatch,
+    fig: DeviceFigures,
+    kv_eff: np.ndarray,
+    tile_k: np.ndarray,
+    banded: np.ndarray,
+    band_blocks: np.ndarray,
+) -> np.ndarray:
+    """The longest tile's serial walk over its key blocks, seconds: ``ceil(keys / tile_keys)``
+    blocks (a band's ``band_blocks``) at :data:`LONE_TILE_BLOCK_S` each, on data-centre
+    Blackwell's TensorRT-LLM-gen prompt kernel (no variant, operands not under the products, a
+    value product); 0 elsewhere."""
+    key = (batch.kind, "fp8" if batch.dtype.startswith("fp8") else batch.dtype)
+    step = LONE_TILE_BLOCK_S.get(key, 0.0)
+    if not fig.tcgen05 or batch.variant or step <= 0.0:
+        return np.zeros(len(batch))
+    blocks = np.where(banded, band_blocks, np.ceil(kv_eff / tile_k))
+    # (a kernel without a value product, an indexer's logits, has no softmax between products)
+    other = (col(batch, "operand_under", 0) > 0) | (col(batch, "head_dim_v", 128) <= 0)
+    return np.where(other, 0.0, blocks * step)
 
 
 def _band_blocks(
