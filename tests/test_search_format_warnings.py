@@ -46,6 +46,8 @@ def test_weights_the_device_cannot_multiply_are_said_in_text_and_json(run):
     doc = json.loads(run(*args, "--format", "json")[0])
     said = [w for w in doc["warnings"] if "H200 has no fp4 tensor cores" in w]
     assert len(said) == 1, doc["warnings"]
+    # and plan's words of the dtype itself (fp4 sized with no block scales), as plan says them
+    assert any(w.startswith("weights in fp4 are sized as") for w in doc["warnings"])
     _, err = run(*args)
     assert "H200 has no fp4 tensor cores" in err
 

@@ -835,9 +835,9 @@ def format_warnings(
     (``search`` says these of the points it reports, as plan of each says them)."""
     kv = resolve_kv_layout(kv_name)
     out = _kv_warnings(m, kv, engine) + _engine_kv_warnings(m, kv, engine)
-    if weight_dtype is not None:
-        said = _weight_only("weights", canonical_dtype(weight_dtype), False, hw)
-        out += (said,) if said else ()
+    if weight_dtype is not None:  # the dtype's own words (fp4's scales, fp8 per tensor, ...)
+        said = _request_warnings(m, hw, weight_dtype, False)
+        out += tuple(w for w in said if w.startswith("weights in "))
     return out + _format_warnings(dict(components or {}), hw)
 
 
