@@ -1052,3 +1052,40 @@ def test_few_row_gemm_on_a_cut_tensor_rate_device_pads_to_a_swapped_tile(monkeyp
             without = _terms(_gemm(dtype, m, n, k), device)["seconds"]
             monkeypatch.undo()
             np.testing.assert_allclose(rule, without, rtol=1e-12)
+
+
+def test_a_shared_input_stays_in_the_l2_with_the_weight_copies():
+    """The GEMM tables' collector runs its weight copies on one shared x (SHARED_INPUT_FIELD):
+    a warm bf16 call finds x in the L2 with the weights while the copies and one x fit in its
+    share (x counted once, not once a copy), and reads it at ``l2_speedup``. Not a quantized
+    GEMM (it reads its quantize's fresh copy), and only TensorRT-LLM's and vLLM's rows carry
+    the field, as their rows show (SGLang's do not)."""
+    b200 = device_figures(load_hardware("B200"))
+    prm = {**default_params("gemm"), "l2_share": 0.5, "l2_speedup": 2.0, "sm_bandwidth": 16.0}
+    prm["epilogue_share"] = 0.0
+    # x 33.6 MB, weight 0.5 MB x 5 copies: 36 MB, inside half of the 126 MB L2; five
+    # copies of x would not fit
+    m, n, k = 4096.0, 64.0, 4096.0
+    x, w = m * k * 2.0, n * k * 2.0
+    assert 5 * (x + w) > 2.0 * prm["l2_share"] * b200.l2_bytes > x + 5 * w
+    kw = {"warm_l2": 1, "weight_copies": 5}
+    shared = _terms(_gemm("bf16", m, n, k, shared_input=1, **kw), "B200", **prm)["memory_s"][0]
+    alone = _terms(_gemm("bf16", m, n, k, **kw), "B200", **prm)["memory_s"][0]
+    bw = prm["eff_memory"] * b200.hbm_bytes_per_s
+    nbytes = x + w + m * n * 2.0
+    fast = 2.0 * b200.hbm_bytes_per_s
+    assert alone == pytest.approx((nbytes - w) / bw + w / fast, rel=1e-6)
+    assert shared == pytest.approx((nbytes - w - x) / bw + (w + x) / fast, rel=1e-6)
+    # a quantized GEMM ignores the field
+    fp8 = [_gemm("fp8", m, n, k, shared_input=s, **kw) for s in (1, 0)]
+    a, b = (_terms(g, "B200", **prm)["memory_s"][0] for g in fp8)
+    assert a == pytest.approx(b, rel=1e-12)
+    # the mapping marks the engines whose collector shares x
+    from mlacalc.measured.mapping import _Builder, _gemm_kernels
+
+    bld = _Builder(1)
+    for flag in (1.0, 0.0):
+        _gemm_kernels(bld, "gemm", np.arange(1), "bf16", [16.0], [64.0], [64.0], shared_input=flag)
+    field = model.SHARED_INPUT_FIELD
+    assert [float(p.batch.shape[field][0]) for p in bld.parts] == [1.0, 0.0]
+    assert frozenset({"trtllm", "vllm"}) == model.SHARED_INPUT_ENGINES

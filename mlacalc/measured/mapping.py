@@ -151,6 +151,8 @@ from mlacalc.timemodel.gemm_time import (
     QUANT_ROW_CTA_ENGINES,
     QUANT_ROW_CTA_FIELD,
     QUANT_SM_BOUND_ENGINES,
+    SHARED_INPUT_ENGINES,
+    SHARED_INPUT_FIELD,
     WIDE_FP4_TILE_ENGINES,
     WIDE_FP4_TILE_FIELD,
     step_block_fp8,
@@ -470,6 +472,7 @@ def _gemm_kernels(
     scale_convert=0.0,
     scale_unaligned=0.0,
     host_wrapper=0.0,
+    shared_input=0.0,
 ) -> None:
     """One (batched) GEMM. An fp8 GEMM carries the quantization of its bf16 input
     (``quantize_input = 1``): per-tensor (``quant_group = 0``, two passes: amax, then scaling;
@@ -486,7 +489,8 @@ def _gemm_kernels(
     DeepGEMM fp32 scales: :data:`FP32_SCALE_DEEPGEMM_SOURCES`; ``scale_unaligned = 1`` where a
     wrapper's host work aligns the activation's scales: :data:`UNALIGNED_SCALE_SOURCES`;
     ``host_wrapper = 1`` where the call is timed eagerly through a wrapper whose host work
-    floors it: vLLM's table).
+    floors it: vLLM's table; ``shared_input = 1`` where the caller's weight copies share one
+    input, ``gemm_time.SHARED_INPUT_FIELD``).
     ``variant="bmm"``: the batched
     GEMM kernel, fitted apart from the plain GEMMs."""
     m, n, k, g = _f(np.asarray(m)), _f(np.asarray(n)), _f(np.asarray(k)), _f(np.asarray(groups))
@@ -553,6 +557,7 @@ def _gemm_kernels(
         weight_copies=weight_copies,
         variant=variant,
         **quant,
+        **{SHARED_INPUT_FIELD: shared_input * np.ones_like(m)},
     )
 
 
@@ -621,6 +626,8 @@ def _gemm_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
                 scale_convert=convert[sel],
                 scale_unaligned=unaligned[sel],
                 host_wrapper=wrapper[sel],
+                # the collector's copies share one x (gemm_time.SHARED_INPUT_ENGINES)
+                shared_input=float(t.engine in SHARED_INPUT_ENGINES),
             )
     # TensorRT plugin GEMMs (A100): one inference timed by the engine's profiler after other
     # GEMMs, so no warm weights; weight-only int8/int4 with per-channel scales (fp16

@@ -1,16 +1,17 @@
 """The ``gemm`` class of the time model: a dense (or batched) GEMM of one library kernel.
 
 Terms: every candidate output tile of the dtype's library (the fastest is run) and split-K
-count, in waves over the SMs; the tensor time at ``eff_compute`` of the dtype's rate per SM
-(a small tile reaches less of it, :func:`~mlacalc.timemodel.shared.tile_rate`); the operand
-stream at the bandwidth the busy SMs draw, weights a warm replay keeps in the L2 read at
-``l2_speedup``; a cost per wave of tiles (``tile_s``); the unhidden share of the output write
-(``epilogue_share``); split-K's fp32 partial sums through HBM and its reduce kernel. GEMV
-kernels take the few-row calls where a library has them. fp8 GEMMs add the quantization of
-their bf16 input (``quant_fixed_s``, ``quant_bytes``; nvfp4's and SGLang's fp8 a CTA a row too,
-``quant_row_cycles``), block-scaled fp8 the CUDA-core rescale of each K block
-(``promote_cycles``), weight-only GEMMs the conversion of each weight (``dequant_s``). The
-figures behind each rule are in docs/decisions.md ("Time model").
+count, in waves over the SMs; the tensor time at ``eff_compute`` of the dtype's rate per SM (a
+small tile reaches less of it, :func:`~mlacalc.timemodel.shared.tile_rate`); the operand stream
+at the bandwidth the busy SMs draw, weights a warm replay keeps in the L2 (and the input its
+weight copies share, ``SHARED_INPUT_FIELD``) read at ``l2_speedup``; a cost per wave of tiles
+(``tile_s``); the unhidden share of the output write (``epilogue_share``); split-K's fp32
+partial sums through HBM and its reduce kernel. GEMV kernels take the few-row calls where a
+library has them. fp8 GEMMs add the quantization of their bf16 input (``quant_fixed_s``,
+``quant_bytes``; nvfp4's and SGLang's fp8 a CTA a row too, ``quant_row_cycles``), block-scaled
+fp8 the CUDA-core rescale of each K block (``promote_cycles``), weight-only GEMMs the
+conversion of each weight (``dequant_s``). The figures behind each rule are in
+docs/decisions.md ("Time model").
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ __all__ = [
     "QUANT_ROW_STRIDE",
     "QUANT_SM_BOUND_ENGINES",
     "QUANT_SM_BYTES_PER_CLOCK",
+    "SHARED_INPUT_DTYPES",
+    "SHARED_INPUT_ENGINES",
+    "SHARED_INPUT_FIELD",
     "SMEM_FED_INTENSITY",
     "STEP_BLOCK_FP8_ENGINES",
     "TRTLLM_BLOCK_FP8_GEMM",
@@ -340,6 +344,20 @@ PERSISTENT_DTYPES = ("bf16", "fp16", "fp8")
 #: +11-15% at 50-60% full: it picks its tile by the waves it fills, not modelled here).
 #: Figures in docs/time-model.md ("cuBLAS's persistent GEMMs balance their last wave").
 BALANCED_WAVES = PERSISTENT_DTYPES
+
+#: The shape field of a GEMM whose caller runs its weight copies (``weight_copies``) on one
+#: shared input ``x`` (the GEMM tables' collector: TensorRT-LLM's TABLES.md, "x is shared by
+#: all copies"; set by the mapping for :data:`SHARED_INPUT_ENGINES`): in a warm replay ``x``
+#: stays in the L2 with the weights while the two fit in its share (``l2_share``), and is
+#: read at ``l2_speedup``. Only the plain bf16 / fp16 GEMM (:data:`SHARED_INPUT_DTYPES`),
+#: whose operand is the caller's ``x`` itself; a quantized GEMM reads the copy its quantize
+#: kernel writes each call. The rows: TensorRT-LLM's and vLLM's bf16 rows of n <= 128 and
+#: 1,024+ rows read x faster than the HBM's datasheet rate (TABLES.md: "57 bf16 rows with n
+#: <= 64 exceed HBM bandwidth") while x fits the L2, and were predicted up to +50-95% slow
+#: there (docs/time-model.md, "The shared input resident in the L2").
+SHARED_INPUT_FIELD = "shared_input"
+SHARED_INPUT_DTYPES = ("bf16", "fp16")
+SHARED_INPUT_ENGINES = frozenset({"trtllm", "vllm"})
 
 
 #: The intensity ``tm tn / (tm + tn)`` at which a CUTLASS ``scaled_mm`` tile
@@ -700,9 +718,14 @@ def _call(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> _Cal
     most = np.minimum(np.maximum(1.0, np.floor(k / chunk)), cap)
     weight = groups * n * k * elem_bytes(batch.dtype)
     # a warm replay keeps the weights resident when all the copies the caller cycles through
-    # (``weight_copies``) fit in the share of the L2 a kernel's operands can hold
+    # (``weight_copies``) fit in the share of the L2 a kernel's operands can hold; where the
+    # copies share one input (SHARED_INPUT_FIELD) it stays resident with them
     warm = col(batch, "warm_l2", 0) > 0
-    footprint = weight * np.maximum(col(batch, "weight_copies", 1), 1.0)
+    shared = (col(batch, SHARED_INPUT_FIELD, 0) > 0) & (batch.dtype in SHARED_INPUT_DTYPES)
+    x = np.where(shared, groups * m * k * elem_bytes(batch.dtype), 0.0)
+    footprint = weight * np.maximum(col(batch, "weight_copies", 1), 1.0) + x
+    # the bytes a warm call can find in the L2: its weight and a shared input
+    weight = weight + x
     resident_share = l2_resident_share(footprint, fig, prm)
     return _Call(
         batch=batch,
