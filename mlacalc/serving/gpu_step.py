@@ -1741,6 +1741,7 @@ def _variant(sp: Spec) -> str:
     a single kernel (a GEMM of several groups is a batched GEMM)."""
     fields = (
         "mhc",  # DeepSeek-V4's hyper-connections
+        "linear",  # a linear-attention kernel's measured class (delta rule, conv1d)
         "dsa_kv_bytes",  # a DSA core
         "sparse",  # DeepSeek-V4's core (FlashMLA's sparse kernels)
         "indexer",  # DeepSeek-V4's indexer scores (DeepGEMM's MQA logits)
