@@ -57,7 +57,11 @@ __all__ = [
     "CACHE_WRITE_REFERENCE_THREADS",
     "FA3_FP8_FIRST_V_CLOCKS",
     "FA3_FP8_PROMPT_BUILDS",
+    "FA3_MAX_SPLITS",
     "FA3_QUERY_CAST_KERNELS",
+    "FA3_SPLIT_EFFICIENCY",
+    "FA3_SPLIT_FILL",
+    "FA3_SPLIT_SLACK",
     "FIXED_STAGE_VARIANTS",
     "FLASH_ENCODER_TCGEN05_EXP",
     "FLASH_ENCODER_TCGEN05_RATE",
@@ -100,6 +104,7 @@ __all__ = [
     "decode_terms",
     "encoder_kernel_shape",
     "engine_attention_kernel",
+    "fa3_prompt_splits",
     "hd192_side_call_s",
     "prefill_terms",
     "query_convert_s",
@@ -1001,7 +1006,52 @@ def _causal_tail_s(
     longest = thr * fig.sm_count / np.maximum(units, 1.0) * blocks / np.maximum(mean, 1e-9)
     first = (pack <= 0) & fig.sm90_or_later & (not fig.tcgen05)
     tail = np.where(first, np.maximum(waves, longest), thr + longest)
+    if np.any(first):
+        # FlashAttention-3 splits the keys of a call of few tiles (:func:`fa3_prompt_splits`):
+        # its longest tile's blocks over the splits, the split tiles over the SMs, a combine
+        # kernel after
+        splits = np.where(first & causal, fa3_prompt_splits(batch, fig), 1.0)
+        parts = units * splits
+        occ = parts / (np.ceil(parts / fig.sm_count) * fig.sm_count)
+        split_tail = np.maximum(thr / occ, longest / splits)
+        split_tail = split_tail + ALWAYS_COMBINE_S * REFERENCE_CLOCK_HZ / fig.clock_hz
+        tail = np.where(splits > 1, split_tail, tail)
     return np.where(causal, tail - waves, 0.0)
+
+
+#: FlashAttention-3's key-split heuristic on Hopper (as recalled of ``num_splits_heuristic``,
+#: hopper/heuristics.h, and the varlen scheduler's dynamic split, flash_prepare_scheduler.cu; not
+#: checked against a stored copy): no split where the tiles of one sequence fill
+#: ``FA3_SPLIT_FILL`` of the SMs or a tile walks at most 4 key blocks; else the fewest splits
+#: (up to ``FA3_MAX_SPLITS`` and the key blocks) whose wave efficiency is within
+#: ``FA3_SPLIT_EFFICIENCY`` of the best; the varlen call then takes
+#: ``ceil(key blocks / ceil(FA3_SPLIT_SLACK x all tiles' blocks / SMs))`` of them at most
+FA3_SPLIT_FILL = 0.8
+FA3_SPLIT_EFFICIENCY = 0.85
+FA3_SPLIT_SLACK = 1.1
+FA3_MAX_SPLITS = 128
+
+
+def fa3_prompt_splits(batch: KernelBatch, fig: DeviceFigures) -> np.ndarray:
+    """Key splits FlashAttention-3's prompt kernel takes per row (:data:`FA3_SPLIT_FILL`): its
+    query tiles pack a KV head's query heads (128 rows of query position x head), the static
+    count from one sequence's tiles, the varlen call's from every sequence's blocks."""
+    a = attention_shape(batch)
+    sms = float(fig.sm_count)
+    packed = np.ceil(a["q"] * a["group"] / 128.0)
+    tiles = a["n_kv"] * packed  # one sequence's (the static bound's batch of one)
+    blocks = np.ceil(a["kv_eff"] / 128.0)
+    top = np.minimum(np.minimum(FA3_MAX_SPLITS, sms), blocks)
+    effs = []
+    for s in range(1, FA3_MAX_SPLITS + 1):
+        w = tiles * s / sms
+        effs.append(np.where(s <= top, w / np.ceil(np.maximum(w, 1e-9)), 0.0))
+    eff = np.stack(effs)
+    best = eff.max(axis=0)
+    first_ok = np.argmax(eff >= FA3_SPLIT_EFFICIENCY * best, axis=0) + 1.0
+    static = np.where((tiles >= FA3_SPLIT_FILL * sms) | (blocks <= 4), 1.0, first_ok)
+    per_sm = np.ceil(FA3_SPLIT_SLACK * a["b"] * packed * blocks * a["n_kv"] / sms)
+    return np.clip(np.ceil(blocks / np.maximum(per_sm, 1.0)), 1.0, static)
 
 
 #: Head sizes FlashAttention-3's fp8 prompt kernel is built for on Hopper (SGLang's and vLLM's,
