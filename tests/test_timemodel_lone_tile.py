@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from mlacalc.hardware.catalogue import load_hardware
-from mlacalc.timemodel.attention_time import LONE_TILE_BLOCK_S
+from mlacalc.timemodel.attention_time import LONE_TILE_BLOCK_S, LONE_TILE_MAX_BLOCKS
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.profile import load_profile
 from mlacalc.timemodel.terms import default_params, kernel_terms
@@ -100,3 +100,45 @@ def test_b200_mla_prompts_of_one_sequence_and_few_heads(engine):
     assert sel.sum() >= 50
     err = pred[sel] / t.seconds[sel] - 1.0
     assert np.median(np.abs(err)) < 0.12
+
+
+def _chain(batch: KernelBatch) -> float:
+    from mlacalc.timemodel import attention_time  # deferred: its private arguments, built here
+
+    b200 = device_figures(load_hardware("B200"))
+    kv = batch.shape["kv_len"]
+    tile = np.full(len(batch), 128.0)
+    no_band = np.zeros(len(batch), dtype=bool)
+    return float(attention_time.lone_tile_chain_s(batch, b200, kv, tile, no_band, tile)[0])
+
+
+@pytest.mark.parametrize("kind", ["attention_prefill", "mla_prefill"])
+def test_a_chunk_after_a_long_cached_prefix_takes_no_lone_walk(kind):
+    # 64 queries over 131,072 keys: the kernel's split-keys case (no table has a prefix
+    # column), not one tile walking 1,024 blocks; was 1,024 x 1.5 us a layer
+    chunk = _prompt(kind, "bf16", 64.0, 1.0)
+    chunk.shape["kv_len"] = np.array([131072.0])
+    assert _chain(chunk) == 0.0
+    # a prompt of its own keys past the tables' longest (16,384 tokens; the MLA tables' 32,768)
+    # walks no more than their blocks
+    step = LONE_TILE_BLOCK_S[(kind, "bf16")]
+    most = LONE_TILE_MAX_BLOCKS[kind]
+    assert most == (256.0 if kind == "mla_prefill" else 128.0)
+    assert _chain(_prompt(kind, "bf16", 131072.0, 1.0)) == pytest.approx(most * step)
+    assert _chain(_prompt(kind, "bf16", 8192.0, 1.0)) == pytest.approx(64 * step)
+
+
+def test_a_served_chunk_over_a_long_prefix_on_b200_is_not_a_lone_walk(monkeypatch):
+    # roofline of Llama-3-8B's 64-token chunk after 128K cached tokens on B200, whole model:
+    # the same with the rule as without it
+    from mlacalc.timemodel import attention_time
+    from mlacalc.timemodel.predict import predict_time
+
+    def chunk() -> float:
+        return predict_time(
+            "llama-3-8b", "B200", "chunk", 131072, 1, scope="model", q_len=64, causal=True
+        ).seconds
+
+    with_rule = chunk()
+    monkeypatch.setattr(attention_time, "LONE_TILE_BLOCK_S", {})
+    assert with_rule == pytest.approx(chunk(), rel=1e-9)

@@ -762,6 +762,11 @@ LONE_TILE_BLOCK_S = {
     ("mla_prefill", "bf16"): 1.64e-6,
     ("mla_prefill", "fp8"): 1.46e-6,
 }
+#: The most key blocks a lone tile's walk is counted for (:func:`lone_tile_chain_s`), by the
+#: kernel class: the B200 tables' longest prompt, 16,384 tokens (128 blocks of 128 keys) in the
+#: context attention tables, 32,768 (256) in the MLA prompt and module tables. No table
+#: measures a longer walk; a longer prompt's walk is counted as that one's.
+LONE_TILE_MAX_BLOCKS = {"attention_prefill": 128.0, "mla_prefill": 256.0}
 
 
 def lone_tile_chain_s(
@@ -773,17 +778,22 @@ def lone_tile_chain_s(
     band_blocks: np.ndarray,
 ) -> np.ndarray:
     """The longest tile's serial walk over its key blocks, seconds: ``ceil(keys / tile_keys)``
-    blocks (a band's ``band_blocks``) at :data:`LONE_TILE_BLOCK_S` each, on data-centre
-    Blackwell's TensorRT-LLM-gen prompt kernel (no variant, operands not under the products, a
-    value product); 0 elsewhere."""
+    blocks (a band's ``band_blocks``; at most the tables' longest, :data:`LONE_TILE_MAX_BLOCKS`)
+    at :data:`LONE_TILE_BLOCK_S` each, on data-centre Blackwell's TensorRT-LLM-gen prompt kernel
+    (no variant, operands not under the products, a value product) over a prompt of its own
+    keys; 0 elsewhere. A chunk after a cached prefix (more keys than queries), which no table
+    measures, takes no walk: a few queries over many keys is the kernel's split-keys case, its
+    key blocks spread over the SMs, not one tile walking them all."""
     key = (batch.kind, "fp8" if batch.dtype.startswith("fp8") else batch.dtype)
     step = LONE_TILE_BLOCK_S.get(key, 0.0)
     if not fig.tcgen05 or batch.variant or step <= 0.0:
         return np.zeros(len(batch))
     blocks = np.where(banded, band_blocks, np.ceil(kv_eff / tile_k))
+    blocks = np.minimum(blocks, LONE_TILE_MAX_BLOCKS[batch.kind])
     # (a kernel without a value product, an indexer's logits, has no softmax between products)
     other = (col(batch, "operand_under", 0) > 0) | (col(batch, "head_dim_v", 128) <= 0)
-    return np.where(other, 0.0, blocks * step)
+    prefix = col(batch, "kv_len", 1) > col(batch, "q_len", 1)  # a chunk after cached keys
+    return np.where(other | prefix, 0.0, blocks * step)
 
 
 def _band_blocks(
