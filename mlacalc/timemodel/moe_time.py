@@ -1035,9 +1035,10 @@ def _around_gemms_s(
     # ``hidden_s`` a hidden element, once a call: the latency of one hidden row in the kernels
     # around the GEMMs that give a CTA a row (the permutation with its quantization, the
     # finalize), whose time at a few tokens is one CTA's loop over the row, not the SMs'
-    # throughput. Every MoE row and step carries it; fitted in TensorRT-LLM's B200 and H100-only
-    # bf16, fp8 and nvfp4 classes (1.0-1.9 ns; default 0): docs/time-model.md, "One hidden row's
-    # latency in TensorRT-LLM's MoE"
+    # throughput. Every MoE row and step carries it; fitted in MoE classes of every engine's
+    # H100 and B200 profiles (TensorRT-LLM's bf16, fp8 and nvfp4, SGLang's and vLLM's bf16 and
+    # fp8 among them; 0.1-7.9 ns, most 0.4-2.2; default 0): docs/time-model.md, "One hidden
+    # row's latency in TensorRT-LLM's MoE" and "... in the engines' MoE"
     extra = extra + prm["hidden_s"] * hidden
     return extra
 

@@ -181,7 +181,11 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     ),
     "scalar_load": (1.0, 4.0, "a conv CTA's wait on its unvectorised path, in vectorised waits"),
     "long_read": (1.0, 3.0, "a top-k row's reads past an SM's L1, x those of a row within it"),
-    "chunk_token_s": (0.0, 2e-6, "seconds a wave of chunked delta-rule tiles walks a token"),
+    "chunk_token_s": (
+        0.0,
+        2e-6,
+        "seconds a chunked delta-rule call takes a token of its fullest chunk, once a call",
+    ),
     "near_topk_s": (0.0, 5e-4, "seconds a wave of TensorRT-LLM's decode top-k rows near the top-k"),
 }
 
