@@ -398,7 +398,9 @@ def test_chunked_prefill_at_a_low_request_rate_is_not_overloaded():
 
 def test_a_throughput_dip_as_load_rises_is_a_micro_batch_crossing_tile_edges():
     """Kimi-K2.6 NVFP4 on GB200, 24 + 48 disaggregated under SGLang with two-batch overlap:
-    3,536.0 -> 3,442.7 tok/s/GPU from 12,000 to 12,500 in flight (-2.6%; 3,742.4 -> 3,622.0,
+    3,580.6 -> 3,520.9 tok/s/GPU from 12,000 to 12,500 in flight (-1.7%; 3,536.0 -> 3,442.7,
+    -2.6%, before FlashInfer's TensorRT-LLM-gen MoE took its cost per routed pair up to 64
+    tokens, moe_time.GEN_TOKENS_MOE, with a lower fixed cost; 3,742.4 -> 3,622.0,
     -3.2%, before MLA decode's whole 64-row query tiles and rate cap, 28592c0; a new-user trial
     saw 3,858 -> 3,705 at 13,000). docs/serving.md ("Serving figures") says why: a micro-batch
     (half a rank's rows) crosses the routed experts' 128-row tile and the dense GEMMs' M = 256.
@@ -415,7 +417,8 @@ def test_a_throughput_dip_as_load_rises_is_a_micro_batch_crossing_tile_edges():
     runs = {c: plan(model, "GB200", 24, concurrency=c, **kw) for c in (12000, 12500)}
     low, high = runs[12000], runs[12500]
     assert low.running_batch_per_group / 2 < 256 < high.running_batch_per_group / 2
-    assert high.output_tokens_per_s_per_gpu < 0.98 * low.output_tokens_per_s_per_gpu
+    # (bound 0.98 before the pair cost: -1.7% since)
+    assert high.output_tokens_per_s_per_gpu < 0.99 * low.output_tokens_per_s_per_gpu
 
     def ms(p, name):
         return next(k["seconds"] for k in p.kernels if k["name"] == name) * 1e3

@@ -639,8 +639,10 @@ def test_a_model_step_takes_the_tile_its_engines_triton_class_was_fitted_on():
     trt = engine_moe_tiles(batch, "trtllm", FIG)
     assert sorted(trt.shape) == sorted([*shape, "pair_tile"]) and trt.flops is batch.flops
     # FlashInfer's TensorRT-LLM MoE on B200: no fixed tile, only its 8-row one beside the list
+    # and its cost per routed pair up to a knee (gen_tokens)
     gen = engine_moe_tiles(batch, "sglang", b200)
-    assert sorted(gen.shape) == sorted([*shape, "gen_rows8"]) and gen.flops is batch.flops
+    assert sorted(gen.shape) == sorted([*shape, "gen_rows8", "gen_tokens"])
+    assert gen.flops is batch.flops
     fp8 = KernelBatch("moe", "fp8_block", tokens, tokens, np.ones(2), shape)
     assert "row_tile" not in engine_moe_tiles(fp8, "sglang", FIG).shape
     own = KernelBatch("moe", "bf16", tokens, tokens, np.ones(2), dict(shape, row_tile=tokens))
@@ -1315,8 +1317,8 @@ def test_an_engine_profile_of_hopper_times_blackwells_trtllm_moe_with_trtllms_ho
 
     def fused(key):
         # TensorRT-LLM-gen's fused routing selects any top-k: no generic top-k rounds; no cost
-        # per expert of the rank
-        return {**trt.classes[key], "select_s": 0.0, "expert_s": 0.0}
+        # per expert of the rank; nor the CUTLASS path's one-block sort (sort_pair_s)
+        return {**trt.classes[key], "select_s": 0.0, "expert_s": 0.0, "sort_pair_s": 0.0}
 
     assert trt.classes["moe:bf16"]["select_s"] > 0
     assert got.classes["moe:bf16"] == fused("moe:bf16")
@@ -1895,3 +1897,53 @@ def test_trtllm_moe_floor_grows_with_the_hidden_size(system, profile, dtype):
     assert narrow.sum() > 400 and wide.sum() > 600
     lo, hi = np.median(err[narrow]), np.median(err[wide])
     assert abs(lo) < 0.08 and abs(hi - lo) < 0.1
+
+
+def test_flashinfer_trtllm_moe_pays_a_pair_cost_up_to_its_token_knee():
+    """FlashInfer's TensorRT-LLM-gen MoE (``gen_tokens``) pays ``sort_pair_s`` a routed pair up
+    to GEN_TOKEN_KNEE tokens, then no more; a row without the flag pays none."""
+    from mlacalc.timemodel.moe_time import GEN_TOKEN_KNEE, GEN_TOKENS_MOE
+
+    t = np.array([1.0, 4.0, GEN_TOKEN_KNEE, 4 * GEN_TOKEN_KNEE])
+    prm = {**default_params("moe"), "sort_pair_s": 1e-8}
+    base = kernel_terms(_moe_batch(tokens=t), FIG, prm)["extra_s"]
+    flagged = _moe_batch(tokens=t, **{GEN_TOKENS_MOE: np.ones(4)})
+    got = kernel_terms(flagged, FIG, prm)["extra_s"] - base
+    np.testing.assert_allclose(got, 1e-8 * 8 * np.minimum(t, GEN_TOKEN_KNEE), rtol=1e-9)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "engine, dtype, bound",
+    [
+        # signed median of the balanced rows of 1-4 tokens before: +12.6% / +9.6% / +5.3%
+        ("sglang", "bf16", 0.06),
+        ("sglang", "nvfp4", 0.06),
+        ("vllm", "nvfp4", 0.06),
+    ],
+)
+def test_flashinfer_trtllm_moe_rows_of_few_tokens_are_not_slow(engine, dtype, bound):
+    """The B200 rows of FlashInfer's TensorRT-LLM MoE of 1-4 tokens: the fit's floor, with the
+    cost per routed pair up to the knee, is theirs (signed median within ``bound``)."""
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+
+    (t,) = [
+        x
+        for x in load_measured(MEASURED / "b200_sxm" / "moe", engine=engine).tables
+        if x.engine == engine
+    ]
+    m = map_table(t)
+    pred = predict_mapped(m, None, f"fit-b200-sxm-{engine}")
+    src = np.asarray(t.column("kernel_source")).astype(str)
+    few = (
+        m.modelled
+        & rows_running(m, dtype)
+        & (np.char.find(src, "flashinfer_trtllm") >= 0)
+        & (np.asarray(t.column("num_tokens")) <= 4)
+        & np.isfinite(pred)
+    )
+    assert few.sum() > 500
+    assert abs(np.median(pred[few] / t.seconds[few] - 1.0)) <= bound

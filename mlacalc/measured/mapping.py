@@ -2001,6 +2001,7 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
         # the block-scaled one's row tile is the mean load's, above)
         bf16_rate=(flashinfer & (dt == "fp8_block"))[ok].astype(np.float64),
         gen_rows8=(flashinfer & np.isin(dt, ["bf16", "fp8"]))[ok].astype(np.float64),
+        gen_tokens=flashinfer[ok].astype(np.float64),  # its pair cost (moe_time.GEN_TOKENS_MOE)
         pair_stream=(flashinfer & (dt == "fp8_block"))[ok].astype(np.float64),
         # SGLang's Triton fused MoE with a tuned config (moe_time.TUNED_MOE)
         tuned_config=tuned[ok].astype(np.float64),

@@ -229,8 +229,15 @@ def with_generation_kernels(prof: Profile, base: Profile, hardware: Any) -> Prof
             classes.setdefault(class_key("moe", dtype, kept[dtype]), prof.classes[name])
         # TensorRT-LLM-gen's routing selects every token's top-k in its fused routing kernel,
         # with no generic top-k after it (moe_time.TRTLLM_MOE): no select_s; nor the CUTLASS
-        # path's cost per expert of the rank (expert_s: its B200 rows show none)
-        classes[name] = {**base.classes[lent], "select_s": 0.0, "expert_s": 0.0}
+        # path's cost per expert of the rank (expert_s: its B200 rows show none), nor the
+        # CUTLASS path's one-block sort (sort_pair_s: TensorRT-LLM-gen's cost a routed pair up
+        # to moe_time.GEN_TOKEN_KNEE tokens is another kernel's, fitted on B200 alone)
+        classes[name] = {
+            **base.classes[lent],
+            "select_s": 0.0,
+            "expert_s": 0.0,
+            "sort_pair_s": 0.0,
+        }
         notes.append(
             f"{STAND_IN_NOTE}{name} from {base.engine} profile {base.name}'s {lent} "
             f"({prof.engine} runs TensorRT-LLM's MoE kernels on {gen}; its own fit is of {src})"

@@ -48,6 +48,8 @@ __all__ = [
     "FUSED_SORT_TOPK",
     "FUSED_TOPK_MAX",
     "GEN_ROWS8_MOE",
+    "GEN_TOKENS_MOE",
+    "GEN_TOKEN_KNEE",
     "MARLIN_COLS",
     "MARLIN_TILE",
     "MMA_SYNC_MOE",
@@ -381,6 +383,12 @@ TRTLLM_GEN_MIN_TILE = 8.0
 #: 2-16 tokens 0.7-1.8 points toward 0; the classes' fitted medians fall 0.1-0.5 points,
 #: leaving the device out is mixed (docs/time-model.md, "TensorRT-LLM-gen's 8-row tile").
 GEN_ROWS8_MOE = "gen_rows8"
+
+#: shape column marking FlashInfer's TensorRT-LLM-gen MoE (SGLang's and vLLM's B200 rows): its
+#: few-token calls grow by about 100 ns a token up to :data:`GEN_TOKEN_KNEE` tokens whatever the
+#: experts' bytes, then stay (``sort_pair_s`` a routed pair up to the knee)
+GEN_TOKENS_MOE = "gen_tokens"
+GEN_TOKEN_KNEE = 64.0
 
 
 def trtllm_gen_row_tile(
@@ -853,6 +861,12 @@ def engine_moe_tiles(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ker
         batch = dataclasses.replace(
             batch, shape={**batch.shape, GEN_ROWS8_MOE: np.ones(len(batch))}
         )
+    if batch.dtype in TRTLLM_MOE.get((engine, gen), ()):
+        # FlashInfer's TensorRT-LLM-gen MoE: its cost a routed pair up to a knee
+        # (:data:`GEN_TOKENS_MOE`), as its measured rows were mapped
+        batch = dataclasses.replace(
+            batch, shape={**batch.shape, GEN_TOKENS_MOE: np.ones(len(batch))}
+        )
     own = (
         batch.dtype not in TRTLLM_GEN_TILE.get((engine, gen), ())
         if fig.tcgen05
@@ -1014,6 +1028,10 @@ def _around_gemms_s(
     one_block = sortable & (tokens <= FUSED_SORT_TOKENS)
     extra = extra + np.where(one_block, prm["sort_pair_s"] * tokens * col(batch, "topk", 1), 0.0)
     extra = extra + np.where(sortable & ~one_block, prm["sort_s"], 0.0)
+    # FlashInfer's TensorRT-LLM-gen MoE: ``sort_pair_s`` a routed pair up to
+    # :data:`GEN_TOKEN_KNEE` tokens (:data:`GEN_TOKENS_MOE`)
+    gen_tok = np.minimum(tokens, GEN_TOKEN_KNEE) * col(batch, "topk", 1)
+    extra = extra + np.where(col(batch, GEN_TOKENS_MOE, 0) > 0, prm["sort_pair_s"] * gen_tok, 0.0)
     # routing every token entering the rank: top-k selection and the gather/scatter indices
     # of all its (token, expert) pairs, local or not, ``route_s`` of one SM's work per pair;
     # behind DeepEP the rank's own tokens, routed before the dispatch (:data:`DEEPEP_ROUTED`)
