@@ -242,12 +242,12 @@ def _takes_time(x: Any) -> bool:
 #: fitted" and "H100 from A100 only"). ``tests/test_plan_prediction_route.py`` reads the README
 #: and fails where these drift.
 ROUTE_ERRORS: dict[tuple[str, str], tuple[float, float, float]] = {
-    ("trtllm", "H100-SXM"): (4.7, 15.4, 11.2),
-    ("trtllm", "B200"): (5.5, 18.4, 10.1),
-    ("sglang", "H100-SXM"): (5.4, 19.4, 11.0),
-    ("sglang", "B200"): (6.6, 22.2, 10.4),
+    ("trtllm", "H100-SXM"): (4.7, 15.2, 11.1),
+    ("trtllm", "B200"): (5.5, 18.1, 10.1),
+    ("sglang", "H100-SXM"): (5.3, 19.1, 11.0),
+    ("sglang", "B200"): (6.4, 21.6, 10.3),
     ("vllm", "H100-SXM"): (5.4, 16.4, 11.4),
-    ("vllm", "B200"): (5.7, 19.0, 11.3),
+    ("vllm", "B200"): (5.6, 18.6, 11.3),
     ("trtllm", "A100-SXM-80GB"): (5.9, 20.0, 10.3),
 }
 
