@@ -1,4 +1,5 @@
-"""Set-up the tests share: the app at a URL through AppTest, and plan() of a search point.
+"""Set-up the tests share: the app at a URL through AppTest, plan() of a search point, and a
+causal prompt's kernel batch for the time model.
 
 Not a test module (pytest collects ``test_*.py``); imported as ``from _helpers import ...``
 (the tests directory is on the path, as for ``reference_data``). A test module that uses the
@@ -9,6 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+
+from mlacalc.words.kernels import KernelBatch
 
 #: The Streamlit app the app tests run.
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
@@ -62,3 +67,31 @@ def plan_point(model: Any, hardware: str, point: dict, isl: int, osl: int, **kw:
             prefill_redundant_experts=point["prefill_redundant_experts"],
         )
     return plan(model, hardware, point["decode_gpus"], **{**args, **kw})
+
+
+def causal_prompt_batch(
+    kind: str, dtype: str, isl: float, heads: float, d_qk: float, d_v: float, variant: str = ""
+) -> KernelBatch:
+    """One causal prompt of ``isl`` tokens as a one-call kernel batch of ``kind``: one
+    sequence, ``heads`` query and key heads, no window, its FLOPs those of the causal pairs."""
+    pairs = isl * (isl + 1) / 2
+    shape = {
+        "batch": 1.0,
+        "q_len": isl,
+        "kv_len": isl,
+        "n_heads": heads,
+        "n_kv": heads,
+        "head_dim_qk": d_qk,
+        "head_dim_v": d_v,
+        "window": 0.0,
+        "causal": 1.0,
+    }
+    return KernelBatch(
+        kind=kind,
+        dtype=dtype,
+        flops=np.array([2.0 * heads * pairs * (d_qk + d_v)]),
+        bytes=np.array([1e6]),
+        calls=np.array([1.0]),
+        shape={k: np.array([v]) for k, v in shape.items()},
+        variant=variant,
+    )

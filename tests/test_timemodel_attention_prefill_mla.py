@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from _helpers import causal_prompt_batch
 
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.timemodel.device import device_figures
@@ -12,27 +13,8 @@ from mlacalc.words.kernels import KernelBatch
 
 
 def _prefill(dtype: str, d_qk: float, d_v: float, isl: float = 8192.0, heads: float = 32.0):
-    pairs = isl * (isl + 1) / 2
-    flops = 2.0 * heads * pairs * (d_qk + d_v)
-    shape = {
-        "batch": 1.0,
-        "q_len": isl,
-        "kv_len": isl,
-        "n_heads": heads,
-        "n_kv": heads,
-        "head_dim_qk": d_qk,
-        "head_dim_v": d_v,
-        "window": 0.0,
-        "causal": 1.0,
-    }
-    return KernelBatch(
-        kind="attention_prefill",
-        dtype=dtype,
-        flops=np.array([flops]),
-        bytes=np.array([1e6]),
-        calls=np.array([1.0]),
-        shape={k: np.array([v]) for k, v in shape.items()},
-    ), heads * pairs
+    batch = causal_prompt_batch("attention_prefill", dtype, isl, heads, d_qk, d_v)
+    return batch, heads * isl * (isl + 1) / 2
 
 
 def test_prefill_time_never_beats_the_exponentials():

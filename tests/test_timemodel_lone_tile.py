@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _helpers import causal_prompt_batch
 
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.timemodel.attention_time import LONE_TILE_BLOCK_S, LONE_TILE_MAX_BLOCKS
@@ -20,27 +21,7 @@ MEASURED = Path(__file__).resolve().parents[1] / "mlacalc" / "data" / "measured"
 
 def _prompt(kind: str, dtype: str, isl: float, heads: float, variant: str = "") -> KernelBatch:
     d_qk, d_v = (192.0, 128.0) if kind == "mla_prefill" else (128.0, 128.0)
-    pairs = isl * (isl + 1) / 2
-    shape = {
-        "batch": 1.0,
-        "q_len": isl,
-        "kv_len": isl,
-        "n_heads": heads,
-        "n_kv": heads,
-        "head_dim_qk": d_qk,
-        "head_dim_v": d_v,
-        "window": 0.0,
-        "causal": 1.0,
-    }
-    return KernelBatch(
-        kind=kind,
-        dtype=dtype,
-        flops=np.array([2.0 * heads * pairs * (d_qk + d_v)]),
-        bytes=np.array([1e6]),
-        calls=np.array([1.0]),
-        shape={k: np.array([v]) for k, v in shape.items()},
-        variant=variant,
-    )
+    return causal_prompt_batch(kind, dtype, isl, heads, d_qk, d_v, variant)
 
 
 @pytest.mark.parametrize("kind", ["attention_prefill", "mla_prefill"])
