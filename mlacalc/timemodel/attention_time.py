@@ -1052,11 +1052,9 @@ def fa3_prompt_splits(batch: KernelBatch, fig: DeviceFigures) -> np.ndarray:
     tiles = a["n_kv"] * packed  # one sequence's (the static bound's batch of one)
     blocks = np.ceil(a["kv_eff"] / 128.0)
     top = np.minimum(np.minimum(FA3_MAX_SPLITS, sms), blocks)
-    effs = []
-    for s in range(1, FA3_MAX_SPLITS + 1):
-        w = tiles * s / sms
-        effs.append(np.where(s <= top, w / np.ceil(np.maximum(w, 1e-9)), 0.0))
-    eff = np.stack(effs)
+    s = np.arange(1.0, FA3_MAX_SPLITS + 1.0)[:, None]  # every count at once: a row each
+    w = tiles * s / sms
+    eff = np.where(s <= top, w / np.ceil(np.maximum(w, 1e-9)), 0.0)
     best = eff.max(axis=0)
     first_ok = np.argmax(eff >= FA3_SPLIT_EFFICIENCY * best, axis=0) + 1.0
     static = np.where((tiles >= FA3_SPLIT_FILL * sms) | (blocks <= 4), 1.0, first_ok)
