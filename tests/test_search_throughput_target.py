@@ -161,3 +161,22 @@ def test_the_replicas_plan_line_gives_its_tokens(run):
     t = doc["throughput_target"]
     planned = json.loads(run(*t["plan_command"].split()[1:], "--format", "json")[0])
     assert planned["output_tokens_per_s"] == pytest.approx(t["replica_tokens_per_s"], rel=1e-6)
+
+
+def test_each_counts_best_is_one_the_engine_runs():
+    """A count's best, the point refinement must reach for a throughput target, is one whose
+    KV cache the engine runs before any faster one it does not (throughput_gpus replicates
+    only those): an nvfp4 MLA cache under TensorRT-LLM led its count at more tokens/s."""
+    from mlacalc.serving.search import count_bests
+
+    def pt(gpus, tok, runs=None):
+        p = {"gpus": gpus, "meets_targets": True, "output_tokens_per_s_per_gpu": tok}
+        if runs is not None:
+            p["engine_runs"] = runs
+        return p
+
+    fast_unrun, slow_run, other = pt(8, 900.0, False), pt(8, 700.0, True), pt(4, 500.0)
+    missed = pt(8, 950.0, True) | {"meets_targets": False}
+    bests = count_bests([fast_unrun, slow_run, other, missed])
+    assert bests[8] is slow_run and bests[4] is other
+    assert count_bests([fast_unrun])[8] is fast_unrun  # none runnable: the fastest still

@@ -1656,10 +1656,17 @@ def per_gpu(p: dict[str, Any]) -> float:
 def count_bests(points: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
     """The point meeting the targets of the most tokens/s of each GPU count (a disaggregated
     point's decode and prefill pools together): what a throughput target replicates
-    (:func:`throughput_gpus` takes the count whose whole replicas need the fewest GPUs)."""
+    (:func:`throughput_gpus` takes the count whose whole replicas need the fewest GPUs).
+    As for the best, a point whose KV cache the engine runs (``engine_runs``) comes before
+    any it does not, whatever their tokens/s: :func:`throughput_gpus` replicates only those,
+    so theirs is the count's best that refinement must reach."""
+
+    def rank(p: dict[str, Any]) -> tuple[bool, float]:
+        return (p.get("engine_runs", True), per_gpu(p))
+
     out: dict[int, dict[str, Any]] = {}
     for p in points:
-        if p["meets_targets"] and (p["gpus"] not in out or per_gpu(p) > per_gpu(out[p["gpus"]])):
+        if p["meets_targets"] and (p["gpus"] not in out or rank(p) > rank(out[p["gpus"]])):
             out[p["gpus"]] = p
     return out
 
