@@ -113,11 +113,19 @@ def refit(
     prof = load_profile(name)
     devices = [f["device"] for f in prof.fitted_on]
     paths = [str(p) for p in _systems_of(devices)]
+    every = observations_of(paths, engine=prof.engine)
     obs = [
         o
-        for o in observations_of(paths, engine=prof.engine)
+        for o in every
         if _matches(class_key(o.batch.kind, o.batch.dtype, o.batch.variant), patterns)
     ]
+    # (device, table) pairs where a class of the profile these patterns leave is fitted too
+    shared = {
+        (o.device, o.table)
+        for o in every
+        if not _matches(key := class_key(o.batch.kind, o.batch.dtype, o.batch.variant), patterns)
+        and key in prof.classes
+    }
     if record_only:  # the record of the profile's classes: rows of no class it holds are not
         obs = [
             o
@@ -169,6 +177,9 @@ def refit(
         ]
         for m in _mapped_of(paths, prof.engine):
             robs += residual_observations(m, predictor, set(keep))
+            parts = {class_key(p.batch.kind, p.batch.dtype, p.batch.variant) for p in m.parts}
+            if any(k in noted and k in prof.classes and not _matches(k, patterns) for k in parts):
+                shared.add((m.table.device, m.table.table))
         robs = [
             o
             for o in robs
@@ -205,12 +216,17 @@ def refit(
         "devices": fitted.get("devices", {}),
         "residuals": fitted.get("residuals", {}),
         "fitted_on": fitted_record(used),
+        "shared": {d: sorted(t for e, t in shared if e == d) for d in {e for e, _ in shared}},
         "found": sorted({class_key(o.batch.kind, o.batch.dtype, o.batch.variant) for o in used}),
     }
 
 
 def merged_record(
-    old: list[dict], new: list[dict], every_class: bool = False, own: frozenset = frozenset()
+    old: list[dict],
+    new: list[dict],
+    every_class: bool = False,
+    own: frozenset = frozenset(),
+    shares: dict | None = None,
 ) -> list[dict]:
     """A profile's ``fitted_on`` with a refit's put in. ``tables`` counts, per table, the rows
     the profile's classes were fitted on, summed over its classes; a refit of some classes
@@ -219,8 +235,10 @@ def merged_record(
     every class, the refit's only its own, unless the mapping now gives these classes alone
     more rows than the whole record held); where the refit covered ``every_class`` of the
     profile, its count replaces the record's, as it does on a device of ``own`` (where these
-    classes alone were fitted on the refit's tables: :func:`own_devices`). Sources are the union
-    of both."""
+    classes alone were fitted on the refit's tables: :func:`own_devices`). Where ``shares``
+    gives, for a device, each refit table's rows of these classes before the refit
+    (:func:`old_shares`), the table's count is the record's less those plus the refit's: the
+    other classes' rows kept, these classes' recounted. Sources are the union of both."""
     out = [
         {"device": e["device"], "tables": dict(e["tables"]), "sources": list(e["sources"])}
         for e in old
@@ -232,10 +250,14 @@ def merged_record(
             mine = {"device": e["device"], "tables": {}, "sources": []}
             out.append(mine)
             by_device[e["device"]] = mine
+        before = (shares or {}).get(e["device"])
         for table, rows in e["tables"].items():
             had = mine["tables"].get(table)
             alone = every_class or e["device"] in own
-            mine["tables"][table] = rows if had is None or alone else max(had, rows)
+            if had is not None and not alone and before is not None:
+                mine["tables"][table] = had - before.get(table, 0) + rows
+            else:
+                mine["tables"][table] = rows if had is None or alone else max(had, rows)
         mine["sources"] = sorted(set(mine["sources"]) | set(e["sources"]))
     return out
 
@@ -253,6 +275,36 @@ def own_devices(data: dict, new: dict, patterns: list[str]) -> frozenset:
         if mine and rows and rows == sum(mine["tables"].get(t, 0) for t in e["tables"]):
             out.add(e["device"])
     return frozenset(out)
+
+
+def old_shares(data: dict, new: dict, patterns: list[str]) -> dict:
+    """Per device of ``new`` (:func:`refit`'s), each refit table's rows of the classes matching
+    ``patterns`` in profile ``data``'s record, where the record pins them: a table no other
+    class of the profile is fitted on (``new["shared"]`` lacks it) holds only theirs, and one
+    shared table holds the rest of their rows (their residual rows less the other tables'). A
+    device whose refit tables share more than one table with other classes, or whose shares do
+    not add up, is left out (its counts then merge as :func:`merged_record` says without)."""
+    out = {}
+    for e in new.get("fitted_on", []):
+        device = e["device"]
+        mine = next((f for f in data["fitted_on"] if f["device"] == device), None)
+        if mine is None:
+            continue
+        residuals = data.get("residuals", {}).get(device, {})
+        rows = sum(r.get("rows", 0) for k, r in residuals.items() if _matches(k, patterns))
+        had = {t: mine["tables"][t] for t in e["tables"] if t in mine["tables"]}
+        shared = [t for t in had if t in new.get("shared", {}).get(device, ())]
+        if len(shared) > 1:
+            continue
+        share = {t: n for t, n in had.items() if t not in shared}
+        rest = rows - sum(share.values())
+        if shared:
+            share[shared[0]] = rest
+        elif rest != 0:
+            continue  # the classes' rows were counted on tables the refit no longer finds
+        if all(0 <= share[t] <= had[t] for t in share):
+            out[device] = share
+    return out
 
 
 def refreshed_notes(notes: list[str], devices: list[str]) -> list[str]:
@@ -283,7 +335,11 @@ def merged(text: str, new: dict, patterns: list[str]) -> str:
     data = json.loads(text)
     every = all(_matches(k, patterns) for k in data["classes"])
     own = new.get("own", own_devices(data, new, patterns))
-    data["fitted_on"] = merged_record(data["fitted_on"], new.get("fitted_on", []), every, own)
+    # (a record-only pass mends a record the residuals have outrun: theirs cannot pin it)
+    shares = {} if new.get("record_only") else new.get("shares", old_shares(data, new, patterns))
+    data["fitted_on"] = merged_record(
+        data["fitted_on"], new.get("fitted_on", []), every, own, shares
+    )
     data["notes"] = refreshed_notes(data["notes"], [e["device"] for e in data["fitted_on"]])
     # the residual fit's note of variant classes: one note, in place of the earlier ones
     earlier = [n for n in data["notes"] if _variant_note(n)] if new.get("note") else []
@@ -427,6 +483,8 @@ def main(argv: list[str] | None = None) -> int:
         head = _head_text(path)
         if head is not None:  # judged on the committed file, whose record matches its classes
             new["own"] = own_devices(json.loads(head), new, patterns)
+            if not args.record_only:
+                new["shares"] = old_shares(json.loads(head), new, patterns)
         path.write_text(merged(path.read_text(encoding="utf-8"), new, patterns), encoding="utf-8")
         if args.stage:
             _stage(path, new, patterns)

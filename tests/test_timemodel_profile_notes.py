@@ -79,6 +79,36 @@ def test_merged_record_adds_new_tables_and_sources():
     assert [e["device"] for e in tool.merged_record(old, h100)] == ["B200", "H100-SXM"]
 
 
+def test_a_refit_of_some_classes_of_a_shared_table_recounts_only_theirs():
+    """vLLM's B200 MLA decode classes are fitted on the residuals of both module tables, the
+    prompt one shared with the MLA prompt classes. Their residual rows fell (6,349 -> 5,730:
+    the GEMM refits since leave fewer rows where the decode is 25% of the row) while the record
+    kept each table's larger count, so its tables outgrew its classes by 619 rows. The refit's
+    tables now hold the other classes' rows plus the refit's own."""
+    tool = _refit_tool()
+    dec, pre = {"mla_decode:bf16": 3112, "mla_decode:fp8": 3237}, {"mla_prefill:bf16": 6122}
+    data = {
+        "fitted_on": [
+            {"device": "B200", "tables": {"ctx": 6367, "gen": 6104, "gemm": 9}, "sources": []}
+        ],
+        "residuals": {"B200": {k: {"rows": n} for k, n in {**dec, **pre, "gemm:bf16": 9}.items()}},
+    }
+    new = {
+        "fitted_on": [{"device": "B200", "tables": {"ctx": 187, "gen": 5543}, "sources": []}],
+        "shared": {"B200": ["ctx"]},
+    }
+    patterns = list(dec)
+    shares = tool.old_shares(data, new, patterns)
+    assert shares == {"B200": {"gen": 6104, "ctx": 245}}
+    out = tool.merged_record(data["fitted_on"], new["fitted_on"], shares=shares)[0]["tables"]
+    assert out == {"ctx": 6122 + 187, "gen": 5543, "gemm": 9}
+    assert sum(out.values()) == 187 + 5543 + 6122 + 9  # the classes' rows after the refit
+    # two shared tables do not pin the split: left to the record's larger count
+    two = dict(new, shared={"B200": ["ctx", "gen"]})
+    assert tool.old_shares(data, two, patterns) == {}
+    assert tool.merged_record(data["fitted_on"], new["fitted_on"])[0]["tables"]["ctx"] == 6367
+
+
 def test_refreshed_notes_replace_stale_device_figures():
     tool = _refit_tool()
     notes = [
