@@ -103,7 +103,53 @@ def tp_splits_heads(m: ModelConfig, tp: int) -> bool:
     """Whether ``tp`` ranks split ``m``'s attention heads and its linear attention's key and
     value heads whole (the layouts :func:`make_layout` accepts)."""
     linear = (getattr(m, f"linear_num_{k}_heads", None) for k in ("key", "value"))
-    return m.num_attention_heads % tp == 0 and not any(h and h % tp for h in linear)
+    return (
+        m.num_attention_heads % tp == 0
+        and not any(h and h % tp for h in linear)
+        and not kv_heads_unsplit(m, tp)
+    )
+
+
+def _kv_head_counts(m: ModelConfig) -> tuple[int, ...]:
+    """The K/V head counts of ``m``'s attention layers a tensor-parallel degree must split or
+    copy whole (none for MLA and DeepSeek-V4's one latent: every rank reads all of it)."""
+    if m.is_mla or m.compress_ratios:
+        return ()
+    counts = (
+        m.num_key_value_heads,
+        getattr(m, "num_global_key_value_heads", None),
+        getattr(m, "sliding_key_value_heads", None),
+    )
+    return tuple(sorted({c for c in counts if c}))
+
+
+def kv_heads_unsplit(m: ModelConfig, tp: int) -> int | None:
+    """The K/V head count of ``m`` that ``tp`` ranks can neither split whole nor copy whole
+    (``n_kv % tp`` and ``tp % n_kv`` both non-zero), or None. From recall, not a stored
+    copy: vLLM's and SGLang's QKV parallel linear assert one of the two (each rank holds
+    ``n_kv / tp`` heads, or one head copied onto ``tp / n_kv`` ranks), and TensorRT-LLM's
+    attention splits the heads the same way; 6 KV heads at TP4 or 7 at TP8 do not run."""
+    for n_kv in _kv_head_counts(m):
+        if n_kv % tp and tp % n_kv:
+            return n_kv
+    return None
+
+
+def kv_heads_words(m: ModelConfig, tp: int, n_kv: int) -> str:
+    """Why ``tp`` cannot serve ``n_kv`` K/V heads, and the nearest degrees that can."""
+    heads = m.num_attention_heads
+    ok = [t for t in range(1, heads + 1) if heads % t == 0 and (n_kv % t == 0 or t % n_kv == 0)]
+    ok += [tp + 1] if ok[-1] < tp else []  # (no degree above: none named)
+    below = max(t for t in ok if t < tp)
+    above = min(t for t in ok if t > tp)
+    degrees = f"{below} or {above}" if above <= heads else f"{below} or below"
+    return (
+        f"tensor parallel degree {tp} neither divides nor is a multiple of the {n_kv} KV "
+        f"heads (num_key_value_heads) of {m.label}: the engines give each rank whole KV heads "
+        f"or one head copied whole (vLLM's and SGLang's QKV layers, TensorRT-LLM's attention, "
+        f"from recall); use tp {degrees}, or a num_key_value_heads that {tp} divides "
+        "or is a multiple of"
+    )
 
 
 def _check_linear_heads(m: ModelConfig, tp: int) -> None:
@@ -180,6 +226,9 @@ def make_layout(
             f"{m.num_attention_heads} attention heads of {m.label}",
         )
     _check_linear_heads(m, tp)
+    n_kv = kv_heads_unsplit(m, tp)
+    if n_kv:
+        raise InvalidArgumentError("tp", kv_heads_words(m, tp, n_kv))
     if pp > m.num_hidden_layers:
         raise InvalidArgumentError(
             "pp", f"{pp} stages exceed the {m.num_hidden_layers} layers of {m.label}"

@@ -47,7 +47,12 @@ from mlacalc.serving.capacity import PREFILL_TOKENS, pool_launch_share
 from mlacalc.serving.figures import prompt_args
 from mlacalc.serving.gpu_step import StepModel, routed_experts_class, spec_kernels
 from mlacalc.serving.launch import checkpoint_path, deployments, launch_commands
-from mlacalc.serving.layout import tp_splits_heads, weight_format
+from mlacalc.serving.layout import (
+    kv_heads_unsplit,
+    kv_heads_words,
+    tp_splits_heads,
+    weight_format,
+)
 from mlacalc.serving.plan_checks import (
     check_balanced,
     check_engine_memory,
@@ -805,6 +810,9 @@ _DP_ATTENTION = {"both": "both", "on": "on", "off": "off", None: "both", True: "
 def _heads_words(m: ModelConfig, t: int) -> str:
     """Why ``t`` ranks cannot split ``m``'s heads: its attention heads, and its linear
     attention's key and value heads where it has linear attention."""
+    n_kv = kv_heads_unsplit(m, t)
+    if n_kv and m.num_attention_heads % t == 0:
+        return kv_heads_words(m, t, n_kv)
     linear = [(k, getattr(m, f"linear_num_{k}_heads", None)) for k in ("key", "value")]
     said = " and ".join(f"{h} {k}" for k, h in linear if h)
     return (

@@ -25,6 +25,7 @@ from mlacalc.serving.layout import (
     Layout,
     kv_bytes_per_sequence_per_gpu,
     kv_bytes_per_token_per_gpu,
+    kv_heads_unsplit,
     make_layout,
     tp_splits_heads,
     weight_format,
@@ -421,6 +422,11 @@ def candidate_layouts(
     # the layouts the given redundant experts do not fit (their slots over the ep), by key
     refused: dict[tuple, str] = {}
     tps = [t for t in _divisors(gpus) if t <= node and tp_splits_heads(m, t)]
+    if removed is not None:  # degrees the query heads allow but the KV heads do not: said
+        for t in _divisors(gpus):
+            n_kv = kv_heads_unsplit(m, t) if t <= node else None
+            if n_kv and m.num_attention_heads % t == 0:
+                removed[f"TP{t}: splits the {n_kv} KV heads unevenly (num_key_value_heads)"] += 1
     for tp in tps:
         _add_layout(out, seen, m, gpus, tp=tp)
         if m.is_moe:
