@@ -510,6 +510,31 @@ def test_a_training_step_says_which_profile_timed_it_and_how():
     assert gb.to_dict()["calibration"] == gb.calibration
 
 
+def test_a_gb200_rack_is_one_nvlink_fabric_for_the_training_step():
+    """A GB200 NVL72 rack joins its 72 GPUs over NVLink (``scale_up_domain_gpus``), though a
+    tray holds 4: a TP8 group and a 64-rank expert-parallel group talk over NVLink 5, as on
+    one HGX B200 node (the same 900 GB/s and latency), and only a group past the rack over
+    the network. The step had held groups to the tray: TP8 ran over the network (Llama-3-70B
+    TP8 PP4 DP8 at 8K: tensor-parallel traffic 7.4 times a B200 node's 32.07 ms),
+    EP64 sent one copy a remote tray (80.82 ms against EP8 on B200's 11.99)."""
+
+    def t(model, hw, **kw):
+        return training_cost(model, 4096, hardware=hw, **kw).time
+
+    dense = {"tp": 8, "pp": 4, "dp": 2, "global_batch": 8}
+    assert t("llama-3-70b", "GB200", **dense).tp_comm_s == pytest.approx(
+        t("llama-3-70b", "B200", **dense).tp_comm_s, rel=1e-9
+    )
+    moe = {"pp": 16, "global_batch": 64, "precision": "fp8-mixed"}
+    gb_ep64 = t("deepseek-v3", "GB200", dp=64, ep=64, **moe).ep_comm_s
+    b200_ep8 = t("deepseek-v3", "B200", dp=64, ep=8, **moe).ep_comm_s
+    assert gb_ep64 == pytest.approx(b200_ep8, rel=1e-9)
+    # data parallelism over two racks crosses the network (100 GB/s against 900)
+    rack = t("llama-3-8b", "GB200", dp=72, global_batch=72).dp_comm_s
+    two = t("llama-3-8b", "GB200", dp=144, global_batch=144).dp_comm_s
+    assert two > 5 * rack
+
+
 @pytest.mark.parametrize(
     ("argv", "fragment"),
     [

@@ -36,8 +36,9 @@ norm and the head on the last; the slowest stage sets the pace):
 - recomputation: the recomputed kernels again (forward), and under full recompute the
   layers' tensor-, expert- and context-parallel collectives of the forward again;
 - communication, by the link model of :mod:`mlacalc.serving.comm` (scale-up link within a
-  node, the scale-out network beyond), added to the compute or, with ``overlap`` (a schedule
-  such as DeepSeek's DualPipe that hides it), overlapped with it (the longer of the two):
+  node or an NVLink domain of several, an NVL72 rack; the scale-out network beyond), added
+  to the compute or, with ``overlap`` (a schedule such as DeepSeek's DualPipe that hides
+  it), overlapped with it (the longer of the two):
   tensor parallelism with sequence parallelism, an all-gather and a reduce-scatter of the
   layer's activations around attention and around the FFN, forward and backward; expert
   parallelism, a dispatch (fp8 with fp8 training) and a combine (bf16), forward and backward,
@@ -672,9 +673,16 @@ class StepTime:
 
 
 def _comm(kind: str, nbytes: float, n: int, hw: HardwareSpec, span: int) -> float:
+    """One collective of ``n`` ranks whose group spans ``span`` consecutive GPUs: over the
+    scale-up link where the span stays within one scale-up fabric (a node, or an NVL72 rack's
+    72 GPUs: :attr:`HardwareSpec.scale_up_gpus`), over the network beyond. Before, the span
+    was held to the node (a GB200 tray's 4 GPUs), so a GB200 TP8 group's all-gathers ran over
+    the network (Llama-3-70B, 8K, TP8 PP4 DP8: 238.02 ms of tensor-parallel traffic a
+    micro-batch where a B200 node's is 32.07)."""
     if n <= 1:
         return 0.0
-    network = bool(hw.gpus_per_node and span > hw.gpus_per_node)
+    domain = hw.scale_up_gpus
+    network = bool(domain and span > domain)
     return float(comm_seconds(kind, nbytes, n, hw, network=network))
 
 
@@ -687,7 +695,7 @@ def _ep_seconds(
     activation element (4 under fp32 training) where the dispatch is not FP8, and in the
     combine."""
     k, d = m.num_experts_per_tok, m.hidden_size
-    node = hw.gpus_per_node or lay.ep
+    node = hw.scale_up_gpus or lay.ep  # an NVL72 rack's 72 GPUs are one fabric
     span, per_node = ep_group(lay, node)
     copies = k if span <= node else remote_nodes_per_token(lay.ep, per_node, k)
     wide = elem / 2  # dispatch_bytes and combine_bytes count bf16
