@@ -339,6 +339,23 @@ def test_tp_beyond_the_kv_heads_is_priced_with_them_replicated():
     assert c.params_per_gpu > half.params_per_gpu / 2
 
 
+def test_a_gb200_job_is_whole_trays_not_whole_racks(run):
+    """A GB200 NVL72 rack is one 72-GPU NVLink domain of 4-GPU trays: 256 GPUs (three racks
+    and part of a fourth, each tensor-parallel group within one) are searched as `train`
+    prices them, where whole racks had been asked for ("use 216 or 288", every power of two
+    above 72 refused); a count that is not whole trays is refused naming the tray."""
+    s = training_search("llama-3.1-8b", "GB200", 256, 256, 4096, tp=8, pp=1, cp=1, zero=1,
+                        recompute="full", micro_batch=1, top=1)  # fmt: skip
+    c = s.best
+    assert c.layout.gpus == 256 and c.layout.tp == 8 and c.layout.dp == 32
+    same = training_cost("llama-3.1-8b", 4096, 1, recompute="full", zero=1, hardware="GB200",
+                         **_kwargs(c.layout.__dict__))  # fmt: skip
+    assert same.time.step_s == c.time.step_s
+    _, err = run("train-search", "llama-3.1-8b", "--hw", "GB200", "--gpus", "6",
+                 "--global-batch", "64", code=2)  # fmt: skip
+    assert "6 GPUs are not whole 4-GPU nodes of GB200: use 4 or 8" in err
+
+
 def test_the_zero_bubble_schedule_is_held_fixed_as_train_takes_it(run):
     """train's --schedule zb-h1 (whole stages only) is a fixed setting of the search too: the
     layouts priced as train prices them, interleaving alone refused with its cause."""

@@ -529,14 +529,20 @@ def _policies(m: ModelConfig, impl: str, recompute: Any) -> tuple[str, ...]:
 
 
 def _check_nodes(hw: HardwareSpec, node: int, counts: tuple[int, ...]) -> None:
-    """A GPU count above one scale-up domain that is not whole domains is refused."""
+    """A GPU count above one node that is not whole nodes is refused. The node is the
+    machine's (``gpus_per_node``: a GB200 NVL72 rack's 4-GPU tray), not the scale-up domain
+    ``node`` that bounds ``tp``: a job of 256 GB200s fills three racks and part of a fourth
+    (each tensor-parallel group within one), where whole 72-GPU racks had been asked for and
+    every power of two above 72 refused ("use 216 or 288")."""
+    unit = hw.gpus_per_node or node
     for g in counts:
-        if hw.scale_up_gpus and g > node and g % node:
-            lo = g // node * node
+        if hw.scale_up_gpus and g > unit and g % unit:
+            lo = g // unit * unit
+            why = " (tensor parallelism stays within one)" if unit == node else ""
             raise InvalidArgumentError(
                 "gpus",
-                f"{g:,} GPUs are not whole {node}-GPU nodes of {hw.name} (tensor parallelism "
-                f"stays within one): use {lo:,} or {lo + node:,}",
+                f"{g:,} GPUs are not whole {unit}-GPU nodes of {hw.name}{why}: use {lo:,} or "
+                f"{lo + unit:,}",
             )
 
 
