@@ -61,10 +61,12 @@ def test_prompts_pack_on_hopper_only():
     for engine in ("sglang", "vllm"):
         assert np.all(engine_attention_kernel(batch, engine, H100).shape["head_pack"] == 0)
         # Blackwell's prompt kernels (FlashInfer / TensorRT-LLM-gen): a tile a query head, no
-        # packing (SGLang's B200 batch gains only its head-dim-192 wait column, 001406c)
+        # packing (SGLang's B200 batch gains only its head-dim-192 wait column, 001406c, and
+        # both engines' bf16 prompts two query tiles a CTA, attention_time.PAIRED_TILE_PREFILL)
         on_b200 = engine_attention_kernel(batch, engine, B200)
         assert "head_pack" not in on_b200.shape
-        assert {k: v for k, v in on_b200.shape.items() if k != "hd192_side_call"} == batch.shape
+        added = ("hd192_side_call", "paired_tiles")
+        assert {k: v for k, v in on_b200.shape.items() if k not in added} == batch.shape
     assert engine_attention_kernel(batch, "trtllm", H100) is batch
 
 

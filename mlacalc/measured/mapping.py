@@ -901,6 +901,25 @@ def _head_pack(t: MeasuredTable, *, context: bool) -> np.ndarray:
     return np.zeros(n)
 
 
+#: The prompt kernels whose CTA carries two 128-query tiles of a head (``paired_tiles``,
+#: :func:`~mlacalc.timemodel.attention_time.paired_tile_waves`): the TensorRT-LLM-gen prompt
+#: kernel FlashInfer calls, SGLang's (``trtllm_mha``) and vLLM's on B200
+_PAIRED_PREFILL = ("trtllm_mha", "vllm_flashinfer_trtllmprefill")
+
+
+def _paired_tiles(t: MeasuredTable, fmha_dt: np.ndarray, *, context: bool) -> np.ndarray:
+    """Query tiles of a head one CTA of a prompt row's kernel carries (:data:`_PAIRED_PREFILL`:
+    2; elsewhere 1; SGLang's fp8 prompt, whose query is converted to fp8 first, 1:
+    :data:`~mlacalc.timemodel.attention_time.PAIRED_TILE_PREFILL`)."""
+    source = t.columns.get("kernel_source")
+    if not context or source is None:
+        return np.ones(len(t))
+    paired = np.isin(source.astype(str), _PAIRED_PREFILL)
+    if t.engine == "sglang":
+        paired = paired & ~np.char.startswith(fmha_dt.astype(str), "fp8")
+    return np.where(paired, 2.0, 1.0)
+
+
 def _fp8_cache_write(t: MeasuredTable, kvd: np.ndarray, context: bool) -> np.ndarray:
     """1 where a prompt row's engine quantizes its new K/V rows into an fp8 cache by a kernel
     bound by the SMs' clocks (:data:`~mlacalc.timemodel.attention_time.FP8_CACHE_WRITE_CLOCKS`):
@@ -1185,6 +1204,7 @@ def _attention_rows(
         page_size=_PAGE,
         kv_bytes=kvb,
         head_pack=head_pack,
+        paired_tiles=_paired_tiles(t, fmha_dt, context=context),
         q_convert=_query_convert(t, fmha_dt, context),
         combine_kernel=_combine_kernel(t, context),
         unit_latency=_unit_latency(t),

@@ -106,6 +106,7 @@ __all__ = [
     "engine_attention_kernel",
     "fa3_prompt_splits",
     "hd192_side_call_s",
+    "paired_tile_waves",
     "prefill_terms",
     "query_convert_s",
 ]
@@ -485,6 +486,13 @@ def engine_attention_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures)
     if batch.kind == "attention_decode" and (engine, fig.kernel_generation) in UNIT_LATENCY_DECODE:
         # SGLang's TensorRT-LLM-gen decode takes a unit's own work at least once
         cols["unit_latency"] = np.ones(len(batch))
+    if (
+        batch.kind == "attention_prefill"
+        and (engine, fig.kernel_generation) in PAIRED_TILE_PREFILL
+        and not (engine == "sglang" and batch.dtype.startswith("fp8"))
+    ):
+        # FlashInfer's TensorRT-LLM-gen prompt kernel: two query tiles a CTA
+        cols["paired_tiles"] = np.full(len(batch), 2.0)
     if (engine, fig.kernel_generation) in HD192_SIDE_CALL_ENGINES:
         # SGLang's FlashAttention-3 calls at head dim 192 take a fixed wait more
         cols["hd192_side_call"] = (col(batch, "head_dim_qk", 128) == 192.0).astype(np.float64)
@@ -714,6 +722,10 @@ def prefill_terms(
     pre_bytes = col(batch, "preprocess_bytes", 0)
     # a unit's wait is shared by the tiles resident on an SM together (``_resident_waves``)
     resident = _resident_waves(units, fig, d_qk, d_v, elem_bytes(batch.dtype))
+    # Blackwell's prompt CTA carries two query tiles of a head (:func:`paired_tile_waves`)
+    resident = resident * np.where(
+        banded, 1.0, paired_tile_waves(batch, fig, units, q, per_unit, tile_q)
+    )
     out = attention_time(
         batch,
         fig,
@@ -743,6 +755,36 @@ def prefill_terms(
         batch, fig, prm, pre_bytes, d_qk, d_v, b, kv
     )
     return out
+
+
+#: (engine, tensor-core generation) whose prompt kernel's CTA carries two 128-query tiles of a
+#: head (``paired_tiles`` 2, :func:`paired_tile_waves`): the TensorRT-LLM-gen prompt kernel
+#: FlashInfer calls for SGLang (``trtllm_mha``) and vLLM on data-centre Blackwell. TensorRT-LLM's
+#: own B200 prompt rows do not show it (a tile a CTA)
+PAIRED_TILE_PREFILL = frozenset({("sglang", "tcgen05"), ("vllm", "tcgen05")})
+
+
+def paired_tile_waves(
+    batch: KernelBatch,
+    fig: DeviceFigures,
+    units: np.ndarray,
+    q: np.ndarray,
+    per_unit: np.ndarray,
+    tile_q: np.ndarray,
+) -> np.ndarray:
+    """Waves of a prompt's CTAs over the waves of its query tiles, where a CTA carries
+    ``paired_tiles`` consecutive query tiles of one head (:data:`PAIRED_TILE_PREFILL`;
+    data-centre Blackwell's ``attention_prefill`` of no variant): the fixed work a unit pays
+    (``unit_latency_s``: its Q tiles and first K/V blocks loaded, its output stored) is a CTA's,
+    once for both tiles. A prompt of one tile a head pays it as before; 256 tokens pay what 128
+    do. 1 elsewhere (a tile a CTA)."""
+    paired = col(batch, "paired_tiles", 1)
+    if not fig.tcgen05 or batch.kind != "attention_prefill" or batch.variant:
+        return np.ones(len(batch))
+    tiles = np.ceil(q * per_unit / tile_q)
+    ctas = units / np.maximum(tiles, 1.0) * np.ceil(tiles / np.maximum(paired, 1.0))
+    sms = float(fig.sm_count)
+    return np.ceil(ctas / sms) / np.maximum(np.ceil(units / sms), 1.0)
 
 
 #: Seconds one 128-key block of a prompt tile takes on Blackwell's TensorRT-LLM-gen attention
