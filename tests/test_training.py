@@ -510,6 +510,20 @@ def test_a_training_step_says_which_profile_timed_it_and_how():
     assert gb.to_dict()["calibration"] == gb.calibration
 
 
+def test_gpu_hours_per_trillion_tokens_is_the_rate_a_published_run_quotes(run):
+    """train gives GPU-hours a trillion tokens (the figure DeepSeek's reports quote: 180K H800
+    GPU-hours for V3, 1,543 tokens/s/GPU) beside tokens/s/GPU, in the note and the JSON."""
+    c = training_cost("llama-3-8b", 4096, hardware="H100", dp=8, global_batch=64)
+    assert c.gpu_hours_per_trillion_tokens == pytest.approx(1e12 / c.tokens_per_s_per_gpu / 3600)
+    assert c.to_dict()["gpu_hours_per_trillion_tokens"] == c.gpu_hours_per_trillion_tokens
+    assert training_cost("llama-3-8b", 4096).gpu_hours_per_trillion_tokens is None
+    out, _ = run("train", "llama-3-8b", "--hw", "H100", "--dp", "8", "--global-batch", "64")
+    rate = c.tokens_per_s_per_gpu
+    words = " ".join(out.split())
+    hours = c.gpu_hours_per_trillion_tokens / 1e3
+    assert f"{rate:,.0f} tokens/s per GPU ({hours:,.1f}K GPU-hours a trillion tokens)" in words
+
+
 def test_a_gb200_rack_is_one_nvlink_fabric_for_the_training_step():
     """A GB200 NVL72 rack joins its 72 GPUs over NVLink (``scale_up_domain_gpus``), though a
     tray holds 4: a TP8 group and a 64-rank expert-parallel group talk over NVLink 5, as on

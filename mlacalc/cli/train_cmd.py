@@ -238,7 +238,9 @@ def _step_section(c, overlap: bool) -> Section:
             else ""
         )
         + (f"{_flags(c.step_layers_note)}; " if c.step_layers_note else "")
-        + f"{c.tokens_per_s_per_gpu:,.0f} tokens/s per GPU; a prediction of the kernel "
+        + f"{c.tokens_per_s_per_gpu:,.0f} tokens/s per GPU "
+        f"({c.gpu_hours_per_trillion_tokens / 1e3:,.1f}K GPU-hours a trillion tokens); "
+        "a prediction of the kernel "
         "time model and the link model (profile "
         f"{t.profile}: {t.calibration})"
         + (

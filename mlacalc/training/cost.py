@@ -378,6 +378,13 @@ class TrainingCost:
             return None
         return self.layout.global_batch * self.seq_len / self.time.step_s / self.layout.gpus
 
+    @property
+    def gpu_hours_per_trillion_tokens(self) -> float | None:
+        """GPU-hours to train on 10^12 tokens at this step's rate (the figure DeepSeek's
+        reports give: 180K H800 GPU-hours for V3): ``10^12 / (tokens/s/GPU x 3,600)``."""
+        rate = self.tokens_per_s_per_gpu
+        return None if rate is None else 1e12 / (rate * 3600)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "model": self.model,
@@ -425,6 +432,7 @@ class TrainingCost:
             "mfu": self.mfu,
             "hfu": self.hfu,
             "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
+            "gpu_hours_per_trillion_tokens": self.gpu_hours_per_trillion_tokens,
         }
 
 
