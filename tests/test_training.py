@@ -16,7 +16,7 @@ from mlacalc.training.cost import absorption_table, training_cost
 from mlacalc.training.flops import training_flops
 from mlacalc.training.memory import optimizer_bytes_per_param, state_bytes
 from mlacalc.training.step import mtp_kernels
-from mlacalc.words.errors import MlacalcError
+from mlacalc.words.errors import InvalidArgumentError, MlacalcError
 from mlacalc.words.units import human_bytes
 
 # ---------------------------------------------------------------------------------------------
@@ -508,6 +508,13 @@ def test_a_training_step_says_which_profile_timed_it_and_how():
     assert gb.profile == "fit-b200-sxm" and "GB200 by datasheet ratios from B200" in gb.calibration
     assert h100.profile == "default" and h100.calibration.startswith("calibrated on")
     assert gb.to_dict()["calibration"] == gb.calibration
+
+
+def test_a_negative_comm_sms_says_zero_is_allowed():
+    """comm_sms defaults to 0: a negative count's error says 0 or a positive integer (it had
+    read "must be a positive integer", refusing the default it names)."""
+    with pytest.raises(InvalidArgumentError, match="comm_sms: must be 0 or a positive integer"):
+        training_cost("llama-3-8b", 4096, hardware="H100", comm_sms=-1)
 
 
 def test_gpu_hours_per_trillion_tokens_is_the_rate_a_published_run_quotes(run):

@@ -197,7 +197,14 @@ def test_cli_train_search_nothing_fits_warns_in_one_line(run):
 @pytest.mark.parametrize(
     ("argv", "fragment"),
     [
-        (["--gpus", "0"], "--gpus"),
+        (
+            ["--gpus", "0"],
+            "--gpus: '0' is outside 1..1,048,576 GPUs; write a whole number of "
+            "GPUs, e.g. 64, or a list, e.g. 64,128",
+        ),
+        # a micro-batch is sequences, not ranks (it had read "outside 1..1,048,576 ranks")
+        (["--micro-batch", "0"], "'0' is outside 1..1,048,576 sequences"),
+        (["--virtual-stages", "x"], "'x' is not a count of stages"),
         (["--gpus", "-8"], "--gpus"),
         (["--gpus", "12"], "--gpus"),  # not whole 8-GPU nodes
         (["--gpus", "64", "--pp", "1", "--cp", "1", "--global-batch", "7"], "--global-batch"),

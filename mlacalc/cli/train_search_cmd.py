@@ -30,8 +30,8 @@ _COLUMNS = ("#", "layout", "ZeRO", "recompute", "micro-batch", "step", "tokens/s
             "memory/GPU", "bound")  # fmt: skip
 
 
-def _counts(text: str | None, option: str, example: str) -> list[int] | None:
-    return None if text is None else count_list(text, option, "ranks", _MAX, example)
+def _counts(text: str | None, option: str, example: str, what: str = "ranks") -> list[int] | None:
+    return None if text is None else count_list(text, option, what, _MAX, example)
 
 
 def _layout(c) -> str:
@@ -172,14 +172,14 @@ def command(model, hardware, gpus, global_batch, seq_len, top, tp, pp, cp, ep, m
         "pp": _counts(pp, "--pp", "1,2,4"),
         "cp": _counts(cp, "--cp", "1,2"),
         "ep": _counts(ep, "--ep", "8,16"),
-        "micro_batch": _counts(micro_batch, "--micro-batch", "1,2"),
-        "virtual_stages": _counts(virtual_stages, "--virtual-stages", "1,2,4"),
+        "micro_batch": _counts(micro_batch, "--micro-batch", "1,2", "sequences"),
+        "virtual_stages": _counts(virtual_stages, "--virtual-stages", "1,2,4", "stages"),
         "zero": _choices(zero, "--zero", ("0", "1", "2", "3"), int),
         "recompute": _choices(recompute, "--recompute", tuple(RECOMPUTE_POLICIES), str),
     }
     fixed = {k: v for k, v in fixed.items() if v is not None}
     s = training_search(
-        m, hardware, count_list(gpus, "--gpus", "GPUs", _MAX, "64"), global_batch, seq_len,
+        m, hardware, count_list(gpus, "--gpus", "GPUs", _MAX, "64,128"), global_batch, seq_len,
         top=top, **limits, **fixed,
     )  # fmt: skip
     shown = {k: v for k, v in fixed.items() if not _default(k, v)}

@@ -1422,8 +1422,14 @@ def _adapter_activations(
 
 
 def _comm_sms(value: Any) -> int:
+    """SMs kept for communication: 0 or a count (-1 had read "must be a positive integer",
+    though 0 is the default)."""
     if value == 0 and not isinstance(value, bool):
         return 0
+    if args.whole(value) is not None and value < 0:
+        raise InvalidArgumentError(
+            "comm_sms", f"must be 0 or a positive integer (SMs kept for communication), got {value}"
+        )
     return args.count("comm_sms", value, 1 << 16)
 
 
