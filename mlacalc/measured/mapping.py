@@ -146,6 +146,8 @@ from mlacalc.timemodel.fit import Observations
 from mlacalc.timemodel.gemm_time import (
     CUTLASS_SM100_ENGINES,
     CUTLASS_SM100_FIELD,
+    GROUP_QUANT_CTA_ENGINES,
+    GROUP_QUANT_CTA_FIELD,
     MLA_QUANT_CTAS,
     PER_TENSOR_BMM,
     QUANT_ROW_CTA_ENGINES,
@@ -473,6 +475,7 @@ def _gemm_kernels(
     scale_unaligned=0.0,
     host_wrapper=0.0,
     shared_input=0.0,
+    group_quant_ctas=0.0,
 ) -> None:
     """One (batched) GEMM. An fp8 GEMM carries the quantization of its bf16 input
     (``quantize_input = 1``): per-tensor (``quant_group = 0``, two passes: amax, then scaling;
@@ -528,6 +531,8 @@ def _gemm_kernels(
             "scale_convert": scale_convert * np.ones_like(m),
             "scale_unaligned": scale_unaligned * np.ones_like(m),
             "host_wrapper": host_wrapper * np.ones_like(m),
+            # a quantize of a CTA per packed 1x128 groups (gemm_time.GROUP_QUANT_CTA_ENGINES)
+            GROUP_QUANT_CTA_FIELD: group_quant_ctas * np.ones_like(m),
         }
     elif dtype == "nvfp4":
         # both operands' fp8 scales (one per 16 elements along K); the bf16 input is quantized
@@ -628,6 +633,7 @@ def _gemm_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
                 host_wrapper=wrapper[sel],
                 # the collector's copies share one x (gemm_time.SHARED_INPUT_ENGINES)
                 shared_input=float(t.engine in SHARED_INPUT_ENGINES),
+                group_quant_ctas=float(t.engine in GROUP_QUANT_CTA_ENGINES),
             )
     # TensorRT plugin GEMMs (A100): one inference timed by the engine's profiler after other
     # GEMMs, so no warm weights; weight-only int8/int4 with per-channel scales (fp16

@@ -44,6 +44,10 @@ __all__ = [
     "CUTLASS_SM100_FIELD",
     "CUTLASS_SM100_FP8_TILES",
     "GEMM_TILES",
+    "GROUP_QUANT_CTA_CYCLES",
+    "GROUP_QUANT_CTA_ENGINES",
+    "GROUP_QUANT_CTA_FIELD",
+    "GROUP_QUANT_MOST_GROUPS",
     "MLA_QUANT_CTAS",
     "MLA_QUANT_CTA_CYCLES",
     "NO_SPLIT_K",
@@ -70,6 +74,7 @@ __all__ = [
     "engine_gemm_kernel",
     "fed_rate",
     "gemm_terms",
+    "group_quant_ctas",
     "per_tensor_bmm",
     "step_block_fp8",
 ]
@@ -535,6 +540,45 @@ QUANT_ROW_STRIDE = 2048.0
 #: are within 1 us.
 QUANT_ROW_CTA_ENGINES = frozenset({"sglang"})
 QUANT_ROW_CTA_FIELD = "quant_row_ctas"
+
+#: Engines whose block-scaled fp8 GEMM rows quantize their input with a CTA per
+#: ``groups_per_block`` 1x128 groups (shape field :data:`GROUP_QUANT_CTA_FIELD`, set by the
+#: mapping for SGLang's ``gemm_perf`` rows): sgl-kernel's ``per_token_group_quant_8bit``, which
+#: packs :data:`GROUP_QUANT_MOST_GROUPS` groups into a CTA where the call's group count (m x
+#: ceil(k / 128)) allows and otherwise the largest power of two below it that divides the count
+#: (from recall of its launcher, not read from a source here). Each CTA costs
+#: :data:`GROUP_QUANT_CTA_CYCLES` SM cycles over all the SMs beside the bytes the pass moves
+#: (:func:`group_quant_ctas`). Every aligned row count of the tables is a multiple of 16 (16 a
+#: CTA); at an odd m the packing is the power of two that divides ceil(k / 128): 1 at k = 128,
+#: 2 at 256 and 768, 4 at 512, 1,536, 2,560 and 3,584, 8 at 1,024, 3,072, 5,120 and 7,168, 16 at
+#: 2,048, 4,096, 6,144 and 8,192 up. The rows show it: SGLang's H100 rows at n <= 512 and m =
+#: 4,097 take t(m) - t(m - 1) = 22.0 us at k = 3,584, 15.8 at 2,560, 11.6 at 768, 9.3 at 1,536,
+#: 5.2 at 128 and 0.0-0.4 us at 2,048, 4,096 and 8,192, growing with m (k = 3,584: 2.1 us at
+#: 257, 5.5 at 1,025, 11.3 at 2,049), where the GEMM itself is the same (docs/time-model.md).
+GROUP_QUANT_CTA_ENGINES = frozenset({"sglang"})
+GROUP_QUANT_CTA_FIELD = "group_quant_ctas"
+GROUP_QUANT_MOST_GROUPS = 16
+
+#: SM cycles one CTA of the 1x128 group quantize costs (:data:`GROUP_QUANT_CTA_ENGINES`), read
+#: from SGLang's rows at n <= 512 and odd m above 16 over the row one fewer, not fitted: the
+#: extra time over the extra CTAs, median 247 cycles on H100 and 259 on B200 (384 pairs each
+#: with over 2,000 more CTAs; a least-squares line through the origin 229 and 279), at every k
+#: 150-274 on H100 and 147-271 on B200. Of the order of the MLA BMM quantize's CTA
+#: (:data:`MLA_QUANT_CTA_CYCLES`).
+GROUP_QUANT_CTA_CYCLES = 250.0
+
+
+def group_quant_ctas(m: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """CTAs of the 1x128 group quantize of an ``m`` x ``k`` input
+    (:data:`GROUP_QUANT_CTA_ENGINES`): one per ``g`` groups, ``g`` the largest power of two up to
+    :data:`GROUP_QUANT_MOST_GROUPS` that divides the group count m x ceil(k / 128)."""
+    groups = np.round(m) * np.ceil(k / SCALE_BLOCK_K)
+    per_cta = np.ones_like(groups)
+    g = 2.0
+    while g <= GROUP_QUANT_MOST_GROUPS:
+        per_cta = np.where(np.mod(groups, g) == 0, g, per_cta)
+        g *= 2.0
+    return groups / per_cta
 
 
 def per_tensor_bmm(batch: KernelBatch, engine: str) -> KernelBatch:
@@ -1010,6 +1054,13 @@ def _input_quantization(c: _Call) -> np.ndarray:
     row_ctas = (col(batch, QUANT_ROW_CTA_FIELD, 0) > 0) | (batch.dtype == "nvfp4")
     rows_s = c.groups * c.m * prm.get("quant_row_cycles", 0.0) / (fig.clock_hz * fig.sm_count)
     passes_s = qbytes * per_byte + np.where(row_ctas, rows_s, 0.0)
+    # SGLang's 1x128 group quantize: a CTA per packed groups, GROUP_QUANT_CTA_CYCLES each
+    grouped = col(batch, GROUP_QUANT_CTA_FIELD, 0) > 0
+    if grouped.any():
+        full = c.m * np.ceil(c.k / SCALE_BLOCK_K) / GROUP_QUANT_MOST_GROUPS
+        packed = c.groups * (group_quant_ctas(c.m, c.k) - full)
+        cta_s = packed * GROUP_QUANT_CTA_CYCLES / (fig.clock_hz * fig.sm_count)
+        passes_s = passes_s + np.where(grouped, cta_s, 0.0)
     return np.where(
         quantized,
         prm["quant_fixed_s"] * launches + passes_s + np.maximum(atomics - amax_read, 0.0) + ctas,
