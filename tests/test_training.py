@@ -510,6 +510,22 @@ def test_a_training_step_says_which_profile_timed_it_and_how():
     assert gb.to_dict()["calibration"] == gb.calibration
 
 
+def test_tensor_parallelism_past_the_scale_up_fabric_is_said(run):
+    """A TP group wider than the node (H100's 8 GPUs) is timed over the network: train says
+    so with its traffic and the fix (it had been priced so without a word); within an NVL72
+    rack (GB200 TP16) or a node nothing is said."""
+    lay = {"tp": 16, "pp": 2, "dp": 2, "global_batch": 8}
+    h100 = training_cost("llama-3-70b", 4096, hardware="H100", **lay)
+    (said,) = [w for w in h100.warnings if w.startswith("tp 16")]
+    assert "H100-SXM's 8-GPU scale-up fabric" in said and "over the network" in said
+    assert "keep tp within 8" in said
+    assert not training_cost("llama-3-70b", 4096, hardware="GB200", **lay).warnings
+    assert not training_cost("llama-3-70b", 4096, hardware="H100", tp=8, pp=4, dp=2).warnings
+    assert not training_cost("llama-3-70b", 4096, tp=16).warnings  # no device, no timing
+    _, err = run("train", "llama-3-70b", "--hw", "H100", "--tp", "16", "--pp", "2")
+    assert "warning: tp 16: a tensor-parallel group of 16 GPUs" in err
+
+
 def test_a_negative_comm_sms_says_zero_is_allowed():
     """comm_sms defaults to 0: a negative count's error says 0 or a positive integer (it had
     read "must be a positive integer", refusing the default it names)."""

@@ -1032,14 +1032,13 @@ def training_cost(
         global_batch_defaulted=global_batch is None,
         step_layers_note=_stage_note(m, lay, time, n_mtp),
         mtp_layers=n_mtp,
-        swiglu=swiglu,
-        lora_rank=rank,
-        lora_targets=targets if lora else None,
+        swiglu=swiglu, lora_rank=rank, lora_targets=targets if lora else None,
         trainable_params=lora_params(m, *lora) if lora else None,
         trainable_params_per_gpu=busiest.lora if lora else None,
         base_dtype=base,
         nf4_params_per_gpu=busiest.nf4,
-        warnings=_said(m, lay, swiglu, zero if zero_given else None, rank, lora_targets),
+        warnings=_said(m, lay, swiglu, zero if zero_given else None, rank, lora_targets)
+        + _tp_crossing(hardware, lay, time),
     )  # fmt: skip
     return _with_lever_figures(cost, _alternatives(cost, given, m))
 
@@ -1157,6 +1156,24 @@ def _said(
             "targets change nothing; give lora_rank for adapters"
         )
     return tuple(out)
+
+
+def _tp_crossing(hardware: Any, lay: Any, time: Any) -> tuple[str, ...]:
+    """A tensor-parallel group wider than the device's scale-up fabric (a node, an NVL72
+    rack) is timed over the network, said in one sentence with its traffic and the fix (a
+    layout given so had been priced so without a word; the search never builds one)."""
+    if hardware is None or time is None:
+        return ()
+    hw = hardware if isinstance(hardware, HardwareSpec) else load_hardware(hardware)
+    domain = hw.scale_up_gpus
+    if not domain or lay.tp <= domain:
+        return ()
+    return (
+        f"tp {lay.tp}: a tensor-parallel group of {lay.tp} GPUs spans more than "
+        f"{hw.name}'s {domain}-GPU scale-up fabric, so its all-gathers and reduce-scatters "
+        f"are timed over the network ({human_seconds(time.tp_comm_s)} a micro-batch); keep "
+        f"tp within {domain} and split the rest over pipeline or context-parallel ranks",
+    )
 
 
 def _checked(zero: Any, memory_reserve: Any, optimizer: Any, precision: Any) -> float:
