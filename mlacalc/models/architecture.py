@@ -62,6 +62,7 @@ from typing import TYPE_CHECKING, Any
 
 from mlacalc.models.patterns import BLOCK_LAYERS, SPARSE_BLOCK_FIELDS, LayerKind, LayerPattern
 from mlacalc.models.registry import IgnoredField, families, family_of
+from mlacalc.models.schema import query_width_warning
 
 if TYPE_CHECKING:
     from mlacalc.models.schema import ModelConfig
@@ -188,6 +189,9 @@ def count_warnings(model: ModelConfig) -> list[str]:
     if no_moe:
         out.append(no_moe)
     out += model.width_warnings()
+    query = query_width_warning(model)  # head_dim floored, or kept by a change of the heads
+    if query:
+        out.append(query)
     interval = model.full_attention_interval
     pattern = layer_pattern(model)
     if interval is not None and interval > n and pattern.is_uniform:

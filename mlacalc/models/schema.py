@@ -952,6 +952,13 @@ class ModelConfig:
             # MLA files repeat the query heads here (as Hugging Face does): kept in step
             changes["num_key_value_heads"] = changes["num_attention_heads"]
         changed = [k for k in changes if k not in _IDENTITY]
+        # a field now given is no longer derived: its note would say a rule it no longer
+        # follows (head_dim = 128 from hidden_size / heads, beside --set head_dim=128)
+        kept = tuple(
+            n for n in self.derived if not any(str(n).startswith(f"{k} = ") for k in changed)
+        )
+        if len(kept) < len(self.derived):
+            changes["derived"] = kept
         if changed:
             what = ", ".join(f"{k}={_show(changes[k])}" for k in changed)
             if "name" not in changes:
@@ -2077,26 +2084,40 @@ def _floored(name: str, valid: dict[str, Any]) -> str:
     return f", floored: {h:,} / {n} = {h / n:.2f}"
 
 
-def _query_width_warning(model: ModelConfig) -> str | None:
-    """The sentence for a ``head_dim`` derived by flooring (hidden_size not a multiple of
-    the heads): the query width heads x head_dim differs from hidden_size, which transformers
-    builds as it is, so said, not refused; None otherwise (a stated head_dim is as meant)."""
-    if not any(str(n).startswith("head_dim = ") and "floored" in str(n) for n in model.derived):
+def query_width_warning(model: ModelConfig) -> str | None:
+    """The sentence for a ``head_dim`` the file left out whose rule (hidden_size / heads)
+    the model does not follow: floored (hidden_size not a multiple of the heads: the query
+    width heads x head_dim differs from hidden_size, built by some transformers classes and
+    refused by others, LlamaConfig 5.23's among them), or kept by a change of the heads
+    (``--set num_attention_heads=48``: head_dim stays the file's 128, where the file edited
+    so gives 8,192 / 48 floored, 170). None otherwise (a stated head_dim is as meant).
+    trial10: the file route said only a derived line, the two routes disagreed silently."""
+    note = next((str(n) for n in model.derived if str(n).startswith("head_dim = ")), "")
+    h, n, d_h = model.hidden_size, model.num_attention_heads, model.head_dim
+    if "hidden_size / num_attention_heads" not in note or model.is_mla or not d_h:
         return None
-    q = model.num_attention_heads * model.head_dim
+    if "floored" in note:
+        q = n * d_h
+        return (
+            f"{model.label}: head_dim {d_h} is hidden_size {h:,} / {n} heads floored, so the "
+            f"query width {n} x {d_h} = {q:,} differs from hidden_size {h:,} (counted as "
+            "built; transformers' LlamaConfig refuses it); state head_dim, or heads that "
+            "divide hidden_size, if that is not meant"
+        )
+    if h // n == d_h:
+        return None
+    derived = f"{h:,} / {n} = {h // n}" + (f" floored ({h / n:.2f})" if h % n else "")
     return (
-        f"{model.label}: head_dim {model.head_dim} is hidden_size {model.hidden_size:,} / "
-        f"{model.num_attention_heads} heads floored, so the query width "
-        f"{model.num_attention_heads} x {model.head_dim} = {q:,} differs from hidden_size "
-        f"{model.hidden_size:,} (counted as built); state head_dim, or heads that divide "
-        "hidden_size, if that is not meant"
+        f"{model.label}: head_dim stays {d_h}, derived from the file's heads (it states no "
+        f"head_dim); the file edited to {n} heads would derive hidden_size / heads, {derived}; "
+        f"give head_dim (--set head_dim={d_h} to keep it, or the width meant) to say which"
     )
 
 
 def _warned(model: ModelConfig, stacklevel: int) -> ModelConfig:
     """``model``, after warning what it declares but no layer holds (a library user sees what
     the command line says)."""
-    said = [model.no_moe_layer_warning(), *model.width_warnings(), _query_width_warning(model)]
+    said = [model.no_moe_layer_warning(), *model.width_warnings(), query_width_warning(model)]
     for sentence in [*said, unread_quantization_warning(model)]:
         if sentence:
             warnings.warn(sentence, MlacalcWarning, stacklevel=stacklevel)
