@@ -78,6 +78,12 @@ WHATIF_MLA = [
     ("w_rope", "qk_rope_head_dim", "RoPE width d_rope", 2, 512, 2),
     ("w_dcq", "q_lora_rank", "query latent d_cq (0 = plain W_Q)", 0, 16384, 1),
 ]
+#: What a what-if widget's bounds mean, where a bound is the model's rule (trial10: a URL's
+#: d_rope=0 clamped to 2 with no word why)
+WHATIF_HELP = {
+    "w_rope": "MLA needs a decoupled RoPE key: an even width of at least 2 (mlacalc models "
+    "no MLA without RoPE); a smaller value, from a URL too, is clamped to 2",
+}
 WHATIF_MHA = [
     ("w_layers", "num_hidden_layers", "layers (L)", 1, 512, 1),
     ("w_heads", "num_attention_heads", "heads (n_h)", 1, 1024, 1),
@@ -220,7 +226,9 @@ with st.sidebar:
         if whatif:
             for key, field, label, lo, hi, step in _whatif_fields(model):
                 if key in ("w_dc", "w_rope"):
-                    changes[field] = st.slider(label, lo, hi, step=step, key=key)
+                    changes[field] = st.slider(
+                        label, lo, hi, step=step, key=key, help=WHATIF_HELP.get(key)
+                    )
                 else:
                     changes[field] = st.number_input(label, lo, hi, step=step, key=key)
             if model.is_mla:

@@ -104,6 +104,8 @@ class Spec:
                     f"write a whole number such as {name}: 128",
                 )
             value = whole(value)
+            if name == "qk_rope_head_dim" and value <= 0:
+                return NO_ROPE
             if kind in (POS, OPTPOS) and value <= 0:
                 fix = "use null for none" if kind == OPTPOS else "dimensions must be at least 1"
                 return (name, f"must be a {kind}, got {value}", fix)
@@ -1331,12 +1333,24 @@ def _sliding_heads_problems(v: Mapping[str, Any], have: set[str]) -> list[Proble
     return []
 
 
+#: MLA without a RoPE width (0 or null beside kv_lora_rank), in one message whichever was
+#: written: 0 said "use null for none" and null "is required" (trial10)
+NO_ROPE: Problem = (
+    "qk_rope_head_dim",
+    "is MLA's decoupled RoPE key width, which MLA needs: an even number, at least 2 (mlacalc "
+    "models no MLA without RoPE)",
+    "use 2 for the least (DeepSeek's is 64); null only beside a null kv_lora_rank (no MLA)",
+)
+
+
 def _mla_problems(v: Mapping[str, Any], have: set[str]) -> list[Problem]:
     """With kv_lora_rank set (MLA): every MLA width stated, an even RoPE width, no head_dim,
     KV heads repeating the query heads, no sliding window."""
     out: list[Problem] = []
     for name in _MLA[2:]:
-        if name in v and v[name] is None:
+        if name == "qk_rope_head_dim" and name in v and v[name] is None:
+            out.append(NO_ROPE)
+        elif name in v and v[name] is None:
             out.append(
                 (
                     name,
@@ -2200,7 +2214,9 @@ def _missing(unit: registry.Family | None, values: dict[str, Any], bad: set[str]
     required = list(REQUIRED)
     if unit is not None:
         required += [n for n in unit.required if n not in required]
-    if values.get("kv_lora_rank") is not None:
+    if "kv_lora_rank" in bad:
+        pass  # whether the model is MLA is not known: its widths' absence is no problem yet
+    elif values.get("kv_lora_rank") is not None:
         required += [n for n in _MLA if n not in required]
     elif (unit is None or not unit.mla) and "head_dim" not in required:
         required.append("head_dim")

@@ -33,7 +33,7 @@ from mlacalc.models.registry import (
     nearest_model_type,
     resolve_model_type,
 )
-from mlacalc.models.schema import SPECS, ModelConfig, build, raise_problems
+from mlacalc.models.schema import NO_ROPE, SPECS, ModelConfig, build, raise_problems
 from mlacalc.words.dtypes import canonical_dtype
 from mlacalc.words.errors import ConfigError, UnknownDtypeError
 
@@ -207,6 +207,8 @@ def _null_said(problem: Problem, nulled: dict[str, str], model_type: str) -> Pro
         return problem
     key = nulled[name]
     spelled = f" (as {key})" if key != name else ""
+    if name == "qk_rope_head_dim":  # MLA's RoPE width: one message for null and for 0
+        return (name, f"is null{spelled}; it {NO_ROPE[1]}", NO_ROPE[2])
     return (
         name,
         f"is null{spelled}, and model_type {model_type} has no default for it",
