@@ -610,7 +610,7 @@ def _prediction_section(
         ),
         columns,
         rows,
-        note=_times_note(p, flat) + _runs_as_note(p) + (_rank_note(m, p) if rank_note else ""),
+        note=_times_note(p, flat) + _runs_as_note(p, m) + (_rank_note(m, p) if rank_note else ""),
         text_columns=tuple(
             i for i, c in enumerate(columns) if c in ("layer kind", "stage", "bound", "limited by")
         ),
@@ -632,16 +632,35 @@ def _rank_note(m, p) -> str:
     return f"\n{note}." if note else ""
 
 
-def _runs_as_note(p) -> str:
+def _runs_as_note(p, m=None) -> str:
     """Kernels the engine runs as another kernel (a DSA core as the sparse MLA kernel the
-    module tables show it running): the work its time is of, where the row counts ``impl``."""
-    return "".join(
+    module tables show it running): the work its time is of, where the row counts ``impl``;
+    a walk over more top-k slots than there are keys (``index_topk`` at or above the keys)
+    said, with why its time exceeds the picked keys' (trial10: 65,536 slots at 32,768 keys,
+    twice 32,768's time at the same counted FLOPs and bytes)."""
+    out = "".join(
         f"\n{o.name}: {p.engine} runs it as {_RUNS_AS.get(o.runs_as, o.runs_as)} "
         f"({human_si(o.run_flops)} FLOPs, {human_bytes(o.run_bytes)}), the work its time is of; "
         f"the row counts impl {p.impl}."
         for o in p.ops
         if o.runs_as
     )
+    topk = getattr(m, "index_topk", None) or 0
+    walks = any(o.runs_as in WALK_RUNS_AS for o in p.ops)
+    if walks and topk > p.seq_len:
+        out += (
+            f" The walk covers every one of the {topk:,} index_topk slots a query, past the "
+            f"{p.seq_len:,} keys there are, as the tables' walking kernels take one time at any "
+            "keys up to their top-k (docs/time-model.md, DSA); a top-k at or above the keys "
+            "picks every key, so its time grows with index_topk while the counted FLOPs and "
+            "bytes do not."
+        )
+    return out
+
+
+#: the classes of the DSA kernels that walk every top-k slot of a query
+#: (:func:`mlacalc.timemodel.dsa_time.walked_core`)
+WALK_RUNS_AS = ("mla_decode sparse_walk", "mla_decode sparse")
 
 
 def _times_note(p, plain=None) -> str:
@@ -667,7 +686,9 @@ def _times_note(p, plain=None) -> str:
             f"Times: kernel time model, engine {p.engine}, profile {p.profile!r}: "
             f"{p.calibration}{_uncalibrated(p)}. Plain roofline "
             f"bound (max(FLOPs / peak, bytes / bandwidth) per kernel, datasheet figures, no "
-            f"cost per call) of these {len(p.ops)} kernels: {p.roofline_s * 1e6:,.1f} us."
+            f"cost per call) of these {len(p.ops)} kernels"
+            + (" as the engine runs them" if any(o.runs_as for o in p.ops) else "")
+            + f": {p.roofline_s * 1e6:,.1f} us."
         )
         if plain is not None:
             launch = sum(o.launch_s for o in plain.ops)

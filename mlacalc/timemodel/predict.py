@@ -98,6 +98,15 @@ __all__ = [
     "predict_time",
 ]
 
+#: What a prediction's JSON figures are of (trial10: a DSA core walked as its padded top-k
+#: slots gave roofline_s 2,125.8 us where flops / bytes alone give about 0.65 ms)
+FIGURES_WORDS = (
+    "flops and bytes: the work counted, each kernel as the layer defines it (a DSA core over "
+    "the keys it picks); run_flops and run_bytes: the work of the kernels the engine runs in "
+    "their place (a DSA core's sparse walk over every top-k slot), which seconds and "
+    "roofline_s are of; the two differ only where an op's runs_as is set"
+)
+
 #: ATen ops (views excluded) one forward of a reference layer dispatches, by layer and by
 #: whether the step has one new token (no mask) or several; counted with TorchDispatchMode
 #: (tests/test_timemodel_predict.py recounts them).
@@ -274,6 +283,18 @@ class Prediction:
         return sum(o.bytes for o in self.ops)
 
     @property
+    def run_flops(self) -> int:
+        """The matmul FLOPs of the kernels as the engine runs them (:attr:`OpTime.run_flops`
+        where a kernel runs as another, a DSA core as its sparse walk; its counted FLOPs
+        elsewhere): the work :attr:`seconds` and :attr:`roofline_s` are of."""
+        return sum(o.run_flops or o.flops for o in self.ops if o.kind == "matmul")
+
+    @property
+    def run_bytes(self) -> int:
+        """The bytes of the kernels as the engine runs them (see :attr:`run_flops`)."""
+        return sum(o.run_bytes or o.bytes for o in self.ops)
+
+    @property
     def compute_s(self) -> float:
         """The time of the kernels whose compute time exceeds their memory time (whatever
         else bounds them: :attr:`OpTime.bound`); with :attr:`memory_s` the whole time."""
@@ -345,6 +366,9 @@ class Prediction:
             "arithmetic_intensity_flops_per_byte": self.arithmetic_intensity,
             "launch_s": self.launch_s,
             "roofline_s": self.roofline_s,
+            "run_flops": self.run_flops,
+            "run_bytes": self.run_bytes,
+            "figures": FIGURES_WORDS,
             "engine": self.engine,
             "profile": self.profile,
             "calibration": self.calibration,
