@@ -622,3 +622,43 @@ def test_split_units_wait_beside_their_stream(name):
     assert (
         kernel_terms(walk, fig, waited)["seconds"][0] == kernel_terms(walk, fig, prm)["seconds"][0]
     )
+
+
+def test_blackwell_mla_decode_splits_a_sequence_into_at_most_32_parts():
+    # one sequence of 128 heads (one 128-row unit) on B200: one part an SM would be 148 parts
+    # of 886 keys at 131,072 keys; TensorRT-LLM-gen's kernel takes at most 32 (Hopper's
+    # FlashMLA keeps one part an SM)
+    from mlacalc.timemodel.mla_time import TCGEN05_MLA_MAX_SPLITS, mla_max_splits
+
+    batch = _decode([128.0], 131072.0)
+    assert mla_max_splits(batch, _fig("B200")) == TCGEN05_MLA_MAX_SPLITS == 32.0
+    assert mla_max_splits(batch, _fig("H100-SXM")) == np.inf
+
+
+@pytest.mark.parametrize(
+    "engine, profile, bound",
+    [
+        # median |error| of the rows at one sequence and 16,384-131,072 keys, bf16 and fp8:
+        # TensorRT-LLM 34.9% / 37.1% and SGLang 34.0% / 33.4% (all fast) with parts filling
+        # the SMs; 22.1% / 13.3% and 15.2% / 12.0% with at most 32
+        ("trtllm", "fit-b200-sxm", 0.25),
+        ("sglang", "fit-b200-sxm-sglang", 0.18),
+    ],
+)
+def test_blackwell_mla_decode_one_long_sequence(engine, profile, bound):
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+    from mlacalc.timemodel.profile import load_profile
+
+    tables = load_measured(MEASURED / "b200_sxm" / "mla", engine=engine).tables
+    t = next(x for x in tables if x.table == "generation_mla_perf")
+    mapped = map_table(t)
+    err = predict_mapped(mapped, None, load_profile(profile)) / t.seconds - 1.0
+    kv = t.column("isl") + t.column("step")
+    for dtype in ("bf16", "fp8"):
+        keep = rows_running(mapped, dtype, "mla_decode") & mapped.modelled
+        keep &= (t.column("batch_size") == 1) & (kv >= 16384)
+        assert keep.sum() >= 30
+        assert np.median(np.abs(err[keep])) <= bound

@@ -35,6 +35,7 @@ __all__ = [
     "MLA_SPLIT_KEYS",
     "SGLANG_EXPANDED_PREFIX",
     "SPLIT_WAIT_GENERATIONS",
+    "TCGEN05_MLA_MAX_SPLITS",
     "TCGEN05_MLA_SPLIT_KEYS",
     "TRTLLM_MLA_DECODE",
     "VLLM_DECODE_PATH_TOKENS",
@@ -42,6 +43,7 @@ __all__ = [
     "decode_path_tokens",
     "engine_mla_kernel",
     "mla_decode_terms",
+    "mla_max_splits",
     "mla_split_keys",
     "mla_tile_rows",
     "mla_unit_rows",
@@ -76,6 +78,25 @@ TCGEN05_MLA_SPLIT_KEYS = 256.0
 #: whole cache on one SM (A100's) keeps its wait in its p-norm. See docs/time-model.md ("A
 #: split unit's wait beside its stream").
 SPLIT_WAIT_GENERATIONS = frozenset({"sm90", "tcgen05"})
+
+
+#: Most parts TensorRT-LLM-gen's MLA decode kernel (the plain latent kernel on ``tcgen05``
+#: devices) splits a sequence's keys into, where one part an SM would give a lone sequence 148
+#: on B200. Read from B200's rows, not recalled of the kernel's launcher: one sequence of 128
+#: heads takes 31.6 / 31.6 / 35.7 / 54.5 us at 16,384 / 32,768 / 65,536 / 131,072 keys
+#: (TensorRT-LLM, bf16), which parts filling the SMs read 27-46% fast (SGLang's ``trtllm_mla``
+#: rows 26-39%, either cache); of caps 16, 32 and none (``mla_decode`` refitted in the B200
+#: profiles) 32 reads every engine's B200 rows best. See docs/time-model.md ("TensorRT-LLM-gen's
+#: MLA decode splits a sequence into at most 32 parts").
+TCGEN05_MLA_MAX_SPLITS = 32.0
+
+
+def mla_max_splits(batch: KernelBatch, fig: DeviceFigures) -> float:
+    """Most parts a latent decode unit's keys split into on ``fig``'s device:
+    :data:`TCGEN05_MLA_MAX_SPLITS` for the plain kernel on ``tcgen05`` devices, else no cap."""
+    if fig.tcgen05 and not batch.variant:
+        return TCGEN05_MLA_MAX_SPLITS
+    return np.inf
 
 
 def mla_split_keys(batch: KernelBatch, fig: DeviceFigures) -> float:
@@ -464,6 +485,7 @@ def mla_decode_terms(
     heads_units = b * tiles
     # (one unit a SM: the latent kernels' units fill the SMs by themselves)
     splits = decode_splits(batch, heads_units, kv_eff, fig.sm_count, mla_split_keys(batch, fig))
+    splits = np.minimum(splits, mla_max_splits(batch, fig))  # TensorRT-LLM-gen's cap
     units = heads_units * splits
     # a kernel multiplies a whole tile of (query token, head) rows against each latent key at
     # its SM's tensor rate, padded rows too (128 heads: two 64-row tiles, two units): the
