@@ -342,6 +342,13 @@ def render(sc: Scenario) -> None:
             f"{d['time']['step_s']:,.2f} s",
         )
         per_gpu = f"{d['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU"
+        if d.get("gpu_hours_per_trillion_tokens"):  # the figure published runs quote
+            hours = (
+                f"; {d['gpu_hours_per_trillion_tokens'] / 1e3:,.1f}K GPU-hours a trillion "
+                f"tokens{if_fit}"
+            )
+        else:
+            hours = ""
         # MFU counts the model's FLOPs (the same under every path), HFU the executed ones
         hfu = f"HFU {d['hfu']:.1%} (executed FLOPs, recomputation included)"
         if d["lora_rank"]:  # the LoRA step's own FLOPs: its frozen weights take no gradient
@@ -351,10 +358,10 @@ def render(sc: Scenario) -> None:
             )
         if if_fit:
             k[3].metric(f"MFU{if_fit}", f"{d['mfu']:.1%}")
-            k[3].caption(f"{hfu}; {per_gpu}{if_fit}")
+            k[3].caption(f"{hfu}; {per_gpu}{if_fit}{hours}")
         else:
             k[3].metric("MFU", f"{d['mfu']:.1%}", per_gpu, delta_color="off")
-            k[3].caption(hfu)
+            k[3].caption(hfu + hours)
     st.plotly_chart(_flops_figure(d), key="tr_flops_chart", width="stretch")
     show_table(
         [

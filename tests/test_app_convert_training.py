@@ -113,6 +113,9 @@ def test_training_tab():
     c = mlacalc.training_cost("deepseek-v3", 4096, hardware="H800")
     assert m["MFU, if it fit"] == f"{c.mfu:.1%}"
     assert any(x.value.startswith(f"HFU {c.hfu:.1%} (executed FLOPs") for x in at.caption)
+    # the figure published runs quote, as train's step note gives it
+    hours = f"{c.gpu_hours_per_trillion_tokens / 1e3:,.1f}K GPU-hours a trillion tokens, if it fit"
+    assert any(x.value.endswith(hours) for x in at.caption), [x.value for x in at.caption]
     at.selectbox(key="tr_recompute").set_value("kv_up").run()
     assert not at.exception
     at.radio(key="tr_impl").set_value("absorbed").run()
