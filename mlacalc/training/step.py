@@ -202,7 +202,8 @@ def make_layout(
         raise InvalidArgumentError(
             "global_batch",
             f"{global_batch:,} sequences do not split into micro-batches of {micro_batch} on "
-            f"{dp} data-parallel ranks; use a multiple of {micro_batch * dp:,} ("
+            f"{dp} data-parallel rank{'s' if dp != 1 else ''}; use a multiple of "
+            f"{micro_batch * dp:,} ("
             + " or ".join(f"{n:,}" for n in _multiples(global_batch, micro_batch * dp))
             + ")",
         )
