@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import click
 
-from mlacalc.cli.common import IMPL_CHOICE, VARIANT_CHOICE, load, warn
+from mlacalc.cli.common import IMPL_CHOICE, VARIANT_CHOICE, load, set_option, warn
 from mlacalc.cost.attention import model_dims, op_weight_bits
 from mlacalc.cost.engine import attention_cost
 from mlacalc.cost.model_step import checkpoint_stored, stored_attention_cost
@@ -66,10 +66,11 @@ _OWN_RULES = ("csa", "hca", "swa", "msa", "dsa")
     "biases and RoPE; L counts its layers with attention. Refused for sliding, chunked, "
     "linear or Mamba layers (report counts those); fp8 scales and q/k norms are stated.",
 )
+@set_option
 @click.option("--latex", "style", flag_value="latex", help="Print LaTeX.")
 @click.option("--pretty", "style", flag_value="pretty", help="Print a 2-D pretty form.")
 @click.option("--python", "style", flag_value="python", help="Print a Python expression.")
-def command(quantity, variant, impl, phase, stage, causal, no_q_lora, subs_model, style):
+def command(quantity, variant, impl, phase, stage, causal, no_q_lora, subs_model, sets, style):
     """Print the symbolic formula of a quantity.
 
     \b
@@ -83,6 +84,7 @@ def command(quantity, variant, impl, phase, stage, causal, no_q_lora, subs_model
       mlacalc formula attention_flops --variant mla --impl absorbed --phase decode --stage core
       mlacalc formula attention_flops --variant mla --impl naive --phase prefill --causal --latex
       mlacalc formula kv_cache_elements --variant mla --subs deepseek-v3
+      mlacalc formula kv_cache_bytes --variant mla --subs deepseek-v3 --set kv_lora_rank=256
     """
     # deferred: sympy loads for the formula itself, not for `--help`
     import sympy as sp
@@ -100,8 +102,14 @@ def command(quantity, variant, impl, phase, stage, causal, no_q_lora, subs_model
             f"stages split attention_flops only, not {quantity}", param_hint="--stage"
         )
     m = None
+    if sets and not subs_model:  # a design point is a model's fields changed
+        raise click.BadParameter(
+            "--set changes a model's fields: give the model to change with --subs (e.g. "
+            "--subs deepseek-v3 --set kv_lora_rank=256)",
+            param_hint="--set",
+        )
     if subs_model:  # the model first: it fixes the query latent, the biases and RoPE
-        m = load(subs_model, "--subs")
+        m = load(subs_model, "--subs", changes=sets)
         _check_plain(m, variant)
     settings = {
         "impl": None if impl == STANDARD_IMPL else impl,
