@@ -435,20 +435,24 @@ def _attention_section(m: ModelConfig, *rest: Any) -> dict[str, Any]:
 
 
 def variant_equivalents(
-    model: ModelConfig, kv_heads: int | None = None
+    model: ModelConfig, kv_heads: int | None = None, kv_lora_rank: int | None = None
 ) -> tuple[list[ModelConfig], list[str]]:
     """The model as each of its MHA / GQA / MQA / MLA equivalents (its own design: itself),
     and notes, one sentence each: the variants it has none of (MiniMax-M3: no MLA
     equivalent), and an MLA equivalent that drops the sliding windows (Gemma 3, MiMo-V2-Flash:
     every layer attends every key). A model with none at all (DeepSeek-V4) is refused, as is
-    a bad ``kv_heads``."""
+    a bad ``kv_heads`` or ``kv_lora_rank`` (the MLA equivalent's latent width, default
+    ``4 d_h``; an MLA model's own otherwise: the model and its design at that rank both)."""
     equivalents, notes = [], []
     for v in VARIANTS:
+        rank = {"kv_lora_rank": kv_lora_rank} if v == "mla" else {}
         try:
-            equivalents.append(as_variant(model, v, num_key_value_heads=kv_heads))
+            equivalents.append(as_variant(model, v, num_key_value_heads=kv_heads, **rank))
         except InvalidArgumentError as exc:
             if exc.argument == "num_key_value_heads":  # named as the caller gave it
                 raise InvalidArgumentError("kv_heads", exc.message) from None
+            if exc.argument == "kv_lora_rank":
+                raise
             if exc.argument != "variant":  # the whole model
                 raise
             notes.append(f"Not shown: {exc.message}.")

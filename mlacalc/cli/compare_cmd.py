@@ -57,15 +57,25 @@ from mlacalc.words.errors import InvalidArgumentError
     default=None,
     help="KV heads of the GQA equivalent (with --as-variants).",
 )
+@click.option(
+    "--kv-lora-rank",
+    type=int,
+    default=None,
+    help="Latent width d_c of the MLA equivalent (with --as-variants; default 4 d_h, an MLA "
+    "model's own: then both it and its design at this rank).",
+)
 @set_option
 @format_option
-def command(models, seq_len, batch, kv_dtype, weight_dtype, as_variants, kv_heads, sets, fmt):
+def command(
+    models, seq_len, batch, kv_dtype, weight_dtype, as_variants, kv_heads, kv_lora_rank, sets, fmt
+):
     """Compare models side by side (or one model's attention designs with --as-variants).
 
     \b
     Examples:
       mlacalc compare llama-3-70b qwen2.5-72b deepseek-v2 --seq-len 32k
       mlacalc compare deepseek-v3 --as-variants --kv-heads 8 --seq-len 128k --batch 8
+      mlacalc compare llama-3-70b --as-variants --kv-lora-rank 1024
       mlacalc compare llama-3-70b --as-variants --set num_key_value_heads=4   # --set: each model
     """
     loaded = [load(name, changes=sets, weight_dtype=weight_dtype) for name in models]
@@ -75,28 +85,33 @@ def command(models, seq_len, batch, kv_dtype, weight_dtype, as_variants, kv_head
             raise click.BadParameter("--as-variants takes exactly one model", param_hint="MODELS")
         base = loaded[0]
         try:
-            equivalents, notes = variant_equivalents(base, kv_heads)
+            equivalents, notes = variant_equivalents(base, kv_heads, kv_lora_rank)
         except InvalidArgumentError as exc:
             if exc.argument == "model":  # no equivalent at all (DeepSeek-V4): the flag asked
                 raise click.BadParameter(
                     f"{exc.message} (without --as-variants)", param_hint="--as-variants"
                 ) from None
-            if exc.argument != "kv_heads":
+            if exc.argument not in ("kv_heads", "kv_lora_rank"):
                 raise
-            raise click.BadParameter(exc.message, param_hint="--kv-heads") from None
+            flag = "--" + exc.argument.replace("_", "-")
+            raise click.BadParameter(exc.message, param_hint=flag) from None
         loaded = [base] + [e for e in equivalents if e is not base]  # its own design: itself
         note = (
             "Equivalents keep everything but the attention heads; MLA -> MHA family uses "
             "head_dim = "
             "qk_nope_head_dim, MHA family -> MLA uses d_c = 4 d_h, d_rope = d_h / 2."
+            + (
+                f" The MLA design here: d_c = {kv_lora_rank:,} (--kv-lora-rank)."
+                if kv_lora_rank
+                else ""
+            )
         )
         note += "".join(f" {n}" for n in notes)
         for said in (one_head_shape_note(base), kept_sparse_note(base)):
             note += f" {said}." if said else ""
-    elif kv_heads is not None:
-        raise click.BadParameter(
-            "--kv-heads only applies with --as-variants", param_hint="--kv-heads"
-        )
+    elif kv_heads is not None or kv_lora_rank is not None:
+        flag = "--kv-heads" if kv_heads is not None else "--kv-lora-rank"
+        raise click.BadParameter(f"{flag} only applies with --as-variants", param_hint=flag)
     rows = compare_rows(
         loaded, seq_len=seq_len, batch=batch, kv_dtype=kv_dtype, weight_dtype=weight_dtype
     )
