@@ -230,7 +230,9 @@ def test_block_scaled_mma_pads_rows_to_128_on_tcgen05_alone():
     hopper = _terms(_gemm("fp8_block", rows, 16384, 65536), "H100-SXM")["compute_s"]
     assert hopper[1] < 0.8 * hopper[2]
     bf16 = _terms(_gemm("bf16", rows, 16384, 65536), "B200")["compute_s"]
-    assert bf16[1] < 0.8 * bf16[2]
+    # 0.8 before cuBLAS's stream-K on tcgen05 (gemm_time.STREAM_K_DTYPES) spread the 128-row
+    # call's 64 tiles of 128 x 256 over the 148 SMs (0.82 since): still under the 128-row tile
+    assert bf16[1] < 0.85 * bf16[2]
 
 
 def test_nvfp4_block_scales_ask_more_operand_reuse_on_tcgen05():

@@ -67,6 +67,7 @@ __all__ = [
     "SHARED_INPUT_FIELD",
     "SMEM_FED_INTENSITY",
     "STEP_BLOCK_FP8_ENGINES",
+    "STREAM_K_DTYPES",
     "TRTLLM_BLOCK_FP8_GEMM",
     "WIDE_FP4_TILE",
     "WIDE_FP4_TILE_ENGINES",
@@ -349,6 +350,15 @@ PERSISTENT_DTYPES = ("bf16", "fp16", "fp8")
 #: +11-15% at 50-60% full: it picks its tile by the waves it fills, not modelled here).
 #: Figures in docs/time-model.md ("cuBLAS's persistent GEMMs balance their last wave").
 BALANCED_WAVES = PERSISTENT_DTYPES
+
+#: Plain GEMM dtypes whose persistent kernel on ``tcgen05`` (:data:`BALANCED_WAVES`) can split
+#: the K walk of fewer tiles than SMs over every SM (a stream-K schedule, as recalled of
+#: cuBLAS's and CUTLASS 3's schedulers, not read from a source here): among the split counts a
+#: library chooses (:data:`SPLIT_K_CHOICES`) the most splits is the SMs over the tiles, a
+#: fraction, with the partial sums of the splits (:data:`SPLIT_K_PARTIAL_BYTES`) and a fix-up
+#: at a reduce node's cost (:data:`SPLIT_K_REDUCE_NODES`; without it the rows of under a tenth
+#: of a wave read -27% to -30%). docs/time-model.md, "cuBLAS's stream-K on Blackwell".
+STREAM_K_DTYPES = ("bf16", "fp16")
 
 #: The shape field of a GEMM whose caller runs its weight copies (``weight_copies``) on one
 #: shared input ``x`` (the GEMM tables' collector: TensorRT-LLM's TABLES.md, "x is shared by
@@ -880,6 +890,13 @@ def _candidates(c: _Call, rows: np.ndarray, nbytes: np.ndarray) -> dict[str, np.
     fill = np.clip(np.floor(sms / tiles), 1.0, c.most)
     if c.choose_split:
         fill = np.minimum(fill, c.choice)
+        # a stream-K kernel (STREAM_K_DTYPES) splits its tiles' K walk over every SM: the
+        # candidate of the most splits takes the SMs over the tiles, a fraction
+        spread = (
+            np.isinf(c.choice) & _persistent(c) & fig.tcgen05 & (tiles < sms)
+            & (c.batch.dtype in STREAM_K_DTYPES)
+        )  # fmt: skip
+        fill = np.where(spread, np.minimum(sms / tiles, c.most), fill)
     splits = np.where((tiles < sms) & (groups <= 1) & c.can_split, fill, 1.0)
     work = tiles * splits / sms
     # a persistent kernel spreads a last partial wave's tiles over every SM (BALANCED_WAVES)
