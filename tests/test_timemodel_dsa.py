@@ -379,8 +379,62 @@ def test_the_sparse_kernels_unit_is_tensorrt_llm_gen_s_own_or_the_mma_s_rows():
     flash = dataclasses.replace(b, variant="sparse")
     gen = dataclasses.replace(flash, shape={**flash.shape, "unit_heads": np.full(1, 64.0)})
     assert mla_tile_rows(flash, B200)[0] == 128 and mla_tile_rows(flash, H100)[0] == 64
-    assert mla_tile_rows(gen, B200)[0] == 64
+    # TensorRT-LLM-gen's unit is the MMA's rows where they are more (B200's 128: one unit at
+    # 128 heads; test_tensorrt_llm_gen_s_sparse_kernel_runs_128_heads_in_one_unit_on_blackwell)
+    assert mla_tile_rows(gen, B200)[0] == 128 and mla_tile_rows(gen, H100)[0] == 64
     assert padded_products(flash)[0] and not padded_products(gen)[0]
+
+
+def _dsa_prompt_signed(engine: str, profile: str) -> dict:
+    """Signed median error of the B200 DSA prompt module rows (``dsa_context_module_perf``)
+    of ``engine`` by ``profile``, per (kernel source, cache dtype, heads)."""
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+
+    tables = load_measured(MEASURED / "b200_sxm", engine=engine).tables
+    (t,) = [x for x in tables if x.table == "dsa_context_module_perf"]
+    err = predict_mapped(map_table(t), t.device, load_profile(profile)) / t.seconds - 1.0
+    keys = zip(t.column("kernel_source"), t.column("kv_cache_dtype"), t.column("num_heads"))
+    groups: dict = {}
+    for key, e in zip(keys, err):
+        groups.setdefault((str(key[0]), str(key[1]), int(key[2])), []).append(e)
+    return {k: float(np.nanmedian(v)) for k, v in groups.items()}
+
+
+def test_tensorrt_llm_gen_s_sparse_kernel_runs_128_heads_in_one_unit_on_blackwell():
+    """TensorRT-LLM-gen's sparse MLA on B200 takes 128 heads in one 128-row tcgen05 unit
+    (the MMA's rows, mla_time.mla_tile_rows), not two 64-head ones: a token's core, the row
+    less its other kernels, takes 1.17-1.36x the 64-head time at 128 heads (TensorRT-LLM's own
+    rows and vLLM's FlashInfer ones), where two units streaming the picks gave 2x: those rows
+    were +11.5% (TensorRT-LLM, bf16 cache) and +16% to +32% (vLLM, fp8 cache) signed."""
+    trt = _dsa_prompt_signed("trtllm", "fit-b200-sxm")
+    vllm = _dsa_prompt_signed("vllm", "fit-b200-sxm-vllm")
+    for dtype in ("bfloat16", "fp8"):
+        assert abs(trt["default", dtype, 128]) < 0.05
+    assert abs(vllm["FLASHINFER_MLA_SPARSE", "fp8", 128]) < 0.05
+
+
+def test_flashinfer_s_sparse_kernel_runs_16_row_units_up_to_32_heads():
+    """vLLM's FlashInfer sparse MLA (B200) runs TensorRT-LLM-gen's 16-row units up to 32
+    query rows, as the plain MLA decode kernel does (mla_time.mla_unit_rows): its fp8 rows at 32
+    heads take more a token than at 16 or 64, in both phases; TensorRT-LLM's own prompt rows do
+    not (dsa_time.sparse_small_units). The prompt rows at 32 heads were -15% signed."""
+    from mlacalc.timemodel.dsa_time import sparse_small_units
+    from mlacalc.timemodel.mla_time import mla_unit_rows
+
+    src = np.array(["FLASHINFER_MLA_SPARSE", "FLASHMLA_SPARSE"])
+    assert sparse_small_units("vllm", src).tolist() == [1.0, 0.0]
+    assert sparse_small_units("trtllm", "").tolist() == 0.0
+    b = device_batch(_step_core("decode", 1024, 8, "bf16", 32), load_hardware("B200"))
+    gen = dataclasses.replace(b, variant="sparse_gen")
+    gen = dataclasses.replace(gen, shape={**gen.shape, "unit_heads": np.full(1, 64.0)})
+    small = dataclasses.replace(gen, shape={**gen.shape, "small_units": np.ones(1)})
+    assert mla_unit_rows(gen, B200)[0] == 128 and mla_unit_rows(small, B200)[0] == 16
+    assert mla_unit_rows(small, H100)[0] == 64
+    vllm = _dsa_prompt_signed("vllm", "fit-b200-sxm-vllm")
+    assert abs(vllm["FLASHINFER_MLA_SPARSE", "fp8", 32]) < 0.08
 
 
 def _glm5_sparse_rows(

@@ -137,6 +137,7 @@ from mlacalc.timemodel.dsa_time import (
     causal_picks,
     gen_sparse_variant,
     kv_cache_walk,
+    sparse_small_units,
     sparse_unit_heads,
     walk_heads,
     walked_core,
@@ -2475,7 +2476,7 @@ def _dsa_small_kernels(b: _Builder, rows, indexer, tok, h, ih, idim, g, kvb, spa
               elements=elements[sparse_prompt])  # fmt: skip
 
 
-def _one_kernel_decode(b: _Builder, system: str, one, bs, keys, h, topk, g, unit) -> None:
+def _one_kernel_decode(b: _Builder, system: str, one, bs, keys, h, topk, g, unit, small) -> None:
     """The decode rows ``one`` whose query is one more query of the prompt's absorbed sparse
     kernel (:data:`~mlacalc.timemodel.dsa_time.ONE_SPARSE_KERNEL`; the context rows'
     ``sparse_mla``): ``bs`` sequences of one new token over ``min(keys, topk)`` latent rows,
@@ -2483,8 +2484,8 @@ def _one_kernel_decode(b: _Builder, system: str, one, bs, keys, h, topk, g, unit
     :func:`~mlacalc.timemodel.dsa_time.sparse_unit_heads`)."""
     if not one.any():
         return
-    rows, bs, keys, h, topk, unit = (np.flatnonzero(one), bs[one], keys[one], h[one], topk[one],
-                                     unit[one])  # fmt: skip
+    rows, bs, keys, h, topk, unit, small = (np.flatnonzero(one), bs[one], keys[one], h[one],
+                                            topk[one], unit[one], small[one])  # fmt: skip
     g = {k: v[one] for k, v in g.items()}
     lat = g["kv_lora"] + g["rope"]
     a = absorbed_prompt_core(bs, 1.0, keys, h, topk, lat, g["kv_lora"], 2.0)
@@ -2496,7 +2497,7 @@ def _one_kernel_decode(b: _Builder, system: str, one, bs, keys, h, topk, g, unit
                    head_dim_v=g["kv_lora"], window=0, causal=1,
                    page_size=_PAGE, kv_bytes=2.0, kv_split=0.0 if system == "h100_sxm" else 1.0,
                    operand_reads=1, preprocess_bytes=0, rope_elements=0,
-                   unit_heads=unit)  # fmt: skip
+                   unit_heads=unit, small_units=small)  # fmt: skip
 
 
 def _core_variant(
@@ -2652,7 +2653,7 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     own = walks & _kv_cache_walk(t, kvd)  # FlashMLA's fp8 sparse decode kernel, its own class
     kern = mla_decode_kernel(device_figures(load_hardware(t.system)))
     w = walked_core(tok, h, topk, lat, g["kv_lora"], kvb, np.where(walks, walk, WALK_HEADS))
-    own_unit = sparse_unit_heads(t.engine, src)  # TensorRT-LLM-gen's own; FlashMLA's the MMA's
+    own_unit, small = sparse_unit_heads(t.engine, src), sparse_small_units(t.engine, src)  # units
     # TensorRT-LLM-gen's sparse kernel attends a prompt token's causal picks (dsa_time.causal_picks)
     gen_sparse = own_unit > 0
     kv = np.where(gen_sparse, causal_picks(isl, keys, topk), kv)
@@ -2672,9 +2673,9 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
                        head_dim_qk=lat[sp], head_dim_v=g["kv_lora"][sp], window=0, causal=1,
                        page_size=_PAGE, kv_bytes=np.where(gen | own | f8, kvb, 2.0)[sp],
                        kv_split=split[sp], operand_reads=1, preprocess_bytes=0, rope_elements=0,
-                       unit_heads=own_unit[sp])  # fmt: skip
+                       unit_heads=own_unit[sp], small_units=small[sp])  # fmt: skip
     else:
-        _one_kernel_decode(b, t.system, one, bs, keys, h, topk, g, own_unit)
+        _one_kernel_decode(b, t.system, one, bs, keys, h, topk, g, own_unit, small)
         sp, r = sp & ~one, rows[sp & ~one]
         pre = tok * h * lat * 4.0 + tok * lat * (2 + kvb)
         core = cached * lat * kvb + tok * h * lat * 2 + tok * h * g["kv_lora"] * 2

@@ -39,6 +39,7 @@ __all__ = [
     "engine_dsa_kernel",
     "gen_sparse_variant",
     "kv_cache_walk",
+    "sparse_small_units",
     "sparse_unit_heads",
     "walk_heads",
     "walked_core",
@@ -182,16 +183,27 @@ def gen_sparse_variant(engine: str, kernel_source: Any, tokens: Any) -> np.ndarr
 def sparse_unit_heads(engine: str, kernel_source: Any = "") -> np.ndarray:
     """Query heads a unit of the sparse MLA kernel carries where it is TensorRT-LLM-gen's
     (TensorRT-LLM's own; vLLM's FlashInfer backend, ``kernel_source`` ``FLASHINFER...``, which
-    calls it): 64 on every device; 0 where it is FlashMLA's (SGLang, vLLM's FLASHMLA_SPARSE),
-    whose unit is the tensor core's MMA rows, 128 on Blackwell
+    calls it): 64, or the MMA's rows where they are more (128 on Blackwell, one unit at 128
+    heads: :func:`mlacalc.timemodel.mla_time.mla_tile_rows`); 0 where it is FlashMLA's
+    (SGLang, vLLM's FLASHMLA_SPARSE), whose unit is the tensor core's MMA rows, 128 on Blackwell
     (:func:`mlacalc.timemodel.mla_time.mla_tile_rows`). The B200 prompt rows at 4,096 tokens
-    and more, a token with its projections: TensorRT-LLM 405 -> 611 ns from 64 to 128 heads,
+    and more, a token with its projections: TensorRT-LLM 405 -> 611 ns from 64 to 128 heads
+    (the core alone, the row less its other kernels, 1.17-1.36x),
     vLLM's FlashInfer path 350 / 405 / 564 ns at 8 / 16 / 32 heads (each head count its own
     work), where FlashMLA's take 816 and 912 ns at 64 and 128 heads under SGLang (one
     128-row unit)."""
     src = np.char.upper(np.asarray(kernel_source, dtype=str))
     gen = (np.char.find(src, "FLASHINFER") >= 0) | (engine == "trtllm")
     return np.where(gen, float(WALK_HEADS), 0.0)
+
+
+def sparse_small_units(engine: str, kernel_source: Any = "") -> np.ndarray:
+    """Per call 1 where TensorRT-LLM-gen's sparse MLA runs 16-row units up to 32 query rows
+    (:func:`mlacalc.timemodel.mla_time.mla_unit_rows`, the plain kernel's rule): vLLM's
+    FlashInfer backend (``kernel_source`` ``FLASHINFER...``); 0 elsewhere (TensorRT-LLM's own
+    B200 prompt rows take no more a token at 32 heads than at 16 or 64)."""
+    src = np.char.upper(np.asarray(kernel_source, dtype=str))
+    return np.where((engine == "vllm") & (np.char.find(src, "FLASHINFER") >= 0), 1.0, 0.0)
 
 
 def walk_heads(
@@ -327,6 +339,7 @@ def _absorbed_prompt(
     lqk, lv = col(batch, "latent_qk", 576), col(batch, "latent_v", 512)
     b, q, keys = col(batch, "batch", 1), col(batch, "q_len", 1), col(batch, "kv_len", 1)
     unit = float(sparse_unit_heads(engine, source))
+    small = float(sparse_small_units(engine, source))
     window = col(batch, "window", 0)
     core = absorbed_prompt_core(b, q, keys, heads, window, lqk, lv, eb, causal=unit > 0)
     n, ones = len(batch), np.ones(len(batch))
@@ -336,7 +349,7 @@ def _absorbed_prompt(
         head_dim_qk=lqk, head_dim_v=lv, window=np.zeros(n), causal=ones, kv_bytes=eb,
         preprocess_bytes=np.zeros(n), rope_elements=np.zeros(n), page_size=np.full(n, 64.0),
         operand_reads=ones, kv_split=np.full(n, 1.0 if blackwell else 0.0),
-        unit_heads=np.full(n, unit),
+        unit_heads=np.full(n, unit), small_units=np.full(n, small),
     )  # fmt: skip
     return dataclasses.replace(
         batch,

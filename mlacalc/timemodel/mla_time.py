@@ -311,12 +311,14 @@ def mla_tile_rows(batch: KernelBatch, fig: DeviceFigures) -> np.ndarray:
     variant keeps 64 (DeepGEMM's logits are not the dense latent kernel); the sparse variant
     (FlashMLA's sparse kernels) takes the MMA's rows too, and multiplies its padded rows
     (:data:`PADDED_PRODUCTS`), unless the row names its kernel's own unit (``unit_heads``:
-    TensorRT-LLM's sparse MLA, whose B200 prompt rows grow from 64 to 128 heads, 405 -> 611 ns
-    a token)."""
+    TensorRT-LLM-gen's sparse MLA, 64 heads, its real products), which it takes where the MMA's
+    rows are not more: on ``tcgen05`` that kernel's 128 heads are one 128-row unit too (its B200
+    prompt rows less their other kernels take 1.17-1.36x the 64-head time a token at 128 heads,
+    TensorRT-LLM's own and vLLM's FlashInfer path alike, where two units gave 2x)."""
     if batch.variant == "indexer":
         return np.full(len(batch), 64.0)
     own = col(batch, "unit_heads", 0) if batch.variant in SPARSE_VARIANTS else np.zeros(len(batch))
-    return np.where(own > 0, own, max(64.0, mma_rows(fig)))
+    return np.where(own > 0, np.maximum(own, mma_rows(fig)), max(64.0, mma_rows(fig)))
 
 
 #: Whether the dense latent decode kernels multiply their whole query tile, padded rows too,
@@ -431,10 +433,15 @@ def mla_unit_rows(batch: KernelBatch, fig: DeviceFigures) -> np.ndarray:
     vLLM's module rows; bf16 and fp8): 32 heads take 1.5-1.6x the time of 16 or of 64 heads
     (TensorRT-LLM bf16, 128 sequences of 131K keys: 3,389 / 5,147 / 3,375 us at 16 / 32 / 64
     heads), while 1-16 heads take one time. A kernel-selection fact read from B200's own rows,
-    not from H100's: see docs/time-model.md ("MLA decode")."""
+    not from H100's: see docs/time-model.md ("MLA decode"). The sparse kernels keep their
+    unit, but TensorRT-LLM-gen's sparse MLA where the row says it runs the small units
+    (``small_units``: vLLM's FlashInfer path,
+    :func:`mlacalc.timemodel.dsa_time.sparse_small_units`)."""
     tile = mla_tile_rows(batch, fig)
     rows = attention_shape(batch)["heads"] * col(batch, "q_len", 1)
-    small = bool(fig.tcgen05) and batch.variant not in (*SPARSE_VARIANTS, "indexer")
+    small = bool(fig.tcgen05) & (
+        (batch.variant not in (*SPARSE_VARIANTS, "indexer")) | (col(batch, "small_units", 0) > 0)
+    )
     return np.where(small & (rows <= 2.0 * SMALL_UNIT_ROWS), SMALL_UNIT_ROWS, tile)
 
 
