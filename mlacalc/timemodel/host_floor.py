@@ -137,9 +137,9 @@ LONG_SEQUENCE_S: dict[tuple[str, str], float] = {
 SEQUENCE_DOUBLING_S: dict[tuple[str, str, str], float] = {
     # 11.92 -> 11.73 us refitted when the top-k's rows past an SM's L1 re-read their logits
     # and a warm call's logits came from the L2 (elementwise_time.WARM_TOPK_VARIANTS); 11.73 ->
-    # 11.67 us when TensorRT-LLM-gen's sparse MLA took 128 heads in one unit on Blackwell and
+    # 11.69 us when TensorRT-LLM-gen's sparse MLA took 128 heads in one unit on Blackwell and
     # vLLM's FlashInfer path its 16-row units up to 32 heads (mla_time.mla_tile_rows)
-    (_B200, "vllm", _GEN): 1.167e-05,
+    (_B200, "vllm", _GEN): 1.169e-05,
 }
 
 #: (system, engine, table, kernel_source, gemm_type, kv_cache_dtype) -> the module's host
