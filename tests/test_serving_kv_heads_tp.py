@@ -42,12 +42,20 @@ def test_a_tp_must_divide_or_be_a_multiple_of_the_kv_heads(heads, kv, tp, ok):
 
 
 def test_the_refusal_names_the_nearest_degrees_that_work():
+    """Among the degrees the GPUs given allow (fixr11: 'use tp 3 or 6' on 4 GPUs, 'use tp 4
+    or 28' for Qwen2.5-7B on 7)."""
+    with pytest.raises(InvalidArgumentError) as info:
+        make_layout(_gqa(48, 6), 12, tp=4)
+    assert "on 12 GPUs use tp 3 or 6," in str(info.value)
     with pytest.raises(InvalidArgumentError) as info:
         make_layout(_gqa(48, 6), 4, tp=4)
-    assert "use tp 3 or 6" in str(info.value)
+    assert "on 4 GPUs use tp 2," in str(info.value)
+    with pytest.raises(InvalidArgumentError) as info:
+        make_layout(as_model("qwen2.5-7b"), 7, tp=7)
+    assert "on 7 GPUs use tp 1," in str(info.value)
     with pytest.raises(InvalidArgumentError) as info:
         make_layout(_gqa(56, 7), 8, tp=8)
-    assert "use tp 7 or 14" in str(info.value)
+    assert "on 8 GPUs use tp 1," in str(info.value)
 
 
 def test_mla_and_shipped_layouts_are_untouched():
@@ -74,3 +82,41 @@ def test_search_skips_such_degrees_and_counts_them():
     lays = candidate_layouts(m, load_hardware("H200"), 4, None, 1 << 60, removed=removed)
     assert lays and all(lay.tp != 4 for lay in lays)
     assert any("TP4" in r and "num_key_value_heads" in r for r in removed)
+
+
+def test_search_counts_each_layout_the_kv_heads_rule_out():
+    """A MoE model's TP4 is two layouts (plain, EP4) where its KV heads split: both counted
+    (fixr11: one a degree, whatever the layouts)."""
+    m = as_model("qwen3-30b-a3b").replaced(num_attention_heads=48, num_key_value_heads=6)
+    removed: Counter[str] = Counter()
+    candidate_layouts(m, load_hardware("H200"), 4, None, 1 << 60, removed=removed)
+    assert removed == {"TP4: splits the 6 KV heads unevenly (num_key_value_heads)": 2}
+
+
+@pytest.mark.parametrize("tp", [7, 4])
+def test_training_refuses_such_degrees_in_one_line(tp):
+    """fixr11: train qwen2.5-7b --tp 7 priced 4 KV heads over 7 ranks."""
+    from mlacalc.training.cost import training_cost  # deferred: only this test trains
+
+    m = _gqa(48, 6) if tp == 4 else as_model("qwen2.5-7b")
+    with pytest.raises(InvalidArgumentError) as info:
+        training_cost(m, 4096, 1, tp=tp)
+    said = str(info.value)
+    assert info.value.argument == "tp" and "num_key_value_heads" in said
+    assert ("tp 4 or 28, or" if tp == 7 else "tp 3 or 6, or") in said
+    assert training_cost("qwen2.5-7b", 4096, 1, tp=4).memory_per_gpu > 0
+
+
+def test_train_search_keeps_to_degrees_that_run():
+    """Without --tp no layout splits the KV heads unevenly; with --tp 7 one line names the
+    degrees that work (fixr11: train-search ranked layouts the heads do not split)."""
+    from mlacalc.training import layout_search  # deferred: only here
+
+    m = as_model("qwen2.5-7b")
+    only = dict.fromkeys(("tp", "cp", "pp", "ep", "virtual_stages", "micro_batch"))
+    tps = {shape[0] for shape, _ in layout_search._shapes(m, 8, 14, 4096, 14, only)}
+    assert tps == {1, 2}  # 7 and 14 divide the 28 query heads, not the 4 KV heads
+    with pytest.raises(InvalidArgumentError) as info:
+        layout_search.training_search(m, "H100", 8, 8, tp=7)
+    assert info.value.argument == "tp"
+    assert "num_key_value_heads" in str(info.value) and "do: 1, 2, 4" in str(info.value)

@@ -409,7 +409,8 @@ def test_the_refused_count_reads_as_the_cost_functions_refusal():
           "--virtual-stages", "2", "--global-batch", "64", "-s", "4k"],
          "search --virtual-stages 1, or --schedule 1f1b"),
         (["train-search", "llama-3.1-8b", "--hw", "H100", "--gpus", "8", "--tp", "3",
-          "--global-batch", "64", "-s", "4k"], "within a node of 8 GPUs, 2 x cp chunks"),
+          "--global-batch", "64", "-s", "4k"],
+         "within a node of 8 GPUs (its num_key_value_heads split or copied whole), 2 x cp"),
     ],
 )  # fmt: skip
 def test_the_cli_advice_names_the_commands_options(run, argv, said):

@@ -135,20 +135,38 @@ def kv_heads_unsplit(m: ModelConfig, tp: int) -> int | None:
     return None
 
 
-def kv_heads_words(m: ModelConfig, tp: int, n_kv: int) -> str:
-    """Why ``tp`` cannot serve ``n_kv`` K/V heads, and the nearest degrees that can."""
+def kv_heads_degrees(m: ModelConfig, tp: int, n_kv: int, gpus: int | None = None) -> str:
+    """The nearest tensor degrees to ``tp`` that split ``m``'s query heads whole and its
+    ``n_kv`` K/V heads whole or copy them whole, among the divisors of ``gpus`` where given:
+    ``"tp 3 or 6"``, ``"tp 1"``, or a clause saying none of the ``gpus`` GPUs' degrees does."""
     heads = m.num_attention_heads
-    ok = [t for t in range(1, heads + 1) if heads % t == 0 and (n_kv % t == 0 or t % n_kv == 0)]
-    ok += [tp + 1] if ok[-1] < tp else []  # (no degree above: none named)
-    below = max(t for t in ok if t < tp)
-    above = min(t for t in ok if t > tp)
-    degrees = f"{below} or {above}" if above <= heads else f"{below} or below"
+    ok = [
+        t
+        for t in range(1, heads + 1)
+        if heads % t == 0
+        and (n_kv % t == 0 or t % n_kv == 0)
+        and (gpus is None or gpus % t == 0)
+        and t != tp
+    ]
+    below = [t for t in ok if t < tp][-1:]
+    above = [t for t in ok if t > tp][:1]
+    if not below + above:
+        return f"no tensor degree of {gpus} GPUs does"
+    return "tp " + " or ".join(map(str, below + above))
+
+
+def kv_heads_words(m: ModelConfig, tp: int, n_kv: int, gpus: int | None = None) -> str:
+    """Why ``tp`` cannot serve ``n_kv`` K/V heads, and the nearest degrees that can (those
+    dividing ``gpus`` where given: :func:`kv_heads_degrees`)."""
+    degrees = kv_heads_degrees(m, tp, n_kv, gpus)
+    on = f"on {gpus} GPUs " if gpus is not None else ""
+    use = f"{on}use {degrees}" if degrees.startswith("tp ") else f"{degrees}"
     return (
         f"tensor parallel degree {tp} neither divides nor is a multiple of the {n_kv} KV "
         f"heads (num_key_value_heads) of {m.label}: the engines give each rank whole KV heads "
         f"or one head copied whole (vLLM's and SGLang's QKV layers, TensorRT-LLM's attention, "
-        f"from recall); use tp {degrees}, or a num_key_value_heads that {tp} divides "
-        "or is a multiple of"
+        f"from recall); {use}, or a "
+        f"num_key_value_heads that {tp} divides or is a multiple of"
     )
 
 
@@ -228,7 +246,7 @@ def make_layout(
     _check_linear_heads(m, tp)
     n_kv = kv_heads_unsplit(m, tp)
     if n_kv:
-        raise InvalidArgumentError("tp", kv_heads_words(m, tp, n_kv))
+        raise InvalidArgumentError("tp", kv_heads_words(m, tp, n_kv, stage))
     if pp > m.num_hidden_layers:
         raise InvalidArgumentError(
             "pp", f"{pp} stages exceed the {m.num_hidden_layers} layers of {m.label}"

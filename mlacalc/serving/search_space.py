@@ -426,19 +426,10 @@ def candidate_layouts(
         for t in _divisors(gpus):
             n_kv = kv_heads_unsplit(m, t) if t <= node else None
             if n_kv and m.num_attention_heads % t == 0:
-                removed[f"TP{t}: splits the {n_kv} KV heads unevenly (num_key_value_heads)"] += 1
+                reason = f"TP{t}: splits the {n_kv} KV heads unevenly (num_key_value_heads)"
+                removed[reason] += _unsplit_layouts(m, gpus, t, limits)
     for tp in tps:
-        _add_layout(out, seen, m, gpus, tp=tp)
-        if m.is_moe:
-            if tp > 1:
-                red = limits.redundant(m, tp) if limits.redundant_experts is not None else 0
-                _add_layout(out, seen, m, gpus, refused, tp=tp, ep=tp, redundant_experts=red)
-            for ep in (gpus,):
-                extra = limits.redundant(m, ep)
-                for dpa in (True, False):
-                    kw = dict(tp=tp, ep=ep, dp_attention=dpa, redundant_experts=extra)
-                    _add_layout(out, seen, m, gpus, refused, **kw)
-            _add_layout(out, seen, m, gpus, tp=tp, dp_attention=True)
+        _add_tp_layouts(out, seen, m, gpus, tp, limits, refused)
     for pp in (2, 4, 8):
         if gpus % pp == 0 and gpus // pp >= 1:
             stage = gpus // pp
@@ -481,6 +472,44 @@ def candidate_layouts(
     if limited and removed is not None and len(fit) < len(out):
         removed["does not fit: weights"] += len(out) - len(fit)
     return fit
+
+
+def _add_tp_layouts(
+    out: list[Layout],
+    seen: set[tuple],
+    m: ModelConfig,
+    gpus: int,
+    tp: int,
+    limits: LayoutLimits,
+    refused: dict[tuple, str] | None,
+) -> None:
+    """The search's own one-stage layouts of tensor degree ``tp``: plain TP, and for MoE
+    models expert parallel over the tensor group or every GPU, DP-attention off and on."""
+    _add_layout(out, seen, m, gpus, tp=tp)
+    if m.is_moe:
+        if tp > 1:
+            red = limits.redundant(m, tp) if limits.redundant_experts is not None else 0
+            _add_layout(out, seen, m, gpus, refused, tp=tp, ep=tp, redundant_experts=red)
+        for ep in (gpus,):
+            extra = limits.redundant(m, ep)
+            for dpa in (True, False):
+                kw = dict(tp=tp, ep=ep, dp_attention=dpa, redundant_experts=extra)
+                _add_layout(out, seen, m, gpus, refused, **kw)
+        _add_layout(out, seen, m, gpus, tp=tp, dp_attention=True)
+
+
+def _unsplit_layouts(m: ModelConfig, gpus: int, tp: int, limits: LayoutLimits) -> int:
+    """How many of the search's own layouts of degree ``tp`` its K/V heads rule out: those
+    :func:`_add_tp_layouts` builds for ``m`` with as many K/V heads as query heads (at least
+    one: the degree is still counted where another check also refuses it)."""
+    whole = {
+        f: m.num_attention_heads
+        for f in ("num_key_value_heads", "num_global_key_value_heads", "sliding_key_value_heads")
+        if getattr(m, f, None)
+    }
+    out: list[Layout] = []
+    _add_tp_layouts(out, set(), m.replaced(**whole), gpus, tp, limits, None)
+    return max(len(out), 1)
 
 
 def _limited_layouts(

@@ -43,6 +43,7 @@ from typing import Any
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.models.loading import ModelConfig, model_argument
 from mlacalc.render import human_bytes
+from mlacalc.serving.layout import kv_heads_unsplit
 from mlacalc.serving.plan_checks import check_number, usable_of
 from mlacalc.training import flops, step
 from mlacalc.training.cost import TrainingCost, training_cost
@@ -211,7 +212,7 @@ def _shapes(m: ModelConfig, node: int, g: int, seq_len: int, batch: int, only: d
     ``dp``, micro-batch 1)."""
     layers, heads = m.num_hidden_layers, m.num_attention_heads
     for tp in _allowed(_divisors(g), only["tp"]):
-        if tp > node or heads % tp:
+        if tp > node or heads % tp or kv_heads_unsplit(m, tp):
             continue
         for cp in _allowed(_divisors(g // tp), only["cp"]):
             if cp > 1 and seq_len % (2 * cp):
@@ -598,6 +599,18 @@ def _nothing_splits(m, node, counts, seq_len, batch, only) -> InvalidArgumentErr
                 f"rank's share of the {batch:,} sequences{vp} (one of {_listed(shares)}); use "
                 "a divisor of one of those shares, or leave it out",
             )
+        unsplit = [
+            m.num_attention_heads % t == 0 and kv_heads_unsplit(m, t)
+            for t in (only[name] if name == "tp" else (1,))
+        ]
+        if shapes and all(unsplit):
+            return InvalidArgumentError(
+                "tp",
+                f"tp {_listed(only['tp'])} neither splits nor copies whole the {unsplit[0]} KV "
+                f"heads (num_key_value_heads) of {m.label}; the degrees of "
+                f"{', '.join(map(str, counts))} GPUs that do: "
+                f"{_listed(sorted({s[0] for s in shapes}))}",
+            )
         if shapes:
             return InvalidArgumentError(
                 name,
@@ -616,7 +629,8 @@ def _nothing_splits(m, node, counts, seq_len, batch, only) -> InvalidArgumentErr
 
 #: how a layout must divide, in the refusals' words
 _NEEDS = (
-    "its {m.num_attention_heads} heads over tp within a node of {node} GPUs, 2 x cp chunks "
+    "its {m.num_attention_heads} heads over tp within a node of {node} GPUs (its "
+    "num_key_value_heads split or copied whole), 2 x cp chunks "
     "dividing the sequence, pp at most its {m.num_hidden_layers} layers, ep dividing the experts"
 )
 

@@ -85,6 +85,7 @@ from mlacalc.serving.comm import (
     dispatch_bytes,
     remote_nodes_per_token,
 )
+from mlacalc.serving.layout import kv_heads_degrees, kv_heads_unsplit
 from mlacalc.serving.provenance import engine_profile_of
 from mlacalc.timemodel.kernel_time import predict_kernels
 from mlacalc.timemodel.profile import Profile
@@ -210,6 +211,14 @@ def make_layout(
     if m.num_attention_heads % tp:
         raise InvalidArgumentError(
             "tp", f"{m.label}'s {m.num_attention_heads} heads do not split over {tp} ranks"
+        )
+    n_kv = kv_heads_unsplit(m, tp)
+    if n_kv:  # the serving rule (docs/training.md, "KV heads over tensor ranks")
+        raise InvalidArgumentError(
+            "tp",
+            f"{tp} tensor ranks neither split nor copy whole the {n_kv} KV heads "
+            f"(num_key_value_heads) of {m.label}: use {kv_heads_degrees(m, tp, n_kv)}, or a "
+            f"num_key_value_heads that {tp} divides or is a multiple of",
         )
     if pp > m.num_hidden_layers:
         raise InvalidArgumentError(
