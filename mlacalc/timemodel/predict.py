@@ -218,8 +218,9 @@ class OpTime:
             "ridge": self.ridge,
             "limited_by": self.limited_by,
             "runs_as": self.runs_as,
-            "run_flops": self.run_flops,
-            "run_bytes": self.run_bytes,
+            # the work the time is of: the counted work where the engine runs it as counted
+            "run_flops": self.run_flops if self.runs_as else self.flops,
+            "run_bytes": self.run_bytes if self.runs_as else self.bytes,
         }
 
 
