@@ -228,6 +228,61 @@ def test_h100_mha_rows_of_few_heads_over_long_caches(generation_tables):
     assert np.median(np.abs(err)) < 0.16
 
 
+def test_trtllm_mmha_block_size_sets_its_least_sm_work():
+    # MMHA's launcher sizes its block at 256 x min(floor(4 x SMs / (batch x query heads)), 4)
+    # threads; at 256 or 768 (factor 1 or 3) a call takes at least mmha_block_s of SM work, and
+    # its own latency hides mmha_hidden_s of it at every factor
+    a100 = device_figures(load_hardware("A100-SXM-80GB"))
+    units = np.array([64.0, 128.0, 160.0, 192.0, 256.0, 320.0, 1024.0])
+    got = attention_time.mmha_narrow_block(units, H100)
+    assert got.tolist() == [False, False, True, False, False, True, True]
+    got = attention_time.mmha_narrow_block(units, a100)
+    assert got.tolist() == [False, True, False, False, True, True, True]
+    block, hidden = 6e-6, 1e-6
+    scale = M.REFERENCE_CLOCK_HZ / H100.clock_hz
+    for cols, narrow in (
+        (dict(batch=4.0, n_heads=40.0, n_kv=40.0), True),  # MHA, 160 units: factor 3
+        (dict(batch=4.0, n_heads=48.0, n_kv=48.0), False),  # 192 units: factor 2
+        (dict(batch=2.0, n_heads=80.0, n_kv=2.0), True),  # 160 query heads beyond 32 a KV head
+    ):
+        rows = _decode("bf16", kv_len=4.0, **cols)
+        off = M.kernel_terms(rows, H100, _params())["compute_s"][0]
+        on = M.kernel_terms(rows, H100, _params(mmha_block_s=block, mmha_hidden_s=hidden))
+        want = max(off - hidden * scale, block * scale if narrow else 0.0)
+        assert on["compute_s"][0] == pytest.approx(want, rel=1e-9), cols
+    # XQA's units, the packing kernels and B200's TensorRT-LLM-gen kernel are not MMHA's
+    b200 = device_figures(load_hardware("B200"))
+    for fig, dtype, cols in (
+        (H100, "fp8", dict(batch=20.0, n_heads=32.0, n_kv=8.0)),
+        (H100, "bf16", dict(batch=4.0, n_heads=40.0, n_kv=40.0, head_pack=0.0)),
+        (b200, "bf16", dict(batch=4.0, n_heads=40.0, n_kv=40.0)),
+    ):
+        rows = _decode(dtype, kv_len=4.0, **cols)
+        off = M.kernel_terms(rows, fig, _params())["compute_s"]
+        on = M.kernel_terms(rows, fig, _params(mmha_block_s=block, mmha_hidden_s=hidden))
+        assert on["compute_s"] == pytest.approx(off, rel=1e-12), (fig.sm_count, dtype, cols)
+
+
+def test_h100_fp8_mmha_rows_of_short_caches_by_block_size(generation_tables):
+    # H100's fp8-cache MMHA rows (MHA, and beyond 32 query heads a KV head) at up to 8 cached
+    # keys, no window: their time is set by batch x query heads alone, 8.6-9.3 us at a block
+    # factor of 2 or 4 and 12.9-14.8 us at 1 or 3 up to 1,024 units (MMHA_BLOCK_SLOTS); the
+    # smooth model read them 6.4% / 24.0% (median / p90), with the block's least work and the
+    # work the call hides 5.9% / 12.1%
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.timemodel.profile import load_profile
+
+    t, mapped = generation_tables["h100_sxm"]
+    c = t.columns
+    group = c["num_heads"] // c["num_key_value_heads"]
+    sel = ((group == 1) | (group > 32)) & (c["window_size"] == 0) & (c["isl"] + c["step"] <= 8)
+    sel = sel & (c["kv_cache_dtype"] == "fp8")
+    assert sel.sum() >= 1500
+    pred = predict_mapped(mapped, "H100-SXM", load_profile("default"))
+    err = np.abs(pred[sel] / t.seconds[sel] - 1.0)
+    assert np.quantile(err, 0.9) < 0.16 and np.median(err) < 0.065
+
+
 def test_trtllm_mma_sync_decode_overlaps_more_with_more_units_in_turn():
     # TensorRT-LLM's MMHA and mma.sync XQA units take p = turn_overlap x turns ** overlap_turns
     # (turns: the units an SM runs in turn, at least 1; at most TURN_OVERLAP_MAX) for their

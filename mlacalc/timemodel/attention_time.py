@@ -74,8 +74,10 @@ __all__ = [
     "KV_UPCAST_PREFILL",
     "KV_UPCAST_PROMPT_SLOW",
     "KV_UPCAST_STREAM_HEAD_DIM",
+    "MMHA_BLOCK_SLOTS",
     "MMHA_FALLBACK_CLOCKS",
     "MMHA_FALLBACK_UNIT_CLOCKS",
+    "MMHA_NARROW_FACTORS",
     "MMHA_SPLIT_UNITS_PER_SM",
     "PACKING_DECODE",
     "PACKING_PREFILL",
@@ -295,6 +297,22 @@ XQA_HISTORY_TOKENS = 128.0
 #: padded to 256 in the kernels' walk, yet it starts at 64's floor: not a per-element cost);
 #: it is the tables' step, not a recalled rule. A100's rows (head dim 128 only) cannot show it.
 NARROW_HEAD_DIMS = (64.0, 192.0)
+
+#: TensorRT-LLM's masked MHA decode (MMHA: a unit a query head) sizes its thread block by its
+#: units: ``256 x f`` threads, ``f = min(floor(MMHA_BLOCK_SLOTS x SMs / (batch x query heads)),
+#: 4)`` (recalled of its launcher's tuning of the block size by batch x heads for occupancy,
+#: four 256-thread blocks an SM; not checked against a stored copy of the source): a call
+#: whose factor is in :data:`MMHA_NARROW_FACTORS` takes at least a fitted ``mmha_block_s`` of
+#: SM work (:func:`mmha_narrow_block`), and at every factor the call's own latency hides
+#: ``mmha_hidden_s`` of its units' work. Read from the tables, not recalled: at up to 8 cached keys
+#: the MHA rows take a time set by batch x query heads alone (every split of it, head dim and
+#: cache dtype), H100 (132 SMs) 8.6-9.3 us at 64-128 and 192-256 (f 4, 2) but 14.5-14.8 at
+#: 160 (f 3) and 12.7-14.5 at 320-1,024 (f 1); A100 (108 SMs) 10.6-11.3 us at 64-96 and
+#: 160-192 (f 4, 2) but 19.1 at 128 (f 3) and 16.2-18.1 at 256-768 (f 1). No other count of
+#: blocks an SM (1-8, floor or ceiling) sorts both devices' rows so; a factor of 3 (768
+#: threads) timing as 1 suggests a build of 256, 512 and 1,024 threads alone (inferred).
+MMHA_BLOCK_SLOTS = 4.0
+MMHA_NARROW_FACTORS = (1.0, 3.0)
 
 #: Elementwise kernels SGLang runs over the query before its TensorRT-LLM-gen attention kernel
 #: (``trtllm_mha``, Blackwell) with an fp8 cache, which takes an fp8 query: read from SGLang's
@@ -1802,6 +1820,13 @@ def _narrow_head_call(batch: KernelBatch, fig: DeviceFigures, pack: np.ndarray) 
     return narrow & _trtllm_own_decode(batch, fig, pack)
 
 
+def mmha_narrow_block(heads_units: np.ndarray, fig: DeviceFigures) -> np.ndarray:
+    """Per row: whether TensorRT-LLM's MMHA call over ``heads_units`` units (batch x query
+    heads) launches a block of :data:`MMHA_NARROW_FACTORS` (the caller keeps its MMHA rows)."""
+    factor = np.clip(np.floor(MMHA_BLOCK_SLOTS * fig.sm_count / np.maximum(heads_units, 1.0)), 1, 4)
+    return np.isin(factor, MMHA_NARROW_FACTORS)
+
+
 def xqa_dispatched(batch: KernelBatch, fig: DeviceFigures) -> np.ndarray:
     """Per row of a decode batch: whether TensorRT-LLM would run its grouped XQA kernel by
     its block count (:data:`XQA_MIN_BLOCK_FACTOR`); True for every other kernel."""
@@ -1985,6 +2010,13 @@ def decode_terms(
     out["compute_s"] = out["compute_s"] + np.where(
         grouped, prm["wave_s"] * tensor * qrows * hd / 1024.0 * np.maximum(waves - 1.0, 0.0), 0.0
     )
+    # TensorRT-LLM's MMHA call: the call's own latency hides ``mmha_hidden_s`` of its SM work,
+    # and where its launcher sizes the thread block at 256 or 768 threads a unit's latency of
+    # ``mmha_block_s`` hides the rest up to it (MMHA_BLOCK_SLOTS, mmha_narrow_block)
+    mmha = ~grouped & _trtllm_own_decode(batch, fig, pack)
+    latency = np.where(mmha_narrow_block(heads_units, fig), prm.get("mmha_block_s", 0.0), 0.0)
+    net = np.maximum(out["compute_s"] - prm.get("mmha_hidden_s", 0.0), latency)
+    out["compute_s"] = np.where(mmha, net, out["compute_s"])
     # (TensorRT-LLM's MMHA and mma.sync XQA overlap their stream more, the more units an SM
     # runs in turn: turn_overlap)
     out["overlap_p"] = turn_overlap(batch, prm, _trtllm_own_decode(batch, fig, pack) & ~sm90, share)

@@ -80,6 +80,8 @@ CLOCKED = (
     "token_row_s",
     "mmha_s",
     "narrow_head_s",
+    "mmha_block_s",
+    "mmha_hidden_s",
 )
 #: The clocked terms of a collective: its fixed cost (its kernel's launch, the flag handshakes
 #: of its protocol), its bulk copies' synchronisation per step and its per-step wait
@@ -168,6 +170,8 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "wave_s": (0.0, 1e-4, "seconds per further wave of a decode kernel's resident units"),
     "mmha_s": (0.0, 2e-5, "seconds TensorRT-LLM's MMHA decode call takes beyond its XQA call"),
     "narrow_head_s": (0.0, 4e-6, "seconds TensorRT-LLM's bf16 decode call saves at hd 64 / 192"),
+    "mmha_block_s": (0.0, 3e-5, "least SM work of an MMHA call of 256- or 768-thread blocks"),
+    "mmha_hidden_s": (0.0, 3e-5, "SM work of an MMHA call its own latency hides"),
     "empty_part": (0.0, 1.0, "share of a decode part's unit work a part of no cached key pays"),
     "turn_overlap": (
         1.0,
@@ -269,6 +273,9 @@ DEFAULTS: dict[str, float] = {
     "mmha_s": 0.0,
     # no step by head dim where no fit saw it (attention_time.NARROW_HEAD_DIMS)
     "narrow_head_s": 0.0,
+    # no MMHA block-size step where no fit saw it (attention_time.MMHA_NARROW_FACTORS)
+    "mmha_block_s": 0.0,
+    "mmha_hidden_s": 0.0,
     # a part of a split decode that holds no key (before a window) pays a full part's unit work
     # where no fit saw it (attention_time.decode_terms)
     "empty_part": 1.0,
@@ -398,6 +405,8 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "overlap_turns",
         "narrow_head_s",
         "empty_part",
+        "mmha_block_s",
+        "mmha_hidden_s",
     ),
     "mla_decode": (
         "eff_compute",
