@@ -249,3 +249,14 @@ def test_a_required_field_held_as_null_is_said_null_with_what_to_write():
     # absent, it is still missing
     with pytest.raises(ConfigError, match="is missing"):
         mlacalc.import_hf_config({k: v for k, v in data.items() if k != "num_attention_heads"})
+
+
+def test_mamba2_n_groups_is_no_misspelling_of_o_groups():
+    """``n_groups`` (NemotronH's SSM groups) is one edit from DeepSeek-V4's ``o_groups``: the
+    Mamba families that do not read it take it as known, not as that typo (fixr11)."""
+    from test_cost_mamba import TINY_BAMBA, TINY_GRANITE  # deferred: other test modules' data
+    from test_families_falcon_h1 import TINY as TINY_FALCON_H1
+    from test_families_jamba import TINY as TINY_JAMBA
+
+    for tiny in (TINY_BAMBA, TINY_GRANITE, TINY_FALCON_H1, TINY_JAMBA):
+        assert mlacalc.import_hf_config({**tiny, "n_groups": 1}, "x.json").num_hidden_layers

@@ -100,6 +100,8 @@ FAMILY = register(
         },
         reads=("attn_layer_indices", "mamba_expand", "mamba_d_head"),
         irrelevant={
+            "n_groups": "NemotronH's name for the SSM groups; "
+            "BambaConfig reads mamba_n_groups (from recall)",
             "num_logits_to_keep": "logits kept during generation",
             "time_step_limit": "the step sizes' clamp (element-wise; Infinity means none)",
             "z_loss_coefficient": "a training loss",

@@ -124,6 +124,8 @@ FAMILY = register(
         },
         reads=("mamba_d_ssm", "mamba_expand", "mamba_d_head", "projectors_bias"),
         irrelevant={
+            "n_groups": "NemotronH's name for the SSM groups; "
+            "FalconH1Config reads mamba_n_groups (from recall)",
             "num_logits_to_keep": "logits kept during generation",
             "time_step_limit": "the step sizes' clamp (element-wise; Infinity means none)",
             "mamba_norm_before_gate": "whether the gate multiplies before or after the norm "

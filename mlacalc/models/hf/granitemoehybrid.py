@@ -98,6 +98,8 @@ FAMILY = register(
             "shared_intermediate_size",
         ),
         irrelevant={
+            "n_groups": "NemotronH's name for the SSM groups; "
+            "GraniteMoeHybridConfig reads mamba_n_groups (from recall)",
             "embedding_multiplier": "scales activations",
             "logits_scaling": "scales activations",
             "residual_multiplier": "scales activations",

@@ -111,6 +111,8 @@ FAMILY = register(
         },
         reads=("mamba_expand", "attn_layer_period", "attn_layer_offset"),
         irrelevant={
+            "n_groups": "a Mamba-2 key (NemotronH's SSM groups); "
+            "Jamba's Mamba-1 layers have no groups",
             "use_mamba_kernels": "deprecated, no effect",
             "use_mambapy": "the training fallback's implementation",
             "use_associative_scan": "how the reference runs the scan under torch.compile (the "
