@@ -103,3 +103,34 @@ def test_b200_prompts_of_two_tiles(engine, dtype):
     err = pred[sel] / t.seconds[sel] - 1.0
     assert abs(np.median(err)) < 0.08
     assert np.median(np.abs(err)) < 0.11
+
+
+def test_a_served_sglang_b200_prompt_over_an_fp8_cache_runs_as_its_measured_rows():
+    """fixr11: a served SGLang B200 prompt over an fp8 cache was timed at the activations'
+    dtype, bf16, paired, where the mapping times the measured rows of that kernel fp8 (the
+    query converted first), unpaired: the step's prompt now takes the rows' path."""
+    b200 = device_figures(load_hardware("B200"))
+    step = _prompt(64, 256, 64)
+    step.shape["fp8_cache"] = np.array([1.0])
+    sg = engine_attention_kernel(step, "sglang", b200)
+    assert sg.dtype == "fp8" and "paired_tiles" not in sg.shape and "q_convert" in sg.shape
+    vl = engine_attention_kernel(step, "vllm", b200)  # vLLM's measured fp8 rows are paired
+    assert vl.dtype == "bf16" and vl.shape["paired_tiles"][0] == 2.0
+    assert engine_attention_kernel(_prompt(64, 256, 64), "sglang", b200).dtype == "bf16"
+    # through the class lookup: the step's kernel takes the fp8 row's time
+    from mlacalc.cost.engine import as_model, attention_cost  # deferred: the whole step
+    from mlacalc.cost.model_step import attention_kernels
+    from mlacalc.timemodel.kernel_time import predict_batch
+
+    row = _prompt(64, 256, 64, "fp8")
+    row.shape["q_convert"] = np.array([1.0])  # as the mapping gives SGLang's B200 fp8 rows
+    t_step = predict_batch(step, "B200", "fit-b200-sxm-sglang")[0]
+    t_row = predict_batch(row, "B200", "fit-b200-sxm-sglang")[0]
+    assert t_step == pytest.approx(t_row)
+    # a model step's prompt core carries the column over an fp8 cache only
+    m = as_model("llama-3.1-8b")
+    cost = attention_cost(m, phase="prefill", seq_len=1024, batch=4, causal=True)
+    for kv, said in (("fp8", [1]), ("bf16", [])):
+        (core,) = [k for k in attention_kernels(cost, m, "bf16", "bf16", kv_dtype=kv)
+                   if k.name == "attention"]  # fmt: skip
+        assert [core.shape[c] for c in core.shape if c == "fp8_cache"] == said

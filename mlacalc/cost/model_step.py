@@ -351,6 +351,10 @@ def _core_kernel(
         dtype = "fp8"
         if not fp8_cache:
             shape["kv_bytes"] = layout.bits / 8  # what a converting kernel reads a cached element
+    if kind == "attention_prefill" and fp8_cache:
+        # a prompt over an fp8 cache: an engine whose measured prompts with an fp8 cache ran
+        # the fp8 kernel times it so (engine_attention_kernel: SGLang on Blackwell)
+        shape["fp8_cache"] = 1
     if model.is_mla and model.index_topk is not None:
         # a DSA core: which sparse kernel runs it, and what it walks, is the engine's and the
         # device's (mlacalc.timemodel.dsa_time.engine_dsa_kernel): its cache's bytes an

@@ -479,6 +479,7 @@ def engine_attention_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures)
     Hopper multiplies an fp8 cache's prompt in bf16 (:data:`KV_UPCAST_PREFILL`)."""
     if batch.kind not in ("attention_decode", "attention_prefill") or "head_pack" in batch.shape:
         return batch
+    batch = fp8_cache_prompt(batch, engine, fig)
     if batch.variant or "pooled_ratio" in batch.shape:
         # a kernel of its own (an encoder's, a sparse or indexer variant) or DeepSeek-V4's
         # compressed attention, which runs V4's own kernels, not the engine's dense backend
@@ -532,6 +533,26 @@ def engine_attention_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures)
     if not cols:
         return batch
     return dataclasses.replace(batch, shape={**batch.shape, **cols})
+
+
+#: (engine, tensor-core generation) whose prompt over an fp8 cache runs the fp8 prompt kernel,
+#: its query converted to fp8 first: SGLang's TensorRT-LLM-gen backend on Blackwell (its
+#: measured prompt rows with an fp8 cache, which the mapping times as fp8, unpaired)
+FP8_CACHE_PROMPT = frozenset({("sglang", "tcgen05")})
+
+
+def fp8_cache_prompt(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelBatch:
+    """A model step's prompt over an fp8 cache (``fp8_cache`` 1, every row) as an engine of
+    :data:`FP8_CACHE_PROMPT` runs it: the fp8 class, so that a served step and a measured row
+    of the same kernel take one path (the query conversion and no paired tiles follow from
+    the dtype); elsewhere as it is (the activations' dtype)."""
+    if batch.kind != "attention_prefill" or (engine, fig.kernel_generation) not in (
+        FP8_CACHE_PROMPT
+    ):
+        return batch
+    if batch.dtype.startswith("fp8") or not np.all(col(batch, "fp8_cache", 0) > 0):
+        return batch
+    return dataclasses.replace(batch, dtype="fp8")
 
 
 def attention_shape(batch: KernelBatch) -> dict[str, np.ndarray]:
