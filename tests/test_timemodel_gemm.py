@@ -3,6 +3,7 @@ and the stand-in fit of a dtype a profile has no class for."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -1139,3 +1140,28 @@ def test_sglang_group_quantize_packs_fewer_groups_a_cta_at_an_odd_row_count():
         odd_med, aligned_med = np.median(err[odd]), np.median(err[sel & ~odd])
         # with the term: H100 -0.1% against +2.6%, B200 +1.3% against +3.0%
         assert abs(odd_med) < 0.08 and abs(odd_med - aligned_med) < 0.08, (system, odd_med)
+
+
+def test_a_served_sglang_block_scaled_gemm_pays_the_group_quantize_at_an_odd_row_count():
+    """fixr11: a served step's block-scaled GEMM under SGLang (gemm_time.step_block_fp8) runs
+    the 1x128 group quantize its gemm_perf rows were read on, so an odd prompt's GEMM pays
+    its CTAs too (H100, k = 7,168: 29.6 us at m = 8,191, 14.8 at 4,097; k = 1,536 at 8,191:
+    19.1), where it had been timed as the aligned m; a decode batch of 33 pays 0.1 us."""
+    from mlacalc.timemodel.gemm_time import GROUP_QUANT_CTA_FIELD, step_block_fp8
+    from mlacalc.timemodel.kernel_time import predict_batch
+
+    def step(m: float, k: float) -> KernelBatch:  # a model step's: no quantization stated
+        b = _gemm("fp8_block", m, 2048.0, k)
+        return dataclasses.replace(b, shape={c: v for c, v in b.shape.items()
+                                             if c != "quantize_input"})  # fmt: skip
+
+    prof = "fit-h100-sxm-sglang"
+
+    def us(m: float, k: float) -> float:
+        return float(predict_batch(step(m, k), "H100-SXM", prof)[0]) * 1e6
+
+    assert step_block_fp8(step(8191.0, 7168.0), "sglang").shape[GROUP_QUANT_CTA_FIELD][0] == 1
+    assert us(8191.0, 7168.0) - us(8192.0, 7168.0) == pytest.approx(29.6, abs=0.3)
+    assert us(4097.0, 7168.0) - us(4096.0, 7168.0) == pytest.approx(14.8, abs=0.3)
+    assert us(8191.0, 1536.0) - us(8192.0, 1536.0) == pytest.approx(19.1, abs=0.3)
+    assert us(33.0, 7168.0) - us(32.0, 7168.0) < 0.5

@@ -635,6 +635,8 @@ def step_block_fp8(batch: KernelBatch, engine: str) -> KernelBatch:
         "quant_launches": ones,
         "cutlass_dispatch": np.zeros(len(batch)),
         "block_stand_in": ones,
+        # its 1x128 group quantize's CTAs at a row count the packing does not fill
+        GROUP_QUANT_CTA_FIELD: float(engine in GROUP_QUANT_CTA_ENGINES) * ones,
     }
     return dataclasses.replace(batch, dtype="fp8", shape=shape)
 
