@@ -293,6 +293,21 @@ def test_profile_without_fp4_times_an_nvfp4_gemm_with_its_cutlass_fp8_fit():
     assert prof.params("H100-SXM", "gemm", "nvfp4")[0]["fixed_s"] == 5e-6
 
 
+def _engine_gemm_rows(engine: str):
+    """H100's and B200's ``gemm_perf`` tables as ``engine`` measured them, each with the engine's
+    shipped profile of that device's predictions of its rows: (device, table, predicted seconds)."""
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+    from mlacalc.timemodel.profile import load_profile
+
+    for system, device in (("h100_sxm", "H100-SXM"), ("b200_sxm", "B200")):
+        tables = load_measured(Path(MEASURED) / system, engine=engine).tables
+        (table,) = [t for t in tables if t.table == "gemm_perf"]
+        prof = f"fit-{system.replace('_', '-')}-{engine}"
+        yield device, table, predict_mapped(map_table(table), device, load_profile(prof))
+
+
 def _quantize(elements, write=1, launches=1, warm=1) -> KernelBatch:
     e = np.atleast_1d(np.asarray(elements, dtype=np.float64))
     size = len(e)
@@ -898,11 +913,7 @@ def test_vllm_per_tensor_quantize_walks_a_row_in_steps_of_2048():
     rows show the stair: at n <= 64 and 1,025+ tokens the call at k = 2,560 takes 1.41 times
     its time at 2,048 on both devices (the median), which the shipped fits give (1.08-1.09
     before the rule)."""
-    from mlacalc.measured.mapping import map_table
-    from mlacalc.measured.observations import predict_mapped
-    from mlacalc.measured.tables import load_measured
     from mlacalc.timemodel.gemm_time import BLOCK_STAND_IN, QUANT_ROW_STRIDE
-    from mlacalc.timemodel.profile import load_profile
 
     assert QUANT_ROW_STRIDE == 2048.0
     prm = dict(default_params("gemm"), quant_sm_bytes=1.6, quant_fixed_s=0.0, atomic_cycles=0.0)
@@ -924,13 +935,7 @@ def test_vllm_per_tensor_quantize_walks_a_row_in_steps_of_2048():
     blocked = passes(**{BLOCK_STAND_IN: 1})
     assert blocked / blocked[1] == pytest.approx(k / 2048.0)
     pytest.importorskip("pyarrow")  # the measured rows below: the rule above holds without it
-    for system, device, prof in (
-        ("h100_sxm", "H100-SXM", "fit-h100-sxm-vllm"),
-        ("b200_sxm", "B200", "fit-b200-sxm-vllm"),
-    ):
-        tables = load_measured(Path(MEASURED) / system, engine="vllm").tables
-        (table,) = [t for t in tables if t.table == "gemm_perf"]
-        pred = predict_mapped(map_table(table), device, load_profile(prof))
+    for device, table, pred in _engine_gemm_rows("vllm"):
         dt = np.asarray(table.column("gemm_dtype")).astype(str)
         tm, tn, tk = (np.asarray(table.column(c), dtype=float) for c in ("m", "n", "k"))
         ratios = {"measured": [], "predicted": []}
@@ -943,8 +948,8 @@ def test_vllm_per_tensor_quantize_walks_a_row_in_steps_of_2048():
                     ratios["predicted"].append(pred[hi][0] / pred[lo][0])
         assert len(ratios["measured"]) >= 20
         measured, predicted = np.median(ratios["measured"]), np.median(ratios["predicted"])
-        assert measured > 1.3, (system, measured)
-        assert predicted > 1.2 and abs(predicted / measured - 1) < 0.15, (system, predicted)
+        assert measured > 1.3, (device, measured)
+        assert predicted > 1.2 and abs(predicted / measured - 1) < 0.15, (device, predicted)
 
 
 def test_nvfp4_quantize_costs_each_input_row_its_cta():
@@ -983,11 +988,7 @@ def test_sglang_fp8_quantize_costs_each_token_a_cta():
     another engine's not; and the measured rows the term was read on (k <= 128, n <= 256, the
     input a few hundred bytes a row) stay within 20% of the shipped fits at 16,384+ rows (the
     per-tensor quantize alone predicted them 34-44% fast)."""
-    from mlacalc.measured.mapping import map_table
-    from mlacalc.measured.observations import predict_mapped
-    from mlacalc.measured.tables import load_measured
     from mlacalc.timemodel.gemm_time import QUANT_ROW_CTA_FIELD, engine_gemm_kernel
-    from mlacalc.timemodel.profile import load_profile
 
     fig = device_figures(load_hardware("B200"))
     cyc = 60.0
@@ -1007,21 +1008,14 @@ def test_sglang_fp8_quantize_costs_each_token_a_cta():
     assert np.all(engine_gemm_kernel(step, "sglang", fig).shape[QUANT_ROW_CTA_FIELD] == 1)
     assert QUANT_ROW_CTA_FIELD not in engine_gemm_kernel(step, "vllm", fig).shape
     pytest.importorskip("pyarrow")  # the measured rows below: the rule above holds without it
-    for system, device, prof in (
-        ("h100_sxm", "H100-SXM", "fit-h100-sxm-sglang"),
-        ("b200_sxm", "B200", "fit-b200-sxm-sglang"),
-    ):
-        tables = load_measured(Path(MEASURED) / system, engine="sglang").tables
-        (table,) = [t for t in tables if t.table == "gemm_perf"]
-        mapped = map_table(table)
-        pred = predict_mapped(mapped, device, load_profile(prof))
+    for device, table, pred in _engine_gemm_rows("sglang"):
         dt = np.asarray(table.column("gemm_dtype")).astype(str)
         tm, tn, tk = (np.asarray(table.column(c), dtype=float) for c in ("m", "n", "k"))
         sel = (dt == "fp8") & (tk <= 128) & (tn <= 256) & (tm >= 16384)
         assert sel.sum() >= 20
         err = pred[sel] / table.seconds[sel] - 1.0
         # without the term: H100 -34%, B200 -44%; with it +4%, -14%
-        assert abs(np.median(err)) < 0.2, (system, np.median(err))
+        assert abs(np.median(err)) < 0.2, (device, np.median(err))
 
 
 def test_few_row_gemm_on_a_cut_tensor_rate_device_pads_to_a_swapped_tile(monkeypatch):
@@ -1100,15 +1094,11 @@ def test_sglang_group_quantize_packs_fewer_groups_a_cta_at_an_odd_row_count():
     the packing adds over 16 a CTA costs GROUP_QUANT_CTA_CYCLES SM cycles. An unflagged row
     pays nothing; and SGLang's measured rows of odd m above 512 at k = 768-3,584 (2 or 4 groups a
     CTA) read like their aligned neighbours (without the term -16% / -14% against +6% / +5%)."""
-    from mlacalc.measured.mapping import map_table
-    from mlacalc.measured.observations import predict_mapped
-    from mlacalc.measured.tables import load_measured
     from mlacalc.timemodel.gemm_time import (
         GROUP_QUANT_CTA_CYCLES,
         GROUP_QUANT_CTA_FIELD,
         group_quant_ctas,
     )
-    from mlacalc.timemodel.profile import load_profile
 
     m = np.asarray([4097.0, 4096.0, 4097.0, 4097.0, 1.0])
     k = np.asarray([3584.0, 3584.0, 4096.0, 768.0, 128.0])
@@ -1124,13 +1114,7 @@ def test_sglang_group_quantize_packs_fewer_groups_a_cta_at_an_odd_row_count():
     assert added == pytest.approx(want, rel=1e-9)
     assert added[0] > 20e-6 and added[1] == 0.0 and added[2] == 0.0
     pytest.importorskip("pyarrow")  # the measured rows below: the rule above holds without it
-    for system, device, prof in (
-        ("h100_sxm", "H100-SXM", "fit-h100-sxm-sglang"),
-        ("b200_sxm", "B200", "fit-b200-sxm-sglang"),
-    ):
-        tables = load_measured(Path(MEASURED) / system, engine="sglang").tables
-        (table,) = [t for t in tables if t.table == "gemm_perf"]
-        pred = predict_mapped(map_table(table), device, load_profile(prof))
+    for device, table, pred in _engine_gemm_rows("sglang"):
         dt = np.asarray(table.column("gemm_dtype")).astype(str)
         tm, tk = (np.asarray(table.column(c), dtype=float) for c in ("m", "k"))
         sel = (dt == "fp8_block") & (tm > 512) & np.isin(tk, [768, 1536, 2560, 3584])
@@ -1139,7 +1123,7 @@ def test_sglang_group_quantize_packs_fewer_groups_a_cta_at_an_odd_row_count():
         err = pred / table.seconds - 1.0
         odd_med, aligned_med = np.median(err[odd]), np.median(err[sel & ~odd])
         # with the term: H100 -0.1% against +2.6%, B200 +1.3% against +3.0%
-        assert abs(odd_med) < 0.08 and abs(odd_med - aligned_med) < 0.08, (system, odd_med)
+        assert abs(odd_med) < 0.08 and abs(odd_med - aligned_med) < 0.08, (device, odd_med)
 
 
 def test_a_served_sglang_block_scaled_gemm_pays_the_group_quantize_at_an_odd_row_count():
