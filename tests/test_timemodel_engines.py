@@ -1024,8 +1024,11 @@ def test_sglang_block_scaled_gemm_of_another_generation_is_trtllms_deepgemm_clas
         # kernels counted (gemm_time.CONVERT_KERNELS) at TensorRT-LLM's H100 quantize node;
         # 10.8% / 38% (H100) and 17.3% / 37% (B200) with tcgen05's 128-row block-scaled tiles;
         # B200 12.0% / 32% with the unaligned K blocks' padding kernels
-        # (gemm_time.PAD_CONVERT_KERNELS; bound 0.185 / 0.39 before)
-        ("h100_sxm", "fit-b200-sxm-sglang", "fit-b200-sxm", 0.12, 0.42),
+        # (gemm_time.PAD_CONVERT_KERNELS; bound 0.185 / 0.39 before). H100 11.6% -> 12.2% with
+        # SGLang's group quantize at odd m (c4303fb8: fitted H100 8.50% -> 7.78%, B200 from
+        # H100 11.96% -> 11.53%): the stand-in TensorRT-LLM B200 class reads SGLang's aligned
+        # H100 rows 10-11% slow, which the odd rows' missing cost had cancelled (bound 0.12 before)
+        ("h100_sxm", "fit-b200-sxm-sglang", "fit-b200-sxm", 0.125, 0.42),
         ("b200_sxm", "fit-h100-sxm-sglang", "default", 0.125, 0.33),
     ],
 )
