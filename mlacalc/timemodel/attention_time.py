@@ -2034,13 +2034,13 @@ def decode_terms(
     # TensorRT-LLM's MMHA call: the call's own latency hides ``mmha_hidden_s`` of its SM work,
     # and where its launcher sizes the thread block at 256 or 768 threads a unit's latency of
     # ``mmha_block_s`` hides the rest up to it (MMHA_BLOCK_SLOTS, mmha_narrow_block)
-    mmha = ~grouped & _trtllm_own_decode(batch, fig, pack)
+    own = _trtllm_own_decode(batch, fig, pack)
     latency = np.where(mmha_narrow_block(heads_units, fig), prm.get("mmha_block_s", 0.0), 0.0)
     net = np.maximum(out["compute_s"] - prm.get("mmha_hidden_s", 0.0), latency)
-    out["compute_s"] = np.where(mmha, net, out["compute_s"])
+    out["compute_s"] = np.where(~grouped & own, net, out["compute_s"])
     # (TensorRT-LLM's MMHA and mma.sync XQA overlap their stream more, the more units an SM
     # runs in turn: turn_overlap)
-    out["overlap_p"] = turn_overlap(batch, prm, _trtllm_own_decode(batch, fig, pack) & ~sm90, share)
+    out["overlap_p"] = turn_overlap(batch, prm, own & ~sm90, share)
     return out
 
 
