@@ -49,6 +49,7 @@ from mlacalc.words.dtypes import KVLayout, dtype_bits, state_layout
 from mlacalc.words.errors import InvalidArgumentError
 
 __all__ = [
+    "KV_HEAD_FIELDS",
     "Layout",
     "kv_bytes_per_sequence_per_gpu",
     "kv_bytes_per_token_per_gpu",
@@ -110,17 +111,18 @@ def tp_splits_heads(m: ModelConfig, tp: int) -> bool:
     )
 
 
+#: The config fields of K/V head counts a tensor-parallel degree must split or copy whole:
+#: every attention layer's, Gemma-4's global layers', MiMo's sliding layers'
+KV_HEAD_FIELDS = ("num_key_value_heads", "num_global_key_value_heads", "sliding_key_value_heads")
+
+
 def _kv_head_counts(m: ModelConfig) -> tuple[int, ...]:
     """The K/V head counts of ``m``'s attention layers a tensor-parallel degree must split or
-    copy whole (none for MLA and DeepSeek-V4's one latent: every rank reads all of it)."""
+    copy whole (:data:`KV_HEAD_FIELDS`; none for MLA and DeepSeek-V4's one latent: every rank
+    reads all of it)."""
     if m.is_mla or m.compress_ratios:
         return ()
-    counts = (
-        m.num_key_value_heads,
-        getattr(m, "num_global_key_value_heads", None),
-        getattr(m, "sliding_key_value_heads", None),
-    )
-    return tuple(sorted({c for c in counts if c}))
+    return tuple(sorted({c for c in (getattr(m, f, None) for f in KV_HEAD_FIELDS) if c}))
 
 
 def kv_heads_unsplit(m: ModelConfig, tp: int) -> int | None:

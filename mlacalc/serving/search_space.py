@@ -22,6 +22,7 @@ from mlacalc.serving.capacity import prompts_per_pass
 from mlacalc.serving.figures import chunk_fluid, chunk_rule, prompt_args, request_steps
 from mlacalc.serving.gpu_step import Spec, StepModel, time_jobs
 from mlacalc.serving.layout import (
+    KV_HEAD_FIELDS,
     Layout,
     kv_bytes_per_sequence_per_gpu,
     kv_bytes_per_token_per_gpu,
@@ -502,11 +503,7 @@ def _unsplit_layouts(m: ModelConfig, gpus: int, tp: int, limits: LayoutLimits) -
     """How many of the search's own layouts of degree ``tp`` its K/V heads rule out: those
     :func:`_add_tp_layouts` builds for ``m`` with as many K/V heads as query heads (at least
     one: the degree is still counted where another check also refuses it)."""
-    whole = {
-        f: m.num_attention_heads
-        for f in ("num_key_value_heads", "num_global_key_value_heads", "sliding_key_value_heads")
-        if getattr(m, f, None)
-    }
+    whole = {f: m.num_attention_heads for f in KV_HEAD_FIELDS if getattr(m, f, None)}
     out: list[Layout] = []
     _add_tp_layouts(out, set(), m.replaced(**whole), gpus, tp, limits, None)
     return max(len(out), 1)
