@@ -5,8 +5,6 @@ is copied onto 1 GPUs". Each test failed before."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections import Counter
 
 import pytest
@@ -64,15 +62,11 @@ def test_mla_and_shipped_layouts_are_untouched():
     assert all(tp_splits_heads(as_model(LLAMA), t) for t in (1, 2, 4, 8, 16, 32, 64))
 
 
-def test_plan_cli_refuses_in_one_line():
-    run = subprocess.run(
-        [sys.executable, "-m", "mlacalc", "plan", LLAMA, "-H", "H200", "--gpus", "4", "--tp",
-         "4", "--set", "num_attention_heads=48", "--set", "num_key_value_heads=6", "--isl",
-         "1k", "--osl", "1k"],
-        capture_output=True, text=True,
-    )  # fmt: skip
-    assert run.returncode == 2
-    lines = run.stderr.strip().splitlines()
+def test_plan_cli_refuses_in_one_line(run):
+    _, err = run("plan", LLAMA, "-H", "H200", "--gpus", 4, "--tp", 4, "--set",
+                 "num_attention_heads=48", "--set", "num_key_value_heads=6", "--isl", "1k",
+                 "--osl", "1k", code=2)  # fmt: skip
+    lines = err.strip().splitlines()
     assert len(lines) == 1 and "--tp" in lines[0] and "num_key_value_heads" in lines[0]
 
 

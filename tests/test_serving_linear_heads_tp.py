@@ -4,9 +4,6 @@ failed before."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from mlacalc.cost.engine import as_model
@@ -27,14 +24,10 @@ def test_tp_beyond_the_linear_key_heads_is_refused_naming_tp_and_the_limit():
     assert plan(Q35, "B200", 16, tp=16, batch=1, seq_len=4096).fits
 
 
-def test_cli_says_it_in_one_line():
-    run = subprocess.run(
-        [sys.executable, "-m", "mlacalc", "plan", Q35, "-H", "B200", "--gpus", "32",
-         "--tp", "32", "--batch", "1", "--seq-len", "4k"],
-        capture_output=True, text=True,
-    )  # fmt: skip
-    assert run.returncode == 2
-    lines = run.stderr.strip().splitlines()
+def test_cli_says_it_in_one_line(run):
+    _, err = run("plan", Q35, "-H", "B200", "--gpus", 32, "--tp", 32, "--batch", 1, "--seq-len",
+                 "4k", code=2)  # fmt: skip
+    lines = err.strip().splitlines()
     assert len(lines) == 1 and "--tp" in lines[0] and "tp 16" in lines[0]
 
 
