@@ -197,6 +197,17 @@ class OpTime:
     def arithmetic_intensity(self) -> float:
         return self.flops / self.bytes if self.bytes else math.inf
 
+    @property
+    def timed_flops(self) -> int:
+        """The FLOPs the time is of: :attr:`run_flops` where the engine runs the kernel as
+        another (:attr:`runs_as`), the counted :attr:`flops` where it runs it as counted."""
+        return self.run_flops if self.runs_as else self.flops
+
+    @property
+    def timed_bytes(self) -> int:
+        """The bytes the time is of (see :attr:`timed_flops`)."""
+        return self.run_bytes if self.runs_as else self.bytes
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
@@ -219,8 +230,8 @@ class OpTime:
             "limited_by": self.limited_by,
             "runs_as": self.runs_as,
             # the work the time is of: the counted work where the engine runs it as counted
-            "run_flops": self.run_flops if self.runs_as else self.flops,
-            "run_bytes": self.run_bytes if self.runs_as else self.bytes,
+            "run_flops": self.timed_flops,
+            "run_bytes": self.timed_bytes,
         }
 
 
@@ -288,12 +299,12 @@ class Prediction:
         """The matmul FLOPs of the kernels as the engine runs them (:attr:`OpTime.run_flops`
         where a kernel runs as another, a DSA core as its sparse walk; its counted FLOPs
         elsewhere): the work :attr:`seconds` and :attr:`roofline_s` are of."""
-        return sum(o.run_flops or o.flops for o in self.ops if o.kind == "matmul")
+        return sum(o.timed_flops for o in self.ops if o.kind == "matmul")
 
     @property
     def run_bytes(self) -> int:
         """The bytes of the kernels as the engine runs them (see :attr:`run_flops`)."""
-        return sum(o.run_bytes or o.bytes for o in self.ops)
+        return sum(o.timed_bytes for o in self.ops)
 
     @property
     def compute_s(self) -> float:
