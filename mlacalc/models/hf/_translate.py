@@ -392,10 +392,15 @@ def _closest(key: str, fields: list[str]) -> str | None:
         if k == f or k + "s" == f or k == f + "s":
             return name
         most = next((n for size, n in _EDITS_BY_LENGTH if len(f) >= size), 0)
-        edits = _edits(k, f, most)
         matcher = SequenceMatcher(None, k, f)
-        if edits > most and (matcher.real_quick_ratio() < 0.9 or matcher.quick_ratio() < 0.9):
-            continue  # upper bounds of the ratio: below the cut, it cannot be a misspelling
+        # upper bounds of the ratio below both cuts: neither alike nor within ``most`` edits (a
+        # key within e edits shares at least max(lengths) - e letters in order with the field,
+        # so its quick ratio is at least 1 - e / len(f)); the edit distance, a quadratic loop
+        # over every pair of the file's keys and the family's fields, only past this filter
+        cut = min(0.9, 1.0 - most / len(f) - 1e-9) if most else 0.9  # (the bound itself kept)
+        if matcher.real_quick_ratio() < cut or matcher.quick_ratio() < cut:
+            continue
+        edits = _edits(k, f, most)
         ratio = matcher.ratio()
         if edits > most and ratio < 0.9:
             continue
