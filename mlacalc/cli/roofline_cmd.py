@@ -43,6 +43,7 @@ from mlacalc.render import human_bytes, human_si
 from mlacalc.report import attention_kind_labels
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.mla_geometry import MLA_GEOMETRY_SAID, mla_geometry_note
+from mlacalc.timemodel.mla_time import WALK_VARIANT
 from mlacalc.timemodel.predict import MMHA_RUNS_AS, MMHA_WORDS
 from mlacalc.words import defaults as D
 from mlacalc.words.dtypes import resolve_kv_layout
@@ -646,7 +647,7 @@ def _runs_as_note(p, m=None) -> str:
         if o.runs_as
     )
     topk = getattr(m, "index_topk", None) or 0
-    walks = any(o.runs_as in WALK_RUNS_AS for o in p.ops)
+    walks = any(o.runs_as in _WALK_RUNS_AS for o in p.ops)
     if walks and topk > p.seq_len:
         out += (
             f" The walk covers every one of the {topk:,} index_topk slots a query, past the "
@@ -659,8 +660,8 @@ def _runs_as_note(p, m=None) -> str:
 
 
 #: the classes of the DSA kernels that walk every top-k slot of a query
-#: (:func:`mlacalc.timemodel.dsa_time.walked_core`)
-WALK_RUNS_AS = ("mla_decode sparse_walk", "mla_decode sparse")
+#: (:func:`mlacalc.timemodel.dsa_time.walked_core`), as a prediction's ``runs_as`` names them
+_WALK_RUNS_AS = tuple(f"mla_decode {v}" for v in (WALK_VARIANT, "sparse"))
 
 
 def _times_note(p, plain=None) -> str:
