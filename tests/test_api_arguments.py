@@ -24,6 +24,7 @@ from mlacalc import (
 from mlacalc.cost.model_step import step_kernels
 from mlacalc.models.variants import as_variant
 from mlacalc.timemodel.insight import absorption_crossover, compute_bound_seq_len, ridge_point
+from mlacalc.words.arguments import count
 
 V3 = mlacalc.load_model("deepseek-v3")
 
@@ -259,3 +260,16 @@ def test_a_wrong_type_is_said_with_its_article():
     assert show_value(None) == "None"
     with pytest.raises(InvalidArgumentError, match=r"got 5 \(an int\)$"):
         check_engine(5)
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [(1_000_000_000, "is 1,000,000,000, above"), (2**21, "is 2,097,152, above"),
+     (10**30, "is a number of 31 digits, above")],
+)  # fmt: skip
+def test_a_count_over_its_bound_is_said_as_the_whole_number_given(value, shown):
+    """A count past its bound was printed as ``1e+09`` (a float's form for a whole number)."""
+    with pytest.raises(mlacalc.InvalidArgumentError) as err:
+        count("kv_lora_rank", value, 1 << 20)
+    assert shown in str(err.value) and "e+" not in str(err.value)
+    assert "above the bound of 1,048,576 (2^20)" in str(err.value)

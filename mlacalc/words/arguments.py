@@ -133,8 +133,9 @@ def count(name: str, value: Any, hi: int) -> int:
     if value <= 0:
         raise InvalidArgumentError(name, f"must be a positive integer, got {value}")
     if value > hi:
+        shown = f"{value:,}" if value < 10**15 else f"a number of {len(str(value))} digits"
         raise InvalidArgumentError(
-            name, f"is {value:.3g}, above the bound of {hi:,} (2^{hi.bit_length() - 1})"
+            name, f"is {shown}, above the bound of {hi:,} (2^{hi.bit_length() - 1})"
         )
     return value
 
