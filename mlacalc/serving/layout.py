@@ -137,10 +137,13 @@ def kv_heads_unsplit(m: ModelConfig, tp: int) -> int | None:
     return None
 
 
-def kv_heads_degrees(m: ModelConfig, tp: int, n_kv: int, gpus: int | None = None) -> str:
+def kv_heads_degrees(
+    m: ModelConfig, tp: int, n_kv: int, gpus: int | None = None, most: int | None = None
+) -> str:
     """The nearest tensor degrees to ``tp`` that split ``m``'s query heads whole and its
-    ``n_kv`` K/V heads whole or copy them whole, among the divisors of ``gpus`` where given:
-    ``"tp 3 or 6"``, ``"tp 1"``, or a clause saying none of the ``gpus`` GPUs' degrees does."""
+    ``n_kv`` K/V heads whole or copy them whole, among the divisors of ``gpus`` where given
+    and up to ``most`` where given: ``"tp 3 or 6"``, ``"tp 1"``, or a clause saying none of
+    the ``gpus`` GPUs' degrees does."""
     heads = m.num_attention_heads
     ok = [
         t
@@ -148,6 +151,7 @@ def kv_heads_degrees(m: ModelConfig, tp: int, n_kv: int, gpus: int | None = None
         if heads % t == 0
         and (n_kv % t == 0 or t % n_kv == 0)
         and (gpus is None or gpus % t == 0)
+        and (most is None or t <= most)
         and t != tp
     ]
     below = [t for t in ok if t < tp][-1:]

@@ -166,6 +166,12 @@ class Layout:
 _KEPT_BF16 = frozenset({"scores", "pv", "lm_head"})
 
 
+#: The widest tensor degree a KV-head refusal suggests beyond the one asked for: an 8-GPU
+#: node's (a layout is not yet tied to a GPU here; a wider ``--tp``, as on an NVL72 rack,
+#: keeps its own width as the bound). ``--tp 7`` on 4 KV heads had suggested 28.
+_NODE_TP = 8
+
+
 def make_layout(
     m: ModelConfig,
     tp: Any = 1,
@@ -217,7 +223,8 @@ def make_layout(
         raise InvalidArgumentError(
             "tp",
             f"{tp} tensor ranks neither split nor copy whole the {n_kv} KV heads "
-            f"(num_key_value_heads) of {m.label}: use {kv_heads_degrees(m, tp, n_kv)}, or a "
+            f"(num_key_value_heads) of {m.label}: use "
+            f"{kv_heads_degrees(m, tp, n_kv, most=max(tp, _NODE_TP))}, or a "
             f"num_key_value_heads that {tp} divides or is a multiple of",
         )
     if pp > m.num_hidden_layers:
