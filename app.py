@@ -77,6 +77,9 @@ WHATIF_MLA = [
     ("w_dc", "kv_lora_rank", "latent width d_c (kv_lora_rank)", 16, 4096, 16),
     ("w_rope", "qk_rope_head_dim", "RoPE width d_rope", 2, 512, 2),
     ("w_dcq", "q_lora_rank", "query latent d_cq (0 = plain W_Q)", 0, 16384, 1),
+    ("w_dnope", "qk_nope_head_dim", "no-RoPE query/key width d_nope", 1, 1024, 1),
+    ("w_dv", "v_head_dim", "value head width d_v", 1, 1024, 1),
+    ("w_hidden", "hidden_size", "hidden width d", 1, 65536, 64),
 ]
 #: What a what-if widget's bounds mean, where a bound is the model's rule (trial10: a URL's
 #: d_rope=0 clamped to 2 with no word why)
@@ -89,6 +92,7 @@ WHATIF_MHA = [
     ("w_heads", "num_attention_heads", "heads (n_h)", 1, 1024, 1),
     ("w_kv", "num_key_value_heads", "KV heads (n_kv)", 1, 1024, 1),
     ("w_dh", "head_dim", "head width d_h", 1, 1024, 1),
+    ("w_hidden", "hidden_size", "hidden width d", 1, 65536, 64),
 ]
 #: URL parameters the sidebar writes (the planner adds its own).
 #: URL parameters the planner view reads.

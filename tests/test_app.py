@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 import mlacalc
 from mlacalc.models.loading import parse_upload
-from mlacalc.words.units import human_seconds
+from mlacalc.words.units import human_seconds, human_si
 
 #: The planner's tab; only the open tab runs (``?view=<title>``, the first by default).
 PLANNER = "Capacity planner"
@@ -201,6 +201,26 @@ def test_what_if_dimensions():
     assert not at.exception
     model = mlacalc.load_model("deepseek-v3").with_changes(kv_lora_rank=256)
     assert f"({mlacalc.kv_cache_bytes(model, 131072, 8):,} bytes)" in markdown(at)
+
+
+def test_what_if_edits_the_head_widths_and_the_hidden_width():
+    """The what-if had no d_nope, d_v or hidden width: a new MLA design's query/key and value
+    widths and its model width could be tried only through --set on the CLI."""
+    at = run(whatif="1", d_nope="64", d_v="96", d="4096")
+    assert not at.exception and not at.error
+    model = mlacalc.load_model("deepseek-v3").with_changes(
+        qk_nope_head_dim=64, v_head_dim=96, hidden_size=4096
+    )
+    naive = at.dataframe[0].value.set_index("implementation").loc["naive"]
+    assert naive["elements/token/layer"] == 128 * (64 + 64 + 96)  # n_h (d_nope + d_rope + d_v)
+    designs = at.dataframe[1].value.set_index("design")
+    params = mlacalc.param_counts(model).total
+    assert params != mlacalc.param_counts("deepseek-v3").total
+    assert designs.loc["DeepSeek-V3 (what-if)", "total params"] == human_si(params)
+    at.number_input(key="w_dv").set_value(128).run()
+    assert at.query_params["d_v"] == "128" and at.query_params["d"] == "4096"
+    at = run(whatif="1", model="llama-3-8b", d="2048")
+    assert not at.exception and at.number_input(key="w_hidden").value == 2048
 
 
 def test_invalid_what_if_shows_an_error_and_keeps_working():
