@@ -510,6 +510,50 @@ def _parse_sets(ctx, param, values) -> dict[str, Any]:
     return out
 
 
+def sets_by_model(sets: dict[str, Any], count: int) -> list[SetChanges]:
+    """``compare``'s ``--set``, one :class:`SetChanges` for each of its ``count`` models: a
+    plain ``FIELD=VALUE`` changes every model, ``N:FIELD=VALUE`` only the N-th (from 1), so
+    one model can be set against itself (``compare deepseek-v3 deepseek-v3 --set
+    2:kv_lora_rank=256``). A position past the models, or a field set both ways for one
+    model, is refused naming ``--set``."""
+    typed = getattr(sets, "typed", {})
+    out = []
+    for _ in range(count):
+        one = SetChanges()
+        one.typed = {}
+        out.append(one)
+    for key, value in sets.items():
+        where, colon, field = key.partition(":")
+        targets = range(count)
+        if colon:
+            if not field:
+                raise click.BadParameter(
+                    f"{key}={typed.get(key, value)} names no field after '{where}:'; write "
+                    "N:FIELD=VALUE, e.g. --set 2:kv_lora_rank=256",
+                    param_hint="--set",
+                )
+            if not where.isdigit() or not 1 <= int(where) <= count:
+                raise click.BadParameter(
+                    f"{key}={typed.get(key, value)} names model {where!r}; write N:FIELD=VALUE "
+                    f"with N from 1 to {count} (the position of a model given), or FIELD=VALUE "
+                    "for every model",
+                    param_hint="--set",
+                )
+            targets = [int(where) - 1]
+            text = typed.get(key, str(value))
+            value = _set_list(field, text) if _is_list_field(field) else _set_value(text)
+        else:
+            field = key
+        for i in targets:
+            if field in out[i]:
+                raise click.BadParameter(
+                    f"{field} is set twice for model {i + 1}; give it once", param_hint="--set"
+                )
+            out[i][field] = value
+            out[i].typed[field] = typed.get(key, str(value))
+    return out
+
+
 def _is_list_field(field: str) -> bool:
     """Whether the schema's ``field`` holds a list (``shared_indexer_layers``, ``block_types``)."""
     return field in SPECS and SPECS[field].kind in LIST_KINDS

@@ -14,6 +14,7 @@ from mlacalc.cli.common import (
     format_option,
     load,
     set_option,
+    sets_by_model,
     size_text,
 )
 from mlacalc.models.variants import kept_sparse_note, one_head_shape_note
@@ -77,8 +78,16 @@ def command(
       mlacalc compare deepseek-v3 --as-variants --kv-heads 8 --seq-len 128k --batch 8
       mlacalc compare llama-3-70b --as-variants --kv-lora-rank 1024
       mlacalc compare llama-3-70b --as-variants --set num_key_value_heads=4   # --set: each model
+      mlacalc compare deepseek-v3 deepseek-v3 --set 2:kv_lora_rank=256    # N:FIELD: the N-th
     """
-    loaded = [load(name, changes=sets, weight_dtype=weight_dtype) for name in models]
+    loaded = []
+    for i, (name, one) in enumerate(zip(models, sets_by_model(sets, len(models)), strict=True)):
+        try:
+            loaded.append(load(name, changes=one, weight_dtype=weight_dtype))
+        except click.BadParameter as exc:  # which model a --set refused, where there are two
+            if len(models) > 1 and str(exc.param_hint or "").startswith("--set"):
+                exc.param_hint = f"{exc.param_hint} (model {i + 1}, {name})"
+            raise
     note = ""
     if as_variants:
         if len(loaded) != 1:
