@@ -805,3 +805,13 @@ def test_an_error_naming_a_box_in_the_collapsed_section_says_where_it_is():
     (err,) = [e.value for e in at.error]
     assert err.startswith("ep:")
     assert err.endswith("(the 'expert parallel' box, in 'Layout, memory and engine' below)")
+
+
+def test_times_on_a_device_no_fit_vouches_for_are_not_called_calibrated():
+    """trial12: the planner on MI300X said "times are the calibrated kernel model's" one
+    clause before "MI300X ... unvalidated"."""
+    captions = lambda at: " ".join(c.value for c in at.caption)  # noqa: E731
+    amd = captions(_run(hw="MI300X", engine="sglang"))
+    assert "times are the kernel model's" in amd and "unvalidated" in amd
+    assert "calibrated kernel model's" not in amd
+    assert "times are the calibrated kernel model's" in captions(_run())

@@ -618,3 +618,25 @@ def test_dense_dp_attention_refusal_says_the_engines_run_it_with_moe_layers(run)
     assert "use tp (--tp), or dp replicas" in " ".join(err.split())
     _, err = run("convert", "llama-3-8b", "--ranks", "256,,512", "-H", "H100", code=2)
     assert "--ranks" in err and "'256,,512' has an empty entry" in err  # it dropped it
+
+
+def test_a_plan_that_does_not_fit_names_no_provenance_of_times_it_does_not_give(run):
+    """trial12: "Times are the kernel time model's predictions" and an "Expected error" line
+    printed under a plan that fits no weights and shows no time."""
+    out, _ = run("plan", "deepseek-v3", "-H", "MI300X", "--gpus", "2", "--engine", "vllm")
+    flat = " ".join(out.split())
+    assert "No times: the plan does not fit (the 'fits' row says why and what to change)." in flat
+    assert "Times are" not in flat and "Expected error" not in flat
+
+
+def test_a_borrowed_fit_is_said_in_words(run):
+    """trial12: "elementwise:bf16 has no fit: fixed_s, eff_memory of quantize:fp8" named
+    parameters no output explains."""
+    out, _ = run("plan", "llama-3-70b", "-H", "H200", "--gpus", "4", "--isl", "2000",
+                 "--osl", "500")  # fmt: skip
+    flat = " ".join(out.split())
+    assert (
+        "elementwise:bf16 (no fit of its own) takes its fixed cost a call and memory-bandwidth "
+        "efficiency from quantize:fp8" in flat
+    )
+    assert "fixed_s" not in flat and "eff_memory" not in flat

@@ -590,6 +590,16 @@ def moe_kernel_note(p) -> str:
     return f"The routed experts are timed as {p.moe_kernel}{asked}."
 
 
+def plan_note(p) -> str:
+    """The plan table's note: where its times come from and the error to expect; where the
+    plan shows no time (nothing fits), that, not a provenance of times not given (trial12:
+    "Times are the kernel time model's predictions" under a plan with none)."""
+    if p.decode_step_s is None and p.ttft_s is None:
+        return "No times: the plan does not fit (the 'fits' row says why and what to change)."
+    note = times_note(p.profile, p.calibration, p.engine, p.default_engine_note)
+    return note + (f"\n{p.prediction['note']}" if p.prediction.get("note") else "")
+
+
 def sections(p, model=None) -> list[Section]:
     """The plan as tables: memory and capacity, serving figures, the step's kernels (each
     attention kernel with its kind of layer, where ``model``'s layers differ)."""
@@ -598,8 +608,7 @@ def sections(p, model=None) -> list[Section]:
             f"Plan: {p.model}",
             ["quantity", "value"],
             plan_rows(p, bool(model is not None and model.compress_ratios)),
-            note=times_note(p.profile, p.calibration, p.engine, p.default_engine_note)
-            + (f"\n{p.prediction['note']}" if p.prediction.get("note") else ""),
+            note=plan_note(p),
         )
     ]
     if p.ttft_s is not None:

@@ -120,6 +120,16 @@ ELEMENTWISE_STAND_INS: dict[str, tuple[str, str, str]] = {
 }
 _ELEMENTWISE_LENT = ("fixed_s", "eff_memory")
 
+#: A lent parameter in words, for the calibration line a user reads (trial12: "has no fit:
+#: fixed_s, eff_memory of quantize:fp8" named parameters no output explains).
+_LENT_WORDS = {"fixed_s": "fixed cost a call", "eff_memory": "memory-bandwidth efficiency"}
+
+
+def _lent(key: str, names: tuple[str, ...], other: str, how: str) -> str:
+    """How a class without a fit of its own borrows ``names`` from ``other``, in words."""
+    said = " and ".join(_LENT_WORDS.get(n, n) for n in names)
+    return f"{key} (no fit of its own) takes its {said} from {other} ({how})"
+
 
 #: variant -> the variant whose fit times it where a profile lacks its own: SGLang's ragged
 #: DeepSeek-V4 prompt core (fitted on its module rows' residuals) by FlashMLA's sparse prefill;
@@ -330,14 +340,14 @@ class Profile:
             if not how.startswith("uncalibrated"):
                 base.update({name: lent[name] for name in _ELEMENTWISE_LENT})
                 of = class_key(other, other_dt, other_variant)
-                return base, f"{key} has no fit: {', '.join(_ELEMENTWISE_LENT)} of {of} ({how})"
+                return base, _lent(key, _ELEMENTWISE_LENT, of, how)
         stand_in = _KIND_STAND_INS.get(f"{kind}:{variant}" if variant else kind)
         if stand_in is not None:
             other, names = stand_in
             lent, how = self.params(device, other, dtype, hardware)
             if not how.startswith("uncalibrated"):
                 base.update({name: lent[name] for name in names})
-                return base, f"{key} has no fit: {', '.join(names)} of {other} ({how})"
+                return base, _lent(key, names, other, how)
         return base, f"uncalibrated {key} (no profile class; datasheet defaults)"
 
     def _how(self, device: str, near: str | None = None, *, pooled: bool = False) -> str:
