@@ -1197,3 +1197,16 @@ def test_report_of_a_layer_without_a_mixer_says_it_keeps_nothing(run):
     assert "K positions, as the reference implementation's cache keeps them" in said
     assert "the engines keep K - 1, which plan counts" in said
     assert "a linear or Mamba layer's input projections count under kv_proj" in said
+
+
+def test_list_hardware_says_how_each_device_is_timed(run):
+    """trial12: `list --hardware` showed MI300X beside the fitted parts with no word that no
+    measured table vouches for its times."""
+    out, _ = run("list", "--hardware", "--format", "json")
+    times = {r["name"]: r["times"] for r in json.loads(out)}
+    assert times["H100-SXM"] == times["B200"] == "own fit"
+    assert times["H200"] == "from H100-SXM" and times["GB200"] == "from B200"
+    assert times["MI300X"] == times["MI355X"] == "pooled, unvalidated"
+    assert times["L40S"] == "pooled via A100-SXM-80GB, unvalidated"
+    text, _ = run("list", "--hardware")
+    assert "unvalidated" in text and "own fit" in " ".join(text.split())

@@ -13,7 +13,10 @@ from mlacalc.cost.params import param_counts
 from mlacalc.hardware.catalogue import load_hardware, measured_sets, shipped_hardware
 from mlacalc.models.loading import load_model, shipped_models
 from mlacalc.render import human_bytes, human_si
+from mlacalc.serving.provenance import engine_profile_of
+from mlacalc.timemodel.profile import load_profile
 from mlacalc.words import defaults as D
+from mlacalc.words.engines import DEFAULT_ENGINE
 
 
 @click.command("list")
@@ -141,6 +144,15 @@ def _set_dtype(h) -> str:
     return dtype if isinstance(dtype, str) and dtype in h.peak_flops_per_s else "bf16"
 
 
+def _times_route(h) -> str:
+    """How the default engine's profile predicts ``h`` (:meth:`Profile.route`; a measured
+    set: by its own ceilings)."""
+    if h.measured:
+        return "its measured ceilings"
+    prof, _, _ = engine_profile_of(None, DEFAULT_ENGINE, h)
+    return load_profile(prof).route(h.name, h)
+
+
 def _list_hardware(fmt):
 
     specs = [load_hardware(n) for n in shipped_hardware()] + [
@@ -159,6 +171,7 @@ def _list_hardware(fmt):
             # a measured set's own dtype: its ceiling and ridge are the ones that set is for
             "dtype": _set_dtype(h),
             "ridge_point_flops_per_byte": h.peak(_set_dtype(h)) / h.memory_bandwidth_bytes_per_s,
+            "times": _times_route(h),
         }
         for h in specs
     ]
@@ -167,7 +180,17 @@ def _list_hardware(fmt):
         return [
             Section(
                 "Hardware (dense peaks, FP32 accumulate; measured devices: their ceilings)",
-                ["name", "bf16", "fp8", "fp4", "bandwidth", "memory", "SMs", "ridge (FLOP/B)"],
+                [
+                    "name",
+                    "bf16",
+                    "fp8",
+                    "fp4",
+                    "bandwidth",
+                    "memory",
+                    "SMs",
+                    "ridge (FLOP/B)",
+                    "times",
+                ],
                 [
                     [
                         r["name"],
@@ -183,13 +206,18 @@ def _list_hardware(fmt):
                         human_si(r["memory_bytes"], "B"),
                         r["sm_count"] or "-",
                         f"{r['ridge_point_flops_per_byte']:,.1f}",
+                        r["times"],
                     ]
                     for r in rows
                 ],
                 note="Hardware figures use SI units (TB/s = 10^12 B/s, GB = 10^9 B), "
                 "as datasheets do. A measured set benchmarked in another dtype shows that "
                 "dtype's ceiling in the bf16 column, labelled, and its ridge at that rate "
-                "(the copy rate as bandwidth).",
+                "(the copy rate as bandwidth). Times: how the default engine's kernel model "
+                "predicts the device: its own fit of measured kernel tables, from a fitted "
+                "device of its tensor-core generation by datasheet ratios, or from the pooled "
+                "fit, which no measurement of that kind of device checks (unvalidated: AMD's "
+                "parts, whose kernels no shared table measured).",
             )
         ]
 

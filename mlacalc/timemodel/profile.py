@@ -429,6 +429,23 @@ class Profile:
             )
         return text + note + _file_note(hardware)
 
+    def route(self, device: str, hardware: Any) -> str:
+        """A few words on how :meth:`describe` predicts ``device``: ``"own fit"``, ``"from
+        H100-SXM"`` (the same tensor-core generation, by datasheet ratios), ``"pooled via
+        A100-SXM-80GB, unvalidated"`` (the nearest fitted generation whose kernels it runs),
+        ``"pooled, unvalidated"`` (no measured device of its vendor and generation), or
+        ``"not fitted"`` (a profile with no fit)."""
+        if not self.fitted_devices:
+            return "not fitted"
+        if device in self.devices:
+            return "own fit"
+        near, kin = self._ranked(hardware)
+        if near is not None:
+            return f"from {near}"
+        if kin is not None:
+            return f"pooled via {kin}, unvalidated"
+        return "pooled, unvalidated"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA,
