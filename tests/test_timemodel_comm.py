@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 from reference_data import MEASURED
 
-from mlacalc.hardware.catalogue import load_hardware
+from mlacalc.hardware.catalogue import hardware_from_dict, load_hardware
 from mlacalc.measured.mapping import map_table
 from mlacalc.measured.tables import MeasuredTable
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.terms import REFERENCE_CLOCK_HZ, default_params, kernel_terms
+from mlacalc.words.errors import ConfigError
 from mlacalc.words.kernels import KernelBatch
 
 
@@ -342,3 +343,34 @@ def test_collectives_carry_between_nvlink_generations(system, table, profile, bo
     pred = predict_mapped(mapped, None, profile)
     ok = mapped.modelled & np.isfinite(pred)
     assert ok.sum() > 60 and np.median(np.abs(pred[ok] / t.seconds[ok] - 1)) <= bound
+
+
+def test_infinity_fabric_is_a_mesh_a_pair_has_one_link():
+    """On AMD's Infinity Fabric mesh a TP2 pair shares one link (64 GB/s each way on MI300X),
+    so a 32 MiB all-reduce takes at least the message over that link (524 us), where a
+    switch's 448 GB/s gave 119 us; all 8 GPUs still get the 7 links (the same time as a switch
+    of 448 GB/s), and a switch (H200) is unchanged by group size."""
+    mi300x = load_hardware("MI300X")
+    switch = dataclasses.replace(mi300x, scale_up_mesh_link_bytes_per_s=None)
+    assert "7 links" in mi300x.field_sources["scale_up_mesh_link_gb_per_s"]
+    assert [mi300x.link(g)[0] / 1e9 for g in (2, 4, 8)] == [64.0, 192.0, 448.0]
+    assert load_hardware("MI355X").link(2)[0] == pytest.approx(76.8e9)
+    assert load_hardware("H200").link(2)[0] == load_hardware("H200").link(8)[0]
+    msg = 32.0 * 2**20
+    batch = _batch("all_reduce", [msg, msg], [2, 8])
+    prm = default_params("all_reduce")
+    mesh2, mesh8 = kernel_terms(batch, device_figures(mi300x), prm)["seconds"]
+    flat2, flat8 = kernel_terms(batch, device_figures(switch), prm)["seconds"]
+    assert mesh2 > msg / 64e9 > 2 * flat2
+    assert mesh8 == pytest.approx(flat8)
+
+
+def test_mesh_link_field_is_checked():
+    base = {"name": "x", "peak_tflops": {"bf16": 100}, "memory_bandwidth_gb_per_s": 1000}
+    base |= {"memory_gb": 80, "source": "s", "scale_up_gb_per_s": 448}
+    assert hardware_from_dict({**base, "scale_up_mesh_link_gb_per_s": 64}).link(3)[0] == 128e9
+    with pytest.raises(ConfigError, match="scale_up_mesh_link_gb_per_s"):
+        hardware_from_dict({**base, "scale_up_mesh_link_gb_per_s": 500})
+    del base["scale_up_gb_per_s"]
+    with pytest.raises(ConfigError, match="needs scale_up_gb_per_s"):
+        hardware_from_dict({**base, "scale_up_mesh_link_gb_per_s": 64})

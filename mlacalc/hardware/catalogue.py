@@ -11,7 +11,10 @@ capacity is ``memory_bytes``, in bytes as the device reports it (an "80 GB" HBM 
 80 GiB), and ``memory_gb`` is the datasheet's rounded label (read as 1e9 B only where a file
 gives no ``memory_bytes``);
 link bandwidths are per GPU in each direction; ``scale_up_multicast`` says whether the
-scale-up switch reduces and multicasts in the fabric (NVLink SHARP). These files are the only
+scale-up switch reduces and multicasts in the fabric (NVLink SHARP), and
+``scale_up_mesh_link_gb_per_s`` that the fabric is a full mesh of point-to-point links of that
+rate each way (AMD's Infinity Fabric) rather than a switch: a group of g GPUs has g - 1 links a
+GPU (:meth:`HardwareSpec.scale_up_bandwidth`). These files are the only
 source of a device's figures: the time model (:mod:`mlacalc.timemodel.device`) and the
 measured-set reader (:mod:`mlacalc.measured.tables`) read them through this module. A device
 the microbenchmark measured loads from its sidecar with ``"measured:<set name>"`` (or the path
@@ -65,6 +68,7 @@ _NUMBER_FIELDS = (
     "l2_mib",
     "boost_clock_mhz",
     "scale_up_gb_per_s",
+    "scale_up_mesh_link_gb_per_s",
     "scale_up_latency_us",
     "scale_out_gb_per_s",
     "scale_out_latency_us",
@@ -188,6 +192,10 @@ class HardwareSpec:
     #: GPUs on one scale-up fabric when it spans several nodes (an NVLink domain: 72 on a
     #: GB200/GB300 NVL72 rack of 4-GPU trays); None: the fabric is the node's
     scale_up_domain_gpus: int | None = None
+    #: the rate of one point-to-point link each way where the scale-up fabric is a full mesh
+    #: of such links (Infinity Fabric on an 8-GPU AMD platform) instead of a switch; None: a
+    #: switch, where every group gets ``scale_up_bytes_per_s``
+    scale_up_mesh_link_bytes_per_s: float | None = None
     #: the YAML keys whose figure is a stated assumption, not the device's own datasheet
     #: figure (another device's figure standing in): the time model lists them as assumed
     assumed: tuple[str, ...] = field(default=(), compare=False)
@@ -198,6 +206,16 @@ class HardwareSpec:
         given. A group of at most this many GPUs talks over the scale-up link."""
         return self.scale_up_domain_gpus or self.gpus_per_node
 
+    def scale_up_bandwidth(self, n_gpus: int) -> float | None:
+        """Bandwidth (B/s per GPU each way) a group of ``n_gpus`` GPUs has on the scale-up
+        fabric: the whole ``scale_up_bytes_per_s`` behind a switch; on a full mesh of
+        point-to-point links, only the ``n_gpus - 1`` links to the group's other GPUs, capped
+        by the aggregate (a pair has one link; all 8 GPUs of an AMD platform, all 7)."""
+        bw, link = self.scale_up_bytes_per_s, self.scale_up_mesh_link_bytes_per_s
+        if bw is None or not link:
+            return bw
+        return min(bw, max(n_gpus - 1, 1) * link)
+
     def link(self, n_gpus: int) -> tuple[float, float]:
         """Bandwidth (B/s per GPU each way) and latency (s) of a group of ``n_gpus`` GPUs: the
         scale-up link within one scale-up fabric (a node, or an NVLink domain of several, as a
@@ -206,7 +224,8 @@ class HardwareSpec:
         is an error."""
         within = self.scale_up_gpus is None or n_gpus <= self.scale_up_gpus
         if within or n_gpus <= 1:
-            bw, lat, what = self.scale_up_bytes_per_s, self.scale_up_latency_s, "scale_up_gb_per_s"
+            bw, lat = self.scale_up_bandwidth(n_gpus), self.scale_up_latency_s
+            what = "scale_up_gb_per_s"
         else:
             bw, lat, what = (
                 self.scale_out_bytes_per_s,
@@ -267,6 +286,7 @@ class HardwareSpec:
             "compute_capability": self.compute_capability,
             "scale_up_multicast": self.scale_up_multicast,
             "scale_up_domain_gpus": self.scale_up_domain_gpus,
+            "scale_up_mesh_link_bytes_per_s": self.scale_up_mesh_link_bytes_per_s,
             "assumed": list(self.assumed),
         }
 
@@ -401,6 +421,7 @@ def hardware_from_dict(data: Any, origin: str = "<dict>") -> HardwareSpec:
             "l2_mib",
             "boost_clock_mhz",
             "scale_up_gb_per_s",
+            "scale_up_mesh_link_gb_per_s",
             "scale_up_latency_us",
             "scale_out_gb_per_s",
             "scale_out_latency_us",
@@ -409,6 +430,7 @@ def hardware_from_dict(data: Any, origin: str = "<dict>") -> HardwareSpec:
             "compute_capability",
         )
     }
+    _check_mesh(origin, opt["scale_up_mesh_link_gb_per_s"], opt["scale_up_gb_per_s"])
     domain, node = opt["scale_up_domain_gpus"], opt["gpus_per_node"]
     if domain is not None and node is not None and domain < node:
         raise ConfigError(
@@ -473,8 +495,28 @@ def hardware_from_dict(data: Any, origin: str = "<dict>") -> HardwareSpec:
         compute_capability=scaled("compute_capability", 1.0),
         scale_up_multicast=multicast,
         scale_up_domain_gpus=None if domain is None else int(domain),
+        scale_up_mesh_link_bytes_per_s=scaled("scale_up_mesh_link_gb_per_s", 1e9),
         assumed=assumed,
     )
+
+
+def _check_mesh(origin: str, link: float | None, total: float | None) -> None:
+    """A mesh link's rate needs the aggregate it is a share of, and cannot exceed it."""
+    if link is None:
+        return
+    if total is None:
+        raise ConfigError(
+            "needs scale_up_gb_per_s (the aggregate a GPU's links add up to)",
+            source=origin,
+            field="scale_up_mesh_link_gb_per_s",
+        )
+    if link <= 0 or link > total:
+        raise ConfigError(
+            f"must be above 0 and at most scale_up_gb_per_s ({total:g}), got {link:g}",
+            source=origin,
+            field="scale_up_mesh_link_gb_per_s",
+            fix="give one point-to-point link's rate each way (64 for an MI300X link)",
+        )
 
 
 def _assumed(raw: Any, data: dict, origin: str) -> tuple[str, ...]:

@@ -47,6 +47,12 @@ def collective_terms(
     msg = np.asarray(batch.shape.get("message_bytes", batch.bytes), dtype=np.float64)
     n = np.maximum(col(batch, "n_gpus", 2), 1.0)
     link = prm["link_eff"] * fig.link_bytes_per_s
+    if fig.mesh_link_bytes_per_s > 0:
+        # a full mesh (Infinity Fabric): a group reaches its n - 1 peers over its n - 1 links,
+        # the traffic spread over all of them (several rings, or direct sends to every peer;
+        # from recall), up to the aggregate a GPU has
+        mesh = np.maximum(n - 1, 1) * fig.mesh_link_bytes_per_s
+        link = link * np.minimum(1.0, mesh / fig.link_bytes_per_s)
     lat = prm["latency_steps"] * fig.link_latency_s
     kind = batch.kind
     proto = prm["proto_s"]

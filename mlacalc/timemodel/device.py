@@ -69,6 +69,10 @@ class DeviceFigures:
     clock_hz: float = 1.83e9
     #: 1 where the scale-up switch reduces in the fabric (NVLink SHARP), else 0
     link_multicast: float = 0.0
+    #: one point-to-point link's rate each way where the scale-up fabric is a full mesh (AMD's
+    #: Infinity Fabric): a group of n GPUs has n - 1 of them (``HardwareSpec.
+    #: scale_up_bandwidth``); 0: a switch, every group gets ``link_bytes_per_s``
+    mesh_link_bytes_per_s: float = 0.0
     fallbacks: tuple[str, ...] = ()
     #: the catalogue's architecture name, and an NVIDIA GPU's CUDA compute capability (0 for
     #: any other device, or one whose file gives neither it nor a known NVIDIA architecture
@@ -205,6 +209,7 @@ def device_figures(hw: HardwareSpec) -> DeviceFigures:
         link_latency_s=values["link_latency_s"],
         clock_hz=values["clock_hz"],
         link_multicast=values["link_multicast"],
+        mesh_link_bytes_per_s=float(getattr(hw, "scale_up_mesh_link_bytes_per_s", None) or 0.0),
         fallbacks=tuple(fallbacks),
         architecture=getattr(hw, "architecture", "") or "",
         compute_capability=_capability(hw),
