@@ -437,6 +437,43 @@ def test_flashinfer_s_sparse_kernel_runs_16_row_units_up_to_32_heads():
     assert abs(vllm["FLASHINFER_MLA_SPARSE", "fp8", 32]) < 0.08
 
 
+def test_flashinfer_s_second_small_unit_shares_the_first_s_picks():
+    """The second 16-row unit of a token at 17-32 heads on vLLM's FlashInfer sparse prompt
+    (B200) adds mla_time.SECOND_UNIT_SHARE of a unit, not a whole one: the fp8 rows' core a
+    token at 10,240-49,152 tokens takes 1.38x the 16-head time at 32 heads, where two whole
+    units read +18% to +34% (those rows at 6,144 tokens and more were +23% signed)."""
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+    from mlacalc.timemodel.mla_time import SECOND_UNIT_SHARE, mla_unit_count
+
+    b = device_batch(_step_core("decode", 1024, 8, "bf16", 32), load_hardware("B200"))
+    gen = dataclasses.replace(b, variant="sparse_gen")
+    small = dataclasses.replace(gen, shape={**gen.shape, "small_units": np.ones(1)})
+    two = np.full(1, 2.0)
+    assert mla_unit_count(gen, two)[0] == 2.0
+    assert mla_unit_count(small, two)[0] == 1.0 + SECOND_UNIT_SHARE < 1.6
+    plain = dataclasses.replace(small, variant="")  # the plain decode kernel keeps whole units
+    assert mla_unit_count(plain, two)[0] == 2.0
+    (t,) = [
+        x
+        for x in load_measured(MEASURED / "b200_sxm", engine="vllm").tables
+        if x.table == "dsa_context_module_perf"
+    ]
+    err = predict_mapped(map_table(t), t.device, load_profile("fit-b200-sxm-vllm")) / t.seconds
+    tokens = t.column("batch_size") * t.column("isl")
+    rows = (
+        (t.column("kernel_source").astype(str) == "FLASHINFER_MLA_SPARSE")
+        & (t.column("kv_cache_dtype").astype(str) == "fp8")
+        & (t.column("num_heads") == 32)
+        & (tokens >= 6144)
+        & (tokens < 65536)
+    )
+    assert rows.sum() > 300
+    assert abs(np.median(err[rows] - 1.0)) < 0.08
+
+
 def _glm5_sparse_rows(
     system: str, profile: str, table: str = "glm5_dsa_attn_module_perf"
 ) -> np.ndarray:

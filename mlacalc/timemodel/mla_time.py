@@ -46,6 +46,7 @@ __all__ = [
     "mla_max_splits",
     "mla_split_keys",
     "mla_tile_rows",
+    "mla_unit_count",
     "mla_unit_rows",
     "sglang_chunk_note",
     "step_decode_path_tokens",
@@ -445,6 +446,28 @@ def mla_unit_rows(batch: KernelBatch, fig: DeviceFigures) -> np.ndarray:
     return np.where(small & (rows <= 2.0 * SMALL_UNIT_ROWS), SMALL_UNIT_ROWS, tile)
 
 
+#: The share of a unit's time the second 16-row unit of a token adds where TensorRT-LLM-gen's
+#: sparse MLA runs its small units on a prompt (``small_units``: vLLM's FlashInfer path, 17-32
+#: heads). Evidence, vLLM's B200 FlashInfer fp8 prompt rows less their other kernels, a token's
+#: core at 10,240-49,152 tokens: 312 / 376 / 518 / 380 ns at 8 / 16 / 32 / 64 heads, 32 heads
+#: 1.38x the time of 16, where two whole units gave 2x (+18% to +34% signed). Why the second
+#: unit costs less the tables do not say (a guess: both units gather the same top-k latent
+#: rows, the second from the L2 the first filled). Fitted on those rows with the class
+#: refitted (docs/time-model.md, "second small unit"): the table's median |error| is flat from
+#: 0.35 to 0.45 and grows past it. Decode keeps whole units (its class, FlashMLA's, already
+#: reads its 32-head rows short).
+SECOND_UNIT_SHARE = 0.45
+
+
+def mla_unit_count(batch: KernelBatch, tiles: np.ndarray) -> np.ndarray:
+    """Units of a token's (or a sequence's) query rows, ``tiles`` of :func:`mla_unit_rows`;
+    where a sparse kernel runs the small units (``small_units``), each unit past the first
+    counts :data:`SECOND_UNIT_SHARE` of one."""
+    prompt = batch.variant in (GEN_SPARSE_VARIANT, GEN_SPARSE_WIDE_VARIANT)
+    shared = prompt & (col(batch, "small_units", 0) > 0)
+    return np.where(shared, 1.0 + SECOND_UNIT_SHARE * np.maximum(tiles - 1.0, 0.0), tiles)
+
+
 def _latent_row_bytes(batch: KernelBatch, fig: DeviceFigures) -> tuple[np.ndarray, np.ndarray]:
     """Shared-memory bytes a latent decode unit's MMAs move per cached token (its K and V rows),
     and whether the kernel converts an fp8 cache to bf16 in shared memory (Hopper's)."""
@@ -489,7 +512,7 @@ def mla_decode_terms(
     # (16 rows a unit up to 32 heads on ``tcgen05``: ``mla_unit_rows``)
     tile_rows = mla_unit_rows(batch, fig)
     tiles = np.ceil(heads * q / tile_rows)
-    heads_units = b * tiles
+    heads_units = b * mla_unit_count(batch, tiles)
     # (one unit a SM: the latent kernels' units fill the SMs by themselves)
     splits = decode_splits(batch, heads_units, kv_eff, fig.sm_count, mla_split_keys(batch, fig))
     splits = np.minimum(splits, mla_max_splits(batch, fig))  # TensorRT-LLM-gen's cap
