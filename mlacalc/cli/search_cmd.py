@@ -647,6 +647,8 @@ def sections(
                 model, hardware or result.hardware, result, result.best, profile
             )
             best_note += extra  # the engine's options (scheduler_words)
+        if result.prediction.get("note"):  # the error to expect, as plan of the best says it
+            best_note += f"\n{result.prediction['note']}"
         out.append(
             Section(
                 f"Best deployment of {result.model} on {result.hardware} "

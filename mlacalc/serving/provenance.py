@@ -642,13 +642,17 @@ def engine_vendor_warning(hw: Any, engine: str) -> str:
     )
 
 
-def device_warnings(profile: Any, hw: Any, engine: str, engine_note: str = "") -> tuple:
-    """What every front end (plan, roofline, predict_time) says of a device it times by the
-    kernel model without a fit of its own: TensorRT-LLM on another vendor's GPU
-    (:func:`engine_vendor_warning`) and the device's route with its error and ratios
-    (:func:`route_warning`); empty for a fitted device under its own engine."""
-    route = prediction_route(profile, hw, engine, engine_note)
-    return tuple(w for w in (engine_vendor_warning(hw, engine), route_warning(route)) if w)
+def device_warnings(
+    profile: Any, hw: Any, engine: str, engine_note: str = "", *, timed: bool = True
+) -> tuple:
+    """What every front end (plan, search, roofline, predict_time) says of a device it times
+    by the kernel model without a fit of its own: TensorRT-LLM on another vendor's GPU
+    (:func:`engine_vendor_warning`) and, where anything was ``timed``, the device's route with
+    its error and ratios (:func:`route_warning`); empty for a fitted device under its own
+    engine."""
+    route = prediction_route(profile, hw, engine, engine_note) if timed else {}
+    said = (engine_vendor_warning(hw, engine), route_warning(route) if route else "")
+    return tuple(w for w in said if w)
 
 
 def _device_route(prof: Any, hw: HardwareSpec) -> tuple[str, str | None]:

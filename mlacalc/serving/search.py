@@ -67,7 +67,12 @@ from mlacalc.serving.plan_checks import (
     usable_of,
 )
 from mlacalc.serving.precision import check_components
-from mlacalc.serving.provenance import calibration_of, engine_profile_of
+from mlacalc.serving.provenance import (
+    calibration_of,
+    device_warnings,
+    engine_profile_of,
+    prediction_route,
+)
 from mlacalc.serving.scheduler import (
     Scheduler,
     model_page_size,
@@ -333,6 +338,10 @@ class SearchResult:
     #: changed after reading); the CLI writes the model, device and profile as typed and its
     #: ``--set``
     plan_command: str | None = None
+    #: how the points' kernel times were predicted on this device under this engine, with the
+    #: error to expect: :attr:`mlacalc.Plan.prediction` of the best point's plan (the same for
+    #: every point: the route depends on the device, the engine and the model only)
+    prediction: dict[str, Any] = field(default_factory=dict)
 
     def constraints(self) -> dict[str, Any]:
         """The layouts searched and the routing every point was timed with, as JSON data
@@ -437,6 +446,7 @@ class SearchResult:
             "default_engine_note": self.default_engine_note,
             "constraints": self.constraints(),
             "plan_command": self.plan_command,
+            "prediction": dict(self.prediction),
         }
 
     def row(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -1440,7 +1450,7 @@ def search(
         engine_memory_of=req.engine_memory and req.engine_memory[0],
         page_size=req.page_size,
         best_calibration=best_cal + req.engine_note if best_cal else "",
-        warnings=_search_warnings(req, best, front),
+        warnings=_search_warnings(req, best, front, timed=bool(points)),
         budget=req.budget,
         **req.scheduler_record,
         limits=req.limits,
@@ -1453,8 +1463,10 @@ def search(
 def _finished(req: SearchRequest, **fields: Any) -> SearchResult:
     """The result of ``fields`` with the plan command of its best point: the engine named (its
     kernels and no other defaults) and the admission values the search ran, as the CLI writes
-    them."""
-    result = SearchResult(**fields)
+    them; and how its times were predicted (plan's ``prediction`` of the same device, engine
+    and model)."""
+    route = prediction_route(req.profile, req.hw, req.engine, req.engine_note, req.m)
+    result = SearchResult(**fields, prediction=route)
     if result.best is None or req.replay is None:
         return result
     sched = req.scheduler
@@ -1473,15 +1485,23 @@ def _finished(req: SearchRequest, **fields: Any) -> SearchResult:
 
 
 def _search_warnings(
-    req: SearchRequest, best: dict[str, Any] | None = None, front: list[dict[str, Any]] = ()
+    req: SearchRequest,
+    best: dict[str, Any] | None = None,
+    front: list[dict[str, Any]] = (),
+    timed: bool = True,
 ) -> tuple[str, ...]:
     """What the search says beside its points: the engine that stood in for another's
     kernels, the MLA geometry no measured row has, what plan of the best says of its formats
     (:func:`~mlacalc.serving.plan_checks.format_warnings`: a KV cache or weight dtype the
     engine or device cannot run as asked), and the same of each other format among the
     frontier's points, naming them (a capacity planner's trial: an nvfp4 cache was the best
-    under TensorRT-LLM on H200 with no warning, where plan of it said it cannot run one)."""
-    said = [req.engine_note.removeprefix("; "), mla_geometry_note(req.m)]
+    under TensorRT-LLM on H200 with no warning, where plan of it said it cannot run one).
+    First, what plan of any point says of its device and engine where they were not fitted
+    (:func:`~mlacalc.serving.provenance.device_warnings`: TensorRT-LLM on another vendor's
+    GPU, the device's route and its error; a trial12 search on MI300X said neither); the
+    route's line only where a point was ``timed``, as plan says it of a timed plan only."""
+    said = list(device_warnings(req.profile, req.hw, req.engine, req.engine_note, timed=timed))
+    said += [req.engine_note.removeprefix("; "), mla_geometry_note(req.m)]
     seen: set[tuple] = set()
     raw: set[str] = set()  # each said once, of the first point it is said of
     for p in ([best] if best else []) + list(front):

@@ -1,0 +1,49 @@
+"""search says what plan of its best point says of the device and the engine where neither was
+fitted (trial12: on MI300X plan warned "not a fitted device" and "TensorRT-LLM runs on NVIDIA
+GPUs only" and gave an "Expected error" line and a ``prediction`` object; search, in text, JSON
+and ``SearchResult.warnings``, gave none of them). Each test failed before."""
+
+from __future__ import annotations
+
+import json
+
+from _helpers import plan_point
+
+from mlacalc.serving.search import search
+
+KW = dict(isl=1000, osl=200, tpot=0.05, modes=("aggregated",), chunked_prefills=None)
+DEVICE = ("is not a fitted device", "TensorRT-LLM runs on NVIDIA GPUs only")
+
+
+def _device_lines(warnings) -> list[str]:
+    return [w for w in warnings if any(s in w for s in DEVICE)]
+
+
+def test_search_on_amd_carries_plans_device_and_engine_warnings():
+    for engine in ("trtllm", "sglang"):
+        r = search("llama-3-8b", "MI300X", [1, 2], engine=engine, **KW)
+        planned = plan_point("llama-3-8b", "MI300X", r.best, 1000, 200, engine=engine)
+        said = _device_lines(planned.warnings)
+        assert said and said == _device_lines(r.warnings)  # the same lines, in plan's order
+        assert ("TensorRT-LLM runs on NVIDIA" in " ".join(said)) == (engine == "trtllm")
+        assert r.prediction == planned.prediction  # the route and the error to expect
+        doc = r.to_dict()
+        assert doc["prediction"]["device_route"] == "pooled"
+        assert doc["prediction"]["note"].startswith("Expected error:")
+        json.dumps(doc)
+
+
+def test_a_fitted_device_under_its_own_engine_says_nothing_new():
+    r = search("llama-3-8b", "H100-SXM", [1, 2], **KW)
+    assert not _device_lines(r.warnings)
+    assert r.prediction["device_route"] == "fitted"
+
+
+def test_search_text_gives_the_expected_error_line(run):
+    out, err = run(
+        "search", "llama-3-8b", "-H", "MI300X", "--gpus", "1,2", "--isl", "1000", "--osl", "200",
+        "--tpot", "50ms", "--engine", "trtllm",
+    )  # fmt: skip
+    assert "Expected error:" in out
+    assert "TensorRT-LLM runs on NVIDIA GPUs only" in out + err
+    assert "MI300X is not a fitted device" in out + err
