@@ -165,8 +165,8 @@ def test_the_steady_state_peak_when_the_first_chunk_is_the_heavier():
 def test_a_dense_first_stage_peaks_in_the_steady_state(monkeypatch):
     """Qwen3-30B-A3B with its first 6 layers dense (first_k_dense_replace 6, a 40,960-wide
     dense FFN), pp 4, v 2, global batch 8 on H100: stage 0's first chunk (layers 0-5, dense)
-    is the heavier; its activations peak at 65.49 GiB by the schedule, where the warm-up's
-    end gave 62.97 GiB."""
+    is the heavier; its activations peak at 63.24 GiB by the schedule (65.49 before the MoE
+    combine's weighted copy left the count, when the warm-up's end gave 62.97 GiB)."""
     import mlacalc.training.cost as cost
 
     m = replace(load_model("qwen3-30b-a3b"), first_k_dense_replace=6, intermediate_size=40960)
@@ -174,7 +174,7 @@ def test_a_dense_first_stage_peaks_in_the_steady_state(monkeypatch):
     stages = cost._stages
     monkeypatch.setattr(cost, "_stages", lambda *a, **k: seen.append(stages(*a, **k)) or seen[0])
     training_cost(m, 4096, hardware="H100", pp=4, virtual_stages=2, global_batch=8)
-    assert seen[0][0].activations / 2**30 == pytest.approx(65.49, abs=0.005)
+    assert seen[0][0].activations / 2**30 == pytest.approx(63.24, abs=0.005)
 
 
 def test_the_step_note_says_each_stage_is_timed_with_its_own_layers(run):

@@ -547,7 +547,9 @@ class Model:
             ys.append(F.linear(a, w["ed"][e]))
             start += n_e
         y = (torch.cat(ys) * wt.reshape(-1)[order].unsqueeze(1)).to(hn.dtype)
-        out = torch.zeros_like(flat).index_add(0, tok, y)
+        # the combine as Megatron-LM's unpermute runs it: a scatter-add by token, which keeps
+        # only its index (an index_add would keep y as well, as Hugging Face's layers do)
+        out = torch.zeros_like(flat).scatter_add(0, tok[:, None].expand(-1, d), y)
         shared = swiglu(flat, w.get("sgu", w.get("sg")), w.get("su"))
         return (out + F.linear(shared, w["sd"])).view(b, t, d)
 

@@ -36,9 +36,11 @@ this count with ``swiglu="unfused"``:
   product, one ``f`` more;
 - MoE: input, RMS, normed input, the router's probabilities (fp32, ``E`` per token) and its
   top-k indices (int64); per routed copy of a token (``N k`` of them) the gathered input, the
-  expert's SwiGLU tensors (as the dense FFN's), its output, its routing weight (fp32) and the
-  weighted output the combine adds back (an index-add keeps its source), the token it came
-  from and its place among the top-k (int64, the gather indices); the shared experts as a
+  expert's SwiGLU tensors (as the dense FFN's), its output and its routing weight (fp32: the
+  product's two operands), the token it came from and its place among the top-k (int64, the
+  gather indices); the weighted outputs go back to their tokens by a scatter-add, which keeps
+  only its index (Megatron-LM's unpermute, from recall; Hugging Face's ``index_add`` keeps its
+  source too, ``N k d`` elements more a layer); the shared experts as a
   dense FFN of their width; GPT-OSS's router (a bias on its logits) keeps the top-k indices
   and the softmax over those k logits in the activation dtype (the routing weight) in place
   of the fp32 softmax over every expert;
@@ -282,7 +284,6 @@ def _moe(m: ModelConfig, n: int, a: int, swiglu: str) -> list[tuple[str, int, in
     out += [
         ("expert_output", n * k * d, a),
         ("routing_weight", n * k, weight),
-        ("weighted_output", n * k * d, a),
         ("expert_index", n * k, I64),
         ("routing_index", n * k, I64),
     ]
