@@ -27,6 +27,17 @@ ISCA = (
 )
 
 
+def fit_line(r: dict) -> str:
+    """Why a run's assumed layout does not fit: its memory a GPU against the device's and the
+    usable share, and what the published run did that the layout leaves out."""
+    gib = 2**30
+    return (
+        f"the assumed layout needs {r['memory_per_gpu'] / gib:.1f} GiB a GPU, "
+        f"{r['usable_memory_bytes'] / gib:.1f} of {r['device_memory_bytes'] / gib:.1f} GiB "
+        f"usable: {r['memory_note'] or 'no published lever said'}"
+    )
+
+
 def main() -> None:
     print("(a) GFLOPs per token (forward + backward), ISCA Table 2")
     print(f"    {'model':<16} {'paper':>7} {'4K':>9} {'err':>7} {'2K':>9} {'err':>7}")
@@ -45,8 +56,9 @@ def main() -> None:
             f"    {r['run']:<28} {unit:<13} published {fmt.format(r['published']):>7} "
             f"predicted {fmt.format(r['predicted']):>7}  error {r['error']:+.1%}  "
             f"(MFU {r['mfu']:.1%}, step {r['step_s']:.2f} s)"
-            + ("; the assumed layout does not fit" if r["fits"] is False else "")
         )
+        if r["fits"] is False:
+            print(f"        {fit_line(r)}")
     errors = [abs(r["error"]) for r in rows]
     print(f"    mean |error| {sum(errors) / len(errors):.1%}, max {max(errors):.1%}")
     print("\n(c) DeepSeek-V3, absorbed / expanded (kv_up recompute), one sequence")

@@ -26,7 +26,9 @@ worse fails here.
 from __future__ import annotations
 
 import pytest
+from reference_data import benchmark
 
+from mlacalc.training.cost import training_cost
 from mlacalc.training.runs import PUBLISHED_RUNS, compare_runs
 
 BOUNDS = {
@@ -143,3 +145,31 @@ def test_each_row_says_whether_its_assumed_layout_fits(rows):
     """compare_runs carries the memory check (bench_training prints it): as assumed, none of the
     four runs fits the model's memory (docs/training.md, DeepSeek-V2's breakdown)."""
     assert all(r["fits"] is False for r in rows.values())
+
+
+def test_a_run_that_does_not_fit_says_what_the_published_run_did(rows):
+    """A published run ran, so "does not fit" beside it says its memory a GPU against the
+    device's and what the run did to fit that the assumed layout leaves out."""
+    line = benchmark("bench_training").fit_line
+    for r in rows.values():
+        if r["fits"] is False:
+            assert r["memory_note"], r["run"]
+            said = line(r)
+            assert f"{r['memory_per_gpu'] / 2**30:.1f} GiB a GPU" in said
+            assert said.endswith(r["memory_note"])
+
+
+def test_the_moe_combine_keeps_no_weighted_copy():
+    """DeepSeek-V3 at 4K: a MoE layer saves its routed copies' input, SwiGLU tensors and
+    output (``N k d`` each), not the weighted output the scatter-add sums (it keeps its
+    index alone), so the published run's busiest stage holds 123.8 GiB, not 150.1."""
+    r = PUBLISHED_RUNS[0]
+    c = training_cost(
+        r.model, r.seq_len, recompute=r.recompute, hardware=r.hardware, pp=r.pp, dp=r.dp,
+        ep=r.ep, global_batch=r.global_batch, precision=r.precision, zero=1,
+    )  # fmt: skip
+    moe = {a.name: a.elements for a in c.activations if a.block == "moe"}
+    n_k_d = 4096 * 8 * 7168
+    assert "weighted_output" not in moe
+    assert moe["expert_input"] == moe["expert_output"] == n_k_d
+    assert round(c.memory_per_gpu / 2**30, 1) == 123.8
