@@ -288,3 +288,79 @@ def dataclasses_replace(batch, dtype):
     import dataclasses
 
     return dataclasses.replace(batch, dtype=dtype)
+
+
+def test_absorbed_chain_takes_its_saving_on_blackwell_only():
+    """The dense MLA decode call between the absorption BMMs (``absorbed_chain``) takes
+    mla_time.CHAIN_SAVING_S (4 us) less on B200 than stand-alone, nothing on H100, nothing for
+    a sparse variant, and never more than half the call."""
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.timemodel.device import device_figures
+    from mlacalc.timemodel.mla_time import chain_saving_s
+    from mlacalc.timemodel.terms import default_params, kernel_terms
+    from mlacalc.words.kernels import KernelBatch
+
+    def call(fig, chain, variant="", latency=5e-6):
+        n = 2
+        shape = {"batch": np.full(n, 4.0), "q_len": np.ones(n), "kv_len": np.full(n, 1024.0),
+                 "n_heads": np.array([1.0, 16.0]), "n_kv": np.ones(n),
+                 "head_dim_qk": np.full(n, 576.0), "head_dim_v": np.full(n, 512.0),
+                 "kv_bytes": np.full(n, 2.0), "absorbed_chain": np.full(n, chain)}  # fmt: skip
+        b = KernelBatch(kind="mla_decode", dtype="bf16", flops=np.full(n, 1e9),
+                        bytes=np.full(n, 5e6), calls=np.ones(n), shape=shape,
+                        variant=variant)  # fmt: skip
+        prm = dict(default_params("mla_decode"), call_latency_s=latency)
+        return kernel_terms(b, fig, prm)["seconds"]
+
+    b200, h100 = (device_figures(load_hardware(n)) for n in ("B200", "H100-SXM"))
+    assert chain_saving_s(b200) == pytest.approx(4e-6) and chain_saving_s(h100) == 0.0
+    np.testing.assert_allclose(call(b200, 0.0) - call(b200, 1.0), 4e-6, rtol=1e-9)
+    np.testing.assert_allclose(call(h100, 0.0), call(h100, 1.0))
+    np.testing.assert_allclose(call(b200, 0.0, "sparse"), call(b200, 1.0, "sparse"))
+    alone = call(b200, 0.0, latency=0.0)
+    assert np.all(call(b200, 1.0, latency=0.0) >= 0.5 * alone - 1e-15)
+
+
+def test_module_rows_and_the_served_step_run_the_absorbed_chain():
+    """The mapping marks every module row's decode call that sits between the BMMs (all the
+    generation rows; the prompt rows on vLLM's decode path), the stand-alone decode rows
+    none; a served DeepSeek-V3 decode step marks its latent core, DeepSeek-V3.2's sparse core
+    not (its kernel and modules are the DSA rules')."""
+    pytest.importorskip("pyarrow")
+    from mlacalc.cost.model_step import step_kernels
+    from mlacalc.measured.mapping import decode_path_prompts, map_table
+    from mlacalc.measured.tables import load_measured
+
+    for engine, name in (("vllm", "mla_generation_module_perf"),
+                         ("vllm", "mla_context_module_perf"),
+                         ("trtllm", "generation_mla_perf")):  # fmt: skip
+        t = next(x for x in load_measured(MEASURED / "b200_sxm" / "mla", engine=engine).tables
+                 if x.table == name)  # fmt: skip
+        parts = [p for p in map_table(t).parts if p.batch.kind == "mla_decode"]
+        rows = np.concatenate([p.rows for p in parts])
+        chain = np.concatenate([p.batch.shape["absorbed_chain"] for p in parts]) > 0
+        assert np.all(chain == name.endswith("module_perf")), name
+        if name == "mla_context_module_perf":
+            assert np.array_equal(np.sort(rows), np.flatnonzero(decode_path_prompts(t)))
+    for model, want in (("deepseek-v3", 1), ("deepseek-v3.2", None)):
+        step = step_kernels(model, "decode", 2048, 8, scope="attention_layer")
+        (core,) = [k for k in step if k.name == "attention"]
+        assert core.shape.get("absorbed_chain") == want, model
+
+
+def test_blackwell_module_rows_of_few_sequences_and_heads_read_near_their_measure():
+    """TensorRT-LLM's B200 generation module rows of at most 16 sequences and 16 heads read
+    +8% to +12% over (signed median) with the stand-alone-fitted decode chain; with the chain's
+    saving (mla_time.CHAIN_SAVING_S) within 5%."""
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+
+    t = next(x for x in load_measured(MEASURED / "b200_sxm" / "mla", engine="trtllm").tables
+             if x.table == "mla_generation_module_perf")  # fmt: skip
+    c = t.columns
+    small = (np.asarray(c["batch_size"], float) <= 16) & (np.asarray(c["num_heads"], float) <= 16)
+    err = predict_mapped(map_table(t), None, "fit-b200-sxm") / t.seconds - 1.0
+    assert small.sum() > 1000
+    assert abs(np.median(err[small])) < 0.05

@@ -362,6 +362,10 @@ def _core_kernel(
         shape["dsa_kv_bytes"] = 1 if fp8_cache else 2
         shape["latent_qk"] = model.kv_lora_rank + model.qk_rope_head_dim
         shape["latent_v"] = model.kv_lora_rank
+    if kind == "mla_decode" and _absorbed_chain(model, cost, ops):
+        # the dense latent decode between the absorption BMMs, as a module row runs it
+        # (mlacalc.timemodel.mla_time.CHAIN_SAVING_S)
+        shape["absorbed_chain"] = 1
     if kind == "attention_decode":
         # attention sinks keep the RoPE pre-kernel a kernel of its own
 
@@ -382,6 +386,15 @@ def _core_kernel(
         calls=calls,
         shape=shape,
     )
+
+
+def _absorbed_chain(model: ModelConfig, cost: AttentionCost, ops: dict[str, OpCost]) -> bool:
+    """Whether a step's latent MLA core runs between its absorption BMMs (``q_absorb`` before,
+    ``o_absorb`` after: the ``absorbed`` path; ``absorbed_merged`` folds them into the
+    projections), on the dense kernel (not DSA's or DeepSeek-V4's sparse cores)."""
+    plain = model.index_topk is None and not model.compress_ratios
+    bmms = all(ops.get(n) is not None and ops[n].flops > 0 for n in ("q_absorb", "o_absorb"))
+    return plain and cost.impl == "absorbed" and bmms
 
 
 def _expanded_kv(model: ModelConfig, keys: int, width: Any) -> int:

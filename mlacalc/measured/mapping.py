@@ -1262,6 +1262,7 @@ def _mla_core(
     absorbed=None,
     flashmla=False,
     wrapper=0.0,
+    chain=False,
 ) -> None:
     """The MLA attention call of the MLA tables, one kernel with its RoPE and cache write.
     ``variant``: the class variant per row (the engine's attention backend, from
@@ -1270,7 +1271,9 @@ def _mla_core(
     cache converted to bf16 by a kernel of its own (``cache_convert``; default none);
     ``absorbed``: per row whether the prompt kernel runs in latent space (default none:
     :data:`ABSORBED_PROMPT_SOURCES`); ``wrapper``: per decode row the engine's seconds a query
-    row and head beyond the kernel (:func:`~mlacalc.timemodel.mla_time.wrapper_row_head_s`)."""
+    row and head beyond the kernel (:func:`~mlacalc.timemodel.mla_time.wrapper_row_head_s`);
+    ``chain``: whether the decode call runs between the absorption BMMs of a module row
+    (``absorbed_chain``, :data:`~mlacalc.timemodel.mla_time.CHAIN_SAVING_S`)."""
     g = DSV3
     kvb = _elem(kvd)
     tok = bs * q
@@ -1377,6 +1380,7 @@ def _mla_core(
             cache_convert=convert.astype(np.float64),
             combine_always=np.broadcast_to(np.asarray(flashmla, np.float64), (len(rows),)),
             wrapper_row_head_s=np.broadcast_to(np.asarray(wrapper, np.float64), (len(rows),)),
+            absorbed_chain=np.full(len(rows), float(chain)),
             preprocess_bytes=pre,
             rope_elements=tok * (h + 1) * g["rope"],
         )
@@ -1546,6 +1550,7 @@ def _mla_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
             variant=variant,
             flashmla=flashmla_rows(t),
             wrapper=wrap,
+            chain=True,
         )
     else:
         # the prompts on the decode path take the decode class of their cache's dtype (the
@@ -1585,6 +1590,7 @@ def _mla_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
             context=False,
             flashmla=flashmla_rows(t)[d],
             wrapper=wrap[d],
+            chain=True,
         )
     reason[np.char.startswith(gt, "?")] = "unknown_dtype"
 

@@ -27,6 +27,7 @@ from mlacalc.words.dtypes import resolve_kv_layout
 from mlacalc.words.kernels import KernelBatch
 
 __all__ = [
+    "CHAIN_SAVING_S",
     "CONVERTING_KERNELS",
     "FLASHMLA_DECODE",
     "GEN_SPARSE_VARIANT",
@@ -40,6 +41,7 @@ __all__ = [
     "TRTLLM_MLA_DECODE",
     "VLLM_DECODE_PATH_TOKENS",
     "WRAPPER_ROW_HEAD_S",
+    "chain_saving_s",
     "decode_path_tokens",
     "engine_mla_kernel",
     "mla_decode_terms",
@@ -182,6 +184,28 @@ def wrapper_row_head_s(engine: str, fig: DeviceFigures, kv_dtype: str) -> float:
     ("bf16" or "fp8") spends on ``fig``'s device beyond the kernel's own time
     (:data:`WRAPPER_ROW_HEAD_S`; 0 elsewhere)."""
     return WRAPPER_ROW_HEAD_S.get((engine, fig.kernel_generation), {}).get(kv_dtype, 0.0)
+
+
+#: kernel generation -> seconds an MLA decode call takes less between the absorption BMMs
+#: (``absorbed_chain``: the pre-BMM, the call, the post-BMM back to back, as a module row and a
+#: served step run them) than the three kernels measure stand-alone, two kernel boundaries of
+#: 2 us each. Evidence, the B200 module rows (``mla_generation_module_perf``) less their
+#: predicted GEMMs and norms: the chain is left 12-13 us at up to 16 sequences and heads in
+#: TensorRT-LLM's and vLLM's rows, where the stand-alone-fitted classes (``generation_mla_perf``,
+#: ``mla_bmm_perf``) put 18-20; TensorRT-LLM's rows read +8% to +12% at 1-16 heads and up to 64
+#: sequences (signed median), none from 256 sequences or 64 heads. Which part of the boundary
+#: the chain hides (a launch overlapped with the previous kernel's tail, from recall of
+#: TensorRT-LLM-gen's programmatic dependent launch, or a floor of the stand-alone timing) the
+#: tables cannot tell. Hopper's rows do not show it as clearly (TensorRT-LLM's H100 generation
+#: module, signed +1.5%, reads worse with it: 4.04% -> 4.59%), so it is Blackwell's alone; see
+#: docs/time-model.md ("The absorbed decode chain on Blackwell").
+CHAIN_SAVING_S = {"tcgen05": 4.0e-6}
+
+
+def chain_saving_s(fig: DeviceFigures) -> float:
+    """Seconds an MLA decode call between the absorption BMMs takes less on ``fig``'s device
+    than stand-alone (:data:`CHAIN_SAVING_S`; 0 elsewhere)."""
+    return CHAIN_SAVING_S.get(fig.kernel_generation, 0.0)
 
 
 #: (kernel generation, cache dtype) -> the new tokens a sequence up to which vLLM runs an MLA
@@ -630,6 +654,13 @@ def mla_decode_terms(
     low = floor > body
     out["compute_s"] = np.where(low, floor, out["compute_s"])
     out["memory_s"] = np.where(low, 0.0, out["memory_s"])
+    # the dense kernel's call between the absorption BMMs (``absorbed_chain``) takes less than
+    # stand-alone (:data:`CHAIN_SAVING_S`), at most half of what the call takes
+    if not batch.variant:
+        chain = col(batch, "absorbed_chain", 0) > 0
+        total = prm.get("fixed_s", 0.0) + np.maximum(floor, body) + out["extra_s"]
+        save = np.where(chain, np.minimum(chain_saving_s(fig), 0.5 * total), 0.0)
+        out["extra_s"] = out["extra_s"] - save
     return out
 
 

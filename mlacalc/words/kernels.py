@@ -59,7 +59,9 @@ measured-set mapping, :mod:`mlacalc.measured.mapping`, sets them as the row was 
   device's rule, which an engine's rule may refine); ``mla_prefill`` and ``mla_decode`` also
   ``cache_convert`` (1 = an fp8 cache converted to bf16 by a kernel of its own before a bf16
   attention: SGLang's Hopper kernels); ``mla_decode`` also ``wrapper_row_head_s`` (the engine's
-  seconds a query row and head beyond the kernel: vLLM's FlashInfer MLA on B200);
+  seconds a query row and head beyond the kernel: vLLM's FlashInfer MLA on B200) and
+  ``absorbed_chain`` (1 = the call runs between the absorption BMMs, as a module row or a
+  served step runs it);
 - ``moe``: ``assignments`` ((token, expert) pairs on the rank), ``alpha`` (power-law routing
   exponent, 0 = balanced), ``experts_total``, ``ep``, ``tp``;
 - ``quantize``: ``group``, ``passes``, ``write`` (0 = computes the scale only);
