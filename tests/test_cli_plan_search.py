@@ -382,7 +382,7 @@ def test_calibration_leads_with_what_roofline_says_and_lists_the_rest():
 
     prof = load_profile(None)
     hw = load_hardware("MI300X")
-    p = plan("llama-3-8b", "MI300X", 1, isl=1000, osl=200, concurrency=8)
+    p = plan("llama-3-8b", "MI300X", 1, isl=1000, osl=200, concurrency=8, engine="trtllm")
     assert p.calibration.startswith(prof.describe(hw.name, hw, assumed=False))
     assert p.calibration.endswith(assumed_figures(hw))  # its assumed figures said last
     assert "unvalidated" in p.calibration and p.engine == "trtllm"

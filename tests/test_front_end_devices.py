@@ -88,13 +88,15 @@ def test_predict_time_and_roofline_say_plans_device_words(run):
     l40s = predict_time("llama-3.1-8b", "L40S", "decode", 4096, 16, scope="model")
     assert any(w.startswith("L40S is not a fitted device") for w in l40s.warnings)
     assert any("its figures over A100-SXM-80GB's: SMs 1.31x" in w for w in l40s.warnings)
-    mi = predict_time("llama-3.1-8b", "MI300X", "decode", 4096, 16)
+    # TensorRT-LLM named on AMD (the default there is SGLang): said by every front end
+    mi = predict_time("llama-3.1-8b", "MI300X", "decode", 4096, 16, engine="trtllm")
     assert any("TensorRT-LLM runs on NVIDIA GPUs only" in w for w in mi.warnings)
     assert not predict_time("llama-3.1-8b", "H100-SXM", "decode", 4096, 16).warnings
-    p = plan("llama-3.1-8b", "MI300X", 1, isl=1000, osl=100)
+    p = plan("llama-3.1-8b", "MI300X", 1, isl=1000, osl=100, engine="trtllm")
     for w in mi.warnings:
         assert w in p.warnings, w
-    out = json.loads(run("roofline", "llama-3.1-8b", "-H", "MI300X", "--format", "json")[0])
+    args = ("roofline", "llama-3.1-8b", "-H", "MI300X", "--engine", "trtllm", "--format", "json")
+    out = json.loads(run(*args)[0])
     said = out["predictions"][0]["warnings"]
     assert said[:2] == list(mi.warnings[:2])
 

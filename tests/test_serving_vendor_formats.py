@@ -66,11 +66,11 @@ def test_fp4_as_a_plain_dtype_says_what_it_leaves_out():
 
 
 def test_tensorrt_llm_and_nvfp4_on_an_amd_part_are_said():
-    """TensorRT-LLM (the default engine) runs on NVIDIA GPUs only: on MI355X its kernels'
-    times are a stand-in, said; under SGLang nothing is said of the engine. NVFP4 experts on
-    MI355X (whose fp4 tensor cores take MXFP4) are said too; on B200 neither."""
+    """TensorRT-LLM (named: SGLang is the default on AMD) runs on NVIDIA GPUs only: on MI355X
+    its kernels' times are a stand-in, said; under SGLang nothing is said of the engine. NVFP4
+    experts on MI355X (whose fp4 tensor cores take MXFP4) are said too; on B200 neither."""
     kw = dict(tp=8, ep=8, component_dtypes={"experts": "nvfp4"}, **ASK)
-    words = plan("kimi-k2", "MI355X", 8, **kw).warnings
+    words = plan("kimi-k2", "MI355X", 8, engine="trtllm", **kw).warnings
     assert [w for w in words if w.startswith("TensorRT-LLM runs on NVIDIA GPUs only: on MI355X")]
     assert [w for w in words if w.startswith("experts in nvfp4: NVFP4 is NVIDIA's")]
     sglang = plan("kimi-k2", "MI355X", 8, engine="sglang", **kw).warnings

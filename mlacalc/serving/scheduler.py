@@ -34,7 +34,7 @@ from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.models.loading import model_argument
 from mlacalc.timemodel.device import device_figures
 from mlacalc.words.defaults import PAGE_SIZE
-from mlacalc.words.engines import ENGINE_LABELS, check_engine
+from mlacalc.words.engines import ENGINE_LABELS, check_engine, default_engine_words
 
 __all__ = [
     "ENGINE_DEFAULTS",
@@ -307,7 +307,7 @@ def unnamed_engine_note(
         filled.append(f"page_size {page} (here {page_size})")
     what = f", setting {', '.join(filled)}" if filled else ""
     return (
-        "the default engine, its kernels timed but not its scheduler defaults: --engine "
+        f"{default_engine_words(hw)}, its kernels timed but not its scheduler defaults: --engine "
         f"{engine} (engine='{engine}') applies them{what}"
     )
 

@@ -82,7 +82,7 @@ from mlacalc.timemodel.shared import col
 from mlacalc.timemodel.terms import kernel_terms
 from mlacalc.words import arguments
 from mlacalc.words.dtypes import dtype_bits
-from mlacalc.words.engines import DEFAULT_ENGINE, check_engine
+from mlacalc.words.engines import DEFAULT_ENGINE, check_engine, default_engine
 from mlacalc.words.errors import ConfigError, InvalidArgumentError
 from mlacalc.words.kernels import COMM_KINDS, TRTLLM_GEN_MOE, Kernel, batches_of, roofline_bound
 from mlacalc.words.vocab import MODES, SCOPES, VARIANTS, cache_kind
@@ -1170,7 +1170,7 @@ def predict_time(
     # the prediction keeps them: Python ints (np.int64 is not JSON); checked in the Workload's
     seq_len, batch, q_len = (arguments.plain_int(v) for v in (seq_len, batch, q_len))
     _check_mode(m, mode, scope)
-    engine_name = _engine_of(engine, mode)
+    engine_name = _engine_of(engine, mode, hw)
     dtype = arguments.dtype("dtype", dtype)  # an unknown dtype names its argument
     stored = weight_dtype is None and checkpoint_stored(m)
     if weight_dtype:
@@ -1270,9 +1270,10 @@ def _engine_impl(
     return "absorbed" if 0 < q <= limit else impl
 
 
-def _engine_of(engine: Any, mode: str) -> str:
+def _engine_of(engine: Any, mode: str, hw: Any = None) -> str:
     """The engine a prediction is for: a serving engine for the fused kernels (default
-    TensorRT-LLM); eager PyTorch for the unfused sequence, where naming an engine is an
+    TensorRT-LLM, SGLang on another vendor's GPU: :func:`~mlacalc.words.engines.
+    default_engine`); eager PyTorch for the unfused sequence, where naming an engine is an
     error."""
     if mode == "unfused":
         if engine is not None:
@@ -1282,4 +1283,4 @@ def _engine_of(engine: Any, mode: str) -> str:
                 "PyTorch",
             )
         return "eager PyTorch"
-    return check_engine(engine)
+    return default_engine(hw) if engine is None else check_engine(engine)

@@ -31,6 +31,7 @@ __all__ = [
     "FRAMEWORK_ENGINES",
     "SHARED",
     "check_engine",
+    "default_engine",
     "engine_of_framework",
 ]
 
@@ -40,6 +41,29 @@ ENGINES = ("trtllm", "sglang", "vllm")
 ENGINE_LABELS = {"trtllm": "TensorRT-LLM", "sglang": "SGLang", "vllm": "vLLM"}
 #: The engine a prediction is for when none is named.
 DEFAULT_ENGINE = "trtllm"
+#: What the default engine is on another vendor's GPU, and why (said beside it)
+OTHER_VENDOR_DEFAULT = ("sglang", "TensorRT-LLM runs on NVIDIA GPUs only")
+
+
+def default_engine(hw: Any = None) -> str:
+    """The engine a prediction on ``hw`` is for when none is named: :data:`DEFAULT_ENGINE`,
+    except on another vendor's GPU (AMD's), where TensorRT-LLM does not run: SGLang, which
+    AMD supports (from recall, :data:`OTHER_VENDOR_DEFAULT`). Its kernels are TensorRT-LLM's
+    stand-ins there either way; only its scheduler defaults and its name differ."""
+    vendor = str(getattr(hw, "vendor", "") or "").lower()
+    if hw is not None and getattr(hw, "kind", "gpu") == "gpu" and vendor not in ("", "nvidia"):
+        return OTHER_VENDOR_DEFAULT[0]
+    return DEFAULT_ENGINE
+
+
+def default_engine_words(hw: Any = None) -> str:
+    """The default engine on ``hw`` in words: "the default engine", or on another vendor's
+    GPU "the default on AMD (TensorRT-LLM runs on NVIDIA GPUs only)"."""
+    if default_engine(hw) == DEFAULT_ENGINE:
+        return "the default engine"
+    return f"the default on {str(hw.vendor).upper()} ({OTHER_VENDOR_DEFAULT[1]})"
+
+
 #: Read every engine's tables (``load_measured(..., engine=ALL_ENGINES)``).
 ALL_ENGINES = "all"
 #: The engine of a table that belongs to none: a communication library every engine calls.

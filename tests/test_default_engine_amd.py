@@ -1,0 +1,36 @@
+"""On an AMD GPU the default engine is SGLang, not TensorRT-LLM, which runs on NVIDIA GPUs only
+(trial12: plan, search and the app on MI300X / MI355X defaulted to TensorRT-LLM); naming
+TensorRT-LLM there is kept, and warned. On NVIDIA GPUs the default is unchanged."""
+
+from __future__ import annotations
+
+from mlacalc.serving.plan import plan
+from mlacalc.serving.search import search
+from mlacalc.timemodel.predict import predict_time
+from mlacalc.words.engines import default_engine
+
+ASK = dict(isl=1000, osl=200, concurrency=8)
+SAID = "the default on AMD (TensorRT-LLM runs on NVIDIA GPUs only)"
+
+
+def test_plan_search_and_predict_time_default_to_sglang_on_amd():
+    p = plan("llama-3-8b", "MI300X", 1, **ASK)
+    assert p.engine == "sglang" and p.default_engine_note.startswith(SAID)
+    assert not [w for w in p.warnings if "TensorRT-LLM runs on NVIDIA" in w]
+    r = search("llama-3-8b", "MI355X", [1], isl=1000, osl=200, tpot=0.05, modes=("aggregated",))
+    assert r.engine == "sglang" and r.default_engine_note.startswith(SAID)
+    assert predict_time("llama-3-8b", "MI325X", "decode", 4096, 8).engine == "sglang"
+
+
+def test_trtllm_named_on_amd_is_kept_and_warned_and_nvidia_keeps_trtllm():
+    p = plan("llama-3-8b", "MI300X", 1, engine="trtllm", **ASK)
+    assert p.engine == "trtllm" and not p.default_engine_note
+    assert [w for w in p.warnings if w.startswith("TensorRT-LLM runs on NVIDIA GPUs only")]
+    h = plan("llama-3-8b", "H100-SXM", 1, **ASK)
+    assert h.engine == "trtllm" and h.default_engine_note.startswith("the default engine")
+    assert default_engine(None) == "trtllm"
+
+
+def test_the_cli_says_why(run):
+    out, _ = run("plan", "llama-3-8b", "-H", "MI300X", "--gpus", 1, "--isl", 1000, "--osl", 200)
+    assert f"engine sglang, {SAID}" in " ".join(out.split())
