@@ -167,3 +167,16 @@ def test_fp8_e4m3_weights_run_and_are_said_as_fp8():
     )
     assert e4m3.decode_step_s == pytest.approx(fp8.decode_step_s, rel=1e-12)
     assert [w for w in e4m3.warnings if w.startswith("fp8 weights'")]
+
+
+def test_nvfp4_on_an_amd_part_without_fp4_says_one_thing():
+    """trial12: nvfp4 experts on MI300X (no fp4 tensor cores) were said to be timed as the
+    weight-only kernel, then said to run on "MI300X's fp4 tensor cores": the second only where
+    the device has fp4 (MI355X), not on MI300X or MI325X."""
+    kw = dict(tp=8, ep=8, engine="sglang", component_dtypes={"experts": "nvfp4"}, **ASK)
+    for device in ("MI300X", "MI325X"):
+        words = plan("kimi-k2", device, 8, **kw).warnings
+        assert not [w for w in words if "fp4 tensor cores take MXFP4" in w], device
+        assert [w for w in words if "has no fp4 tensor cores" in w], device
+    words = plan("kimi-k2", "MI355X", 8, **kw).warnings
+    assert [w for w in words if "MI355X's fp4 tensor cores take MXFP4" in w]

@@ -19,7 +19,7 @@ from mlacalc.cost.engine import as_model
 from mlacalc.cost.model_step import checkpoint_stored, stored_experts
 from mlacalc.cost.params import KeptPart, kept_parts
 from mlacalc.cost.quant import checkpoint_kv_note, component_precision, stored_weight_dtype
-from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
+from mlacalc.hardware.catalogue import HardwareSpec, load_hardware, lookup_peak
 from mlacalc.models.architecture import layer_pattern
 from mlacalc.models.loading import ModelConfig
 from mlacalc.models.patterns import STATE_KINDS
@@ -777,8 +777,11 @@ def _vendor_warnings(hw: HardwareSpec, engine: str, components: dict[str, str]) 
     from mlacalc.serving.provenance import engine_vendor_warning
 
     out = [w for w in (engine_vendor_warning(hw, engine),) if w]
+    # only where the device has fp4 tensor cores (MI355X; not MI300X or MI325X, whose nvfp4 is
+    # timed as the weight-only kernel, said by :func:`_weight_only`: trial12 read both)
+    fp4 = lookup_peak(hw.peak_flops_per_s, "fp4") is not None
     for component, fmt in components.items():  # given, or as the checkpoint stores them
-        if fmt.endswith("nvfp4"):
+        if fp4 and fmt.endswith("nvfp4"):
             out.append(
                 f"{component} in {fmt}: NVFP4 is NVIDIA's fp4 format; {hw.name}'s fp4 tensor "
                 "cores take MXFP4 (a power-of-two scale a 32 weights), so it is sized in "
