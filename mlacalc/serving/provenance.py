@@ -251,6 +251,26 @@ ROUTE_ERRORS: dict[tuple[str, str], tuple[float, float, float]] = {
     ("trtllm", "A100-SXM-80GB"): (5.9, 20.0, 10.3),
 }
 
+#: README.md's pooled cross-generation errors ("How accurate the times are", the pooled row):
+#: median / p90 |error| (%) of A100's tables predicted from the H100 fit and of H100's from the
+#: A100 fit, the nearest measured stand-in for a device no table of whose vendor ships
+CROSS_GENERATION_ERRORS = {"A100 from H100": (9.2, 28.0), "H100 from A100": (10.3, 33.0)}
+
+
+def other_vendor_words(vendor: str) -> str:
+    """What every figure on another vendor's GPU (AMD's) is, in one clause: the engines' figures
+    are the same NVIDIA-fitted efficiencies scaled by the datasheet, so not told apart, and
+    the least error to expect is the cross-generation transfer's (trial12)."""
+    (a, a90), (h, h90) = CROSS_GENERATION_ERRORS.values()
+    return (
+        f"on {vendor.upper()} every engine's figures are the same NVIDIA-fitted kernel "
+        "efficiencies scaled by the datasheet, so the engines are not told apart there, and "
+        f"the error is at least that between two NVIDIA generations (A100 from H100 {a:g}% "
+        f"median / {a90:g}% p90, H100 from A100 {h:g}% / {h90:g}%: README.md), its direction "
+        "unknown"
+    )
+
+
 #: The serving-level errors: the product's served figures against published runs, as
 #: docs/serving.md's "Checked against published figures" table gives them (signed: product
 #: minus published over published; an absolute median where the table gives one), each with the
@@ -481,6 +501,9 @@ def prediction_route(
             if route in ("nearest_architecture", "pooled")
             else "not measured"
         )
+    vendor = str(getattr(hw, "vendor", "") or "")
+    if getattr(hw, "kind", "") == "gpu" and vendor.lower() not in ("", "nvidia"):
+        out["expected_error_source"] += "; " + other_vendor_words(vendor)
     if (
         fig
         and fit
