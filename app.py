@@ -46,7 +46,8 @@ from mlacalc.models.architecture import count_warnings
 from mlacalc.models.loading import ModelConfig, shipped_aliases
 from mlacalc.words import defaults as D
 from mlacalc.words.dtypes import DTYPE_BITS, KV_LAYOUTS
-from mlacalc.words.engines import DEFAULT_ENGINE, ENGINES
+from mlacalc.words.engines import DEFAULT_ENGINE, ENGINES, default_engine, default_engine_words
+from mlacalc.words.errors import MlacalcError
 from mlacalc.words.vocab import FIELD_SYMBOLS
 
 #: The tabs, in order; adding a view is one line here.
@@ -115,6 +116,20 @@ def _mark_weight_dtype() -> None:
     state["w_user"] = state["weight_dtype"] != state.get("w_model_default")
 
 
+def _mark_engine() -> None:
+    """The user picked an engine: it no longer follows the device."""
+    state["engine_user"] = True
+
+
+def _device_engine(name: str) -> str:
+    """The engine a device defaults to (SGLang on AMD: TensorRT-LLM runs on NVIDIA GPUs only),
+    as plan and search take it where none is named."""
+    try:
+        return default_engine(mlacalc.load_hardware(name))
+    except MlacalcError:  # a device the catalogue cannot load: the usual default
+        return DEFAULT_ENGINE
+
+
 def _whatif_fields(m: ModelConfig) -> list[tuple[str, str, str, int, int, int]]:
     return WHATIF_MLA if m.is_mla else WHATIF_MHA
 
@@ -131,7 +146,11 @@ if first_run:  # the URL seeds the widgets once; afterwards the widgets are the 
     state["hardware"] = url.choice(
         "hw", known_hardware, D.HARDWARE, "device", aliases=ALIASES | MEASURED_SYSTEMS
     )
-    state["engine"] = url.choice("engine", list(ENGINES), DEFAULT_ENGINE, "serving engine")
+    # an engine in the URL is the user's; without one it follows the device (SGLang on AMD)
+    state["engine_user"] = "engine" in st.query_params
+    state["engine"] = url.choice(
+        "engine", list(ENGINES), _device_engine(state["hardware"]), "serving engine"
+    )
     raw_w = str(st.query_params.get("w", "")).strip().lower()
     if raw_w in STORAGE_FORMATS:  # a format with scales: the planner's experts take it
         url.notices.append(
@@ -283,14 +302,19 @@ with st.sidebar:
     elif weight_dtype != model_weight:
         st.caption(f"{model.label} ships {model_weight} weights; sized here in {weight_dtype}.")
     hardware = st.selectbox("device", known_hardware, key="hardware")
+    if not state.get("engine_user"):  # not picked: the device's default engine
+        state["engine"] = _device_engine(hardware)
     engine = st.selectbox(
         "serving engine",
         list(ENGINES),
         key="engine",
+        on_change=_mark_engine,
         help="Whose kernels are timed (attention backends, GEMM libraries, fused MoE, "
         "all-reduce): each engine's profile fitted on its own measured tables; where an engine "
         "has none for the device, TensorRT-LLM's stands in and the times say so.",
     )
+    if not state.get("engine_user") and engine != DEFAULT_ENGINE:
+        st.caption(f"engine: {engine} ({default_engine_words(mlacalc.load_hardware(hardware))})")
 
 show_notices(url)
 query = {

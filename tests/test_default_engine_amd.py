@@ -34,3 +34,15 @@ def test_trtllm_named_on_amd_is_kept_and_warned_and_nvidia_keeps_trtllm():
 def test_the_cli_says_why(run):
     out, _ = run("plan", "llama-3-8b", "-H", "MI300X", "--gpus", 1, "--isl", 1000, "--osl", 200)
     assert f"engine sglang, {SAID}" in " ".join(out.split())
+
+
+def test_the_app_follows_the_device_unless_an_engine_is_asked():
+    from _helpers import run_app  # deferred: the app's test helper loads streamlit
+
+    at = run_app("Capacity planner", model="deepseek-v3", hw="MI355X")
+    assert at.session_state["engine"] == "sglang"
+    assert any(SAID in c.value for c in at.caption)
+    assert run_app("Capacity planner", hw="MI355X", engine="trtllm").session_state["engine"] == (
+        "trtllm"
+    )  # asked: kept (the planner warns, as plan does)
+    assert run_app("Capacity planner", hw="H200").session_state["engine"] == "trtllm"
