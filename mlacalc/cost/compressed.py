@@ -69,6 +69,7 @@ __all__ = [
     "LONG_ROW",
     "OWN_DECODE_TOPK",
     "PADDED_QUERY",
+    "POOL_SWITCH",
     "RAGGED",
     "RAGGED_CORE",
     "RAGGED_LOGITS_BYTES",
@@ -147,6 +148,17 @@ FUSED_QKV_A = frozenset({"vllm"})
 #: (``q_pad``: a read and a write of ``64 ceil(h / 64)`` heads of ``head_dim`` bf16 a token),
 #: inferred from vLLM's module rows, the kernel not recorded.
 PADDED_QUERY = frozenset({"vllm"})
+#: The engines whose DeepSeek-V4 decode compressors (CSA's two, the main one and the indexer's;
+#: HCA's one) each take a fixed time more once the step's sequences pass one MMA tile of rows
+#: (64 on Hopper, 128 on data-centre Blackwell): the ``compressor_pool`` kernel of a decode step
+#: carries the layer's compressors (``pool_switch``) and its sequences (``pool_rows``), timed by
+#: a class of its own (:data:`~mlacalc.words.kernels.V4_POOL_DECODE`, ``pool_switch_s``). SGLang:
+#: its decode module rows step once, between 64 and 128 sequences on H100 and between 128 and
+#: 256 on B200, by about 11 us an HCA row and twice that a CSA row, at every head count, both
+#: GEMM dtypes, both models and every cached length; its prompt rows of one token a sequence
+#: (the same projections' rows) and its DSA decode rows (the same GEMMs) do not step there. The
+#: kernel is not identified (docs/time-model.md, "SGLang's DeepSeek-V4 decode compressors").
+POOL_SWITCH = frozenset({"sglang"})
 #: The engines whose CSA top-k is SGLang's transform over flat logits (the collectors' random
 #: weights score every key alike): ``topk_transform_v2`` in decode, ``topk_transform_v1`` in a
 #: prompt, one unit a query that selects (:func:`engine_topk`).
@@ -721,7 +733,8 @@ def dsa_topk(
 def engine_v4_kernels(kernels: list[Kernel], cost: AttentionCost, engine: str) -> list[Kernel]:
     """One DeepSeek-V4 layer's ``kernels`` (:func:`compressed_kernels`, of ``cost``) as
     ``engine`` runs them: ``q_a_proj`` and ``kv_proj`` one GEMM (:data:`FUSED_QKV_A`), a pass
-    over the padded query after the core (:data:`PADDED_QUERY`), the CSA top-k over flat
+    over the padded query after the core (:data:`PADDED_QUERY`), the decode compressors' switch
+    past one MMA tile of rows (:data:`POOL_SWITCH`), the CSA top-k over flat
     logits (:data:`FLAT_TOPK_ENGINES`, :func:`engine_topk`; the step's kernel where no query
     selects). The ragged prompt core (:data:`RAGGED`) is the time model's, on every path that
     times a step (``mlacalc.timemodel.kernel_time.engine_v4_prompt_core``)."""
@@ -735,6 +748,10 @@ def engine_v4_kernels(kernels: list[Kernel], cost: AttentionCost, engine: str) -
         pad = Kernel("q_pad", "elementwise", "bf16", 0, 4 * el, out[i].calls, {"elements": el})
         out.insert(i + 1, pad)
     decode = cost.phase == "decode"
+    if engine in POOL_SWITCH and decode and cost.variant in ("csa", "hca"):
+        pools = {"pool_switch": 2 if cost.variant == "csa" else 1, "pool_rows": cost.batch}
+        out = [replace(k, shape={**k.shape, **pools}) if k.name == "compressor_pool" else k
+               for k in out]  # fmt: skip
     row_topk = engine in ROW_TOPK_PROMPT and not decode
     if (engine in FLAT_TOPK_ENGINES or row_topk) and cost.variant == "csa":
         a = next(k for k in out if k.name == "attention").shape

@@ -26,6 +26,7 @@ from mlacalc.timemodel.shared import (
     hbm_per_sm_ratio,
     l2_resident_share,
     memory_share,
+    mma_rows,
 )
 from mlacalc.words.kernels import KernelBatch
 
@@ -416,6 +417,12 @@ def streaming_terms(
     waves = np.ceil(col(batch, "tiles", 0) / fig.sm_count)
     extra = extra + waves * prm.get("tile_s", 0.0)
     extra = extra + col(batch, "chunk_tokens", 0) * prm.get("chunk_token_s", 0.0)
+    # SGLang's DeepSeek-V4 decode compressors (``pool_switch`` of them in the layer) each take
+    # ``pool_switch_s`` more once the step's sequences (``pool_rows``) pass one MMA tile of
+    # rows (64 on Hopper, 128 on data-centre Blackwell: mma_rows; cost.compressed.POOL_SWITCH)
+    over = col(batch, "pool_rows", 0) > mma_rows(fig)
+    switches = np.where(over, col(batch, "pool_switch", 0), 0.0)
+    extra = extra + switches * prm.get("pool_switch_s", 0.0)
     return {"compute_s": compute, "memory_s": memory, "extra_s": extra}
 
 

@@ -191,6 +191,11 @@ PARAMS: dict[str, tuple[float, float, str]] = {
         "seconds a chunked delta-rule call takes a token of its fullest chunk, once a call",
     ),
     "near_topk_s": (0.0, 5e-4, "seconds a wave of TensorRT-LLM's decode top-k rows near the top-k"),
+    "pool_switch_s": (
+        0.0,
+        1e-4,
+        "seconds SGLang's DeepSeek-V4 decode compressor takes more past one MMA tile of rows",
+    ),
 }
 
 #: Starting values, and the values a kernel class without a calibration uses.
@@ -294,6 +299,7 @@ DEFAULTS: dict[str, float] = {
     "long_read": 1.0,
     "chunk_token_s": 0.0,
     "near_topk_s": 0.0,
+    "pool_switch_s": 0.0,
 }
 
 #: the starting point of both prefill kinds (FlashAttention-style and MLA's expanded prefill)

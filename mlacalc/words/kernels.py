@@ -95,6 +95,7 @@ __all__ = [
     "ROW_PROMPT_TOPK_CODE",
     "TOPK_KERNEL_VARIANTS",
     "TRTLLM_GEN_MOE",
+    "V4_POOL_DECODE",
     "V4_TOPK_VARIANTS",
     "Kernel",
     "KernelBatch",
@@ -292,6 +293,12 @@ OWN_DECODE_TOPK_CODE = DSA_TOPK_CODE + 1
 ROW_PROMPT_TOPK_CODE = OWN_DECODE_TOPK_CODE + 1
 
 
+#: The class variant of SGLang's DeepSeek-V4 decode compressor pooling (shape ``pool_switch``:
+#: the layer's compressors, ``pool_rows``: the step's sequences;
+#: :data:`mlacalc.cost.compressed.POOL_SWITCH`), timed with its switch past one MMA tile of rows.
+V4_POOL_DECODE = "v4_pool_decode"
+
+
 def linear_code(variant: str) -> int:
     """The ``linear`` shape field that names ``variant`` (:data:`LINEAR_VARIANTS`).
 
@@ -306,6 +313,8 @@ def variant_of(kind: str, shape: dict[str, Any]) -> str:
     ``"amax"`` for a quantize that writes nothing (the scale alone), ``"mhc_pre"`` /
     ``"mhc_post"`` for DeepSeek-V4's hyper-connection kernels (shape ``mhc`` 1 / 2), an
     engine's top-k kernel of its indexer (shape ``topk_kernel``: :data:`TOPK_KERNEL_VARIANTS`),
+    :data:`V4_POOL_DECODE` for SGLang's DeepSeek-V4 decode compressor pooling (shape
+    ``pool_switch``),
     ``"indexer"`` for an indexer's fp8 score kernel (shape ``indexer`` 1: DeepGEMM's MQA
     logits, as the indexer tables time it), ``"sparse"`` for a decode or prompt core over rows
     picked by index (shape ``sparse`` 1: FlashMLA's sparse kernels), a linear-attention
@@ -325,6 +334,8 @@ def variant_of(kind: str, shape: dict[str, Any]) -> str:
         return LINEAR_VARIANTS[int(shape["linear"]) - 1]
     if kind == "elementwise" and shape.get("topk_kernel"):  # an engine's indexer top-k
         return TOPK_KERNEL_VARIANTS[int(shape["topk_kernel"]) - 1]
+    if kind == "elementwise" and shape.get("pool_switch"):  # SGLang's V4 decode compressors
+        return V4_POOL_DECODE
     if kind == "elementwise" and shape.get("mhc"):  # DeepSeek-V4's hyper-connections
         return "mhc_pre" if float(shape["mhc"]) == 1 else "mhc_post"
     if kind in ("mla_decode", "attention_prefill") and shape.get("indexer"):
