@@ -46,3 +46,14 @@ def test_the_app_follows_the_device_unless_an_engine_is_asked():
         "trtllm"
     )  # asked: kept (the planner warns, as plan does)
     assert run_app("Capacity planner", hw="H200").session_state["engine"] == "trtllm"
+
+
+def test_engine_memory_with_no_engine_named_is_read_by_the_default_engine_s_rule():
+    """fixt12 left it: ``engine_memory`` with no engine was read by TensorRT-LLM's rule (a share
+    of what the weights leave) on AMD, where the default engine is SGLang (a share of all)."""
+    args = dict(tp=4, engine_memory=0.9, isl=2000, osl=500)
+    default = plan("llama-3-70b", "MI300X", 4, **args)
+    sglang = plan("llama-3-70b", "MI300X", 4, engine="sglang", **args)
+    trtllm = plan("llama-3-70b", "MI300X", 4, engine="trtllm", **args)
+    assert default.kv_budget_per_gpu_bytes == sglang.kv_budget_per_gpu_bytes
+    assert default.kv_budget_per_gpu_bytes != trtllm.kv_budget_per_gpu_bytes

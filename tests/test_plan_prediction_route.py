@@ -132,7 +132,8 @@ def test_the_prediction_says_the_kernel_error_is_not_ttft_or_tpot():
     """A trial read the plan's expected error (a kernel median) as TTFT's / TPOT's: the
     prediction carries the served figures beside it and says both in its note, which the CLI
     prints under the plan's first table."""
-    p = mlacalc.plan("deepseek-v3", "H100", 8, **ARGS)
+    p = mlacalc.plan("deepseek-v3", "H200", 8, **ARGS)  # one that fits: its times are shown
+    assert p.fits
     r = p.prediction
     assert r["expected_error_of"] == "kernels"
     assert r["serving_error"]["online_tpot"]["median"] == SERVING_ERRORS["online_tpot"]["median"]
@@ -143,3 +144,6 @@ def test_the_prediction_says_the_kernel_error_is_not_ttft_or_tpot():
     from mlacalc.cli.plan_cmd import sections
 
     assert note in sections(p)[0].note
+    # where nothing fits no time is shown, so no error of one is said (trial12)
+    unfit = mlacalc.plan("deepseek-v3", "H100", 8, **ARGS)
+    assert not unfit.fits and "Expected error" not in sections(unfit)[0].note

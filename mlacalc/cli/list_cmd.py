@@ -16,7 +16,7 @@ from mlacalc.render import human_bytes, human_si
 from mlacalc.serving.provenance import engine_profile_of
 from mlacalc.timemodel.profile import load_profile
 from mlacalc.words import defaults as D
-from mlacalc.words.engines import DEFAULT_ENGINE
+from mlacalc.words.engines import default_engine
 
 
 @click.command("list")
@@ -145,11 +145,11 @@ def _set_dtype(h) -> str:
 
 
 def _times_route(h) -> str:
-    """How the default engine's profile predicts ``h`` (:meth:`Profile.route`; a measured
-    set: by its own ceilings)."""
+    """How the device's default engine's profile predicts ``h`` (:meth:`Profile.route`; a
+    measured set: by its own ceilings)."""
     if h.measured:
         return "its measured ceilings"
-    prof, _, _ = engine_profile_of(None, DEFAULT_ENGINE, h)
+    prof, _, _ = engine_profile_of(None, default_engine(h), h)
     return load_profile(prof).route(h.name, h)
 
 

@@ -44,7 +44,7 @@ from mlacalc.timemodel.moe_backend import check_moe_backend
 from mlacalc.words import arguments, defaults
 from mlacalc.words.arguments import whole
 from mlacalc.words.dtypes import KVLayout, canonical_dtype, resolve_kv_layout
-from mlacalc.words.engines import ENGINE_LABELS, check_engine
+from mlacalc.words.engines import ENGINE_LABELS, check_engine, default_engine
 from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.vocab import SERVING_MODES
 
@@ -225,11 +225,12 @@ def check_number(
     return number
 
 
-def check_engine_memory(args: dict[str, Any]) -> None:
+def check_engine_memory(args: dict[str, Any], hw: Any = None) -> None:
     """``engine_memory``: the engine's own memory setting, a share in (0, 1], read by the
-    meaning of ``engine`` (the default engine where none is given), put in ``args`` as
-    ``(engine, share)``; refused beside a ``memory_reserve`` (two rules for one memory).
-    Without it, ``memory_reserve`` is :data:`defaults.MEMORY_RESERVE` where not given."""
+    meaning of ``engine`` (the default engine on ``hw`` where none is given: SGLang's rule
+    on AMD, where TensorRT-LLM does not run), put in ``args`` as ``(engine, share)``; refused
+    beside a ``memory_reserve`` (two rules for one memory). Without it, ``memory_reserve`` is
+    :data:`defaults.MEMORY_RESERVE` where not given."""
     share = args.get("engine_memory")
     if share is None:
         if args["memory_reserve"] is None:
@@ -246,7 +247,8 @@ def check_engine_memory(args: dict[str, Any]) -> None:
         raise InvalidArgumentError(
             "engine_memory", f"must be the engine's share, a number in (0, 1], got {share!r}"
         )
-    args["engine_memory"] = (check_engine(args.get("engine")), number)
+    engine = args.get("engine")
+    args["engine_memory"] = (check_engine(default_engine(hw) if engine is None else engine), number)
     args["memory_reserve"] = 0.0  # unused: the engine's rule sizes the memory
 
 
@@ -275,7 +277,7 @@ def check_request(
     m = as_model(model)
     hw = load_hardware(hardware)
     gpus = arguments.plain_int(gpus)  # the plan keeps it (np.int64 is not JSON)
-    seq_len, isl, osl = _check_sizes(args)
+    seq_len, isl, osl = _check_sizes(args, hw)
     if args["page_size"] is None:  # the page of the engine whose defaults were taken
         args["page_size"] = model_page_size(args.get("scheduler_defaults"), m, hw)
     concurrency, request_rate = _check_load(args["concurrency"], args["request_rate"])
@@ -574,7 +576,7 @@ def _check_imbalance(m: ModelConfig, imbalance: float) -> None:
             )
 
 
-def _check_sizes(args: dict[str, Any]) -> tuple[int, int | None, int | None]:
+def _check_sizes(args: dict[str, Any], hw: Any = None) -> tuple[int, int | None, int | None]:
     """The page, context, batch and memory arguments and the request mix's lengths: the
     context each sequence is sized at (``seq_len``, by default :data:`defaults.SEQ_LEN`),
     ``isl`` and ``osl``."""
@@ -582,7 +584,7 @@ def _check_sizes(args: dict[str, Any]) -> tuple[int, int | None, int | None]:
     args["page_size"] = check_int("page_size", args.get("page_size"))
     seq_len = check_int("seq_len", args["seq_len"])
     args["batch"] = check_int("batch", args["batch"])
-    check_engine_memory(args)
+    check_engine_memory(args, hw)
     reserve = check_number("memory_reserve", args["memory_reserve"], 0.0, 1.0, allow_none=False)
     args["memory_reserve"] = reserve
     isl = check_int("isl", args["isl"])

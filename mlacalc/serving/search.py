@@ -734,7 +734,7 @@ def check_search(
             )
         overlaps = tuple(o for o in overlaps if o != "tbo")
     memory = {"memory_reserve": memory_reserve, "engine_memory": engine_memory, "engine": engine}
-    check_engine_memory(memory)  # plan's rule: the engine's setting or the reserve, not both
+    check_engine_memory(memory, hw)  # plan's rule: the engine's setting or the reserve, not both
     engine_memory = memory["engine_memory"]
     output_lag_steps, memory_reserve = _check_engine(
         prefill_pass, output_lag_steps, memory["memory_reserve"], modes
