@@ -115,13 +115,32 @@ def test_query_heads_beyond_the_pack_run_in_sm_clocks_whatever_the_cache():
     prm = _params(seq_s=3e-6, block_s=1e-6)
     units, elements = 16.0 * 64.0, 16.0 * 64.0 * 8192.0 * 128.0 * 2.0
     for fig in (H100, b200):
+        # (1,024 units, one part each: the SMs of a wave, 1,024 / ceil(1,024 / SMs))
+        per_wave = units / np.ceil(units / fig.sm_count)
         want = (
             attention_time.MMHA_FALLBACK_UNIT_CLOCKS * units / fig.sm_count
-            + attention_time.MMHA_FALLBACK_CLOCKS * elements / fig.sm_count
+            + attention_time.MMHA_FALLBACK_CLOCKS * elements / per_wave
         ) / fig.clock_hz
         for dtype in ("bf16", "fp8"):
             got = M.kernel_terms(_decode(dtype, **wide), fig, prm)["compute_s"][0]
             assert got == pytest.approx(want, rel=0.02)  # the products' FLOPs are beside it
+
+
+def test_mmha_fallback_elements_run_on_a_waves_sms():
+    # one sequence of 64 query heads on one KV head: MMHA splits each head's keys up to one
+    # part an SM over the heads (ceil(132 / 64) = 3 on H100), 192 parts in two waves of 132
+    # SMs: the element clocks run on 96 SMs, not 132 (H100's fp8 rows: 230 us at 32,768 keys,
+    # 88 SMs' worth at 0.069 clocks an element)
+    prm = _params(seq_s=3e-6, block_s=1e-6)
+    one = dict(batch=1.0, n_heads=64.0, n_kv=1.0, kv_len=32768.0)
+    units, elements = 64.0, 64.0 * 32768.0 * 128.0 * 2.0
+    want = (
+        attention_time.MMHA_FALLBACK_UNIT_CLOCKS * units / H100.sm_count
+        + attention_time.MMHA_FALLBACK_CLOCKS * elements / 96.0
+    ) / H100.clock_hz
+    for dtype in ("bf16", "fp8"):
+        got = M.kernel_terms(_decode(dtype, **one), H100, prm)["compute_s"][0]
+        assert got == pytest.approx(want, rel=0.02)
 
 
 def test_trtllm_bf16_grouped_decode_runs_mmha_below_xqa_block_threshold(monkeypatch):

@@ -1690,8 +1690,16 @@ def _xqa_walk_scale(batch: KernelBatch, fig: DeviceFigures) -> float:
 #: from HBM once a query head, which the fits had read it as on B200 (``fallback_reads`` 0.78 /
 #: 1.0 of the repeated reads missing the L2, bf16 / fp8) and not on H100 (0.01, its block walk
 #: instead), reading the other device's fallback rows -44% and +93% (bf16 medians).
+#: The element clocks run on the SMs of the parts' waves (:func:`_mmha_fallback_s`), not on
+#: every SM once the parts outnumber them: at one or two sequences (MMHA splits a head's keys
+#: up to one part an SM over its heads) 64 query heads in 192 parts take 230 us at 32,768
+#: cached keys on H100 (fp8), 88 SMs' worth at 0.069 clocks an element, 96 heads in 192 parts
+#: and 128 in 256 take 178 us at 16,384 (86 and 114 SMs), where two waves of 132 SMs give 96,
+#: 96 and 128; the element clocks re-read with the waves (0.066: a grid over 0.062-0.075 and
+#: 1,500-2,500 unit clocks on the fallback rows of both devices and dtypes, the figure whose
+#: four table medians fell most).
 MMHA_FALLBACK_UNIT_CLOCKS = 2250.0
-MMHA_FALLBACK_CLOCKS = 0.069
+MMHA_FALLBACK_CLOCKS = 0.066
 
 
 #: Clocks an SM spends per element of a decode unit's first 64-key V block before
@@ -1715,10 +1723,12 @@ def _mmha_fallback_s(
 ) -> np.ndarray:
     """Seconds of the units of query heads beyond ``head_pack`` a KV head, either cache dtype:
     :data:`MMHA_FALLBACK_UNIT_CLOCKS` a unit over the SMs and :data:`MMHA_FALLBACK_CLOCKS` an
-    element over the SMs the parts holding keys keep busy."""
+    element over the SMs the parts holding keys keep busy, a wave's worth: ``busy`` parts over
+    ``ceil(busy / SMs)`` waves (192 parts on 132 SMs: 96)."""
     sms = fig.sm_count
     clocks = MMHA_FALLBACK_UNIT_CLOCKS * units / sms
-    clocks = clocks + MMHA_FALLBACK_CLOCKS * elements / np.minimum(busy, sms)
+    per_wave = busy / np.ceil(np.maximum(busy, 1.0) / sms)
+    clocks = clocks + MMHA_FALLBACK_CLOCKS * elements / per_wave
     return clocks / fig.clock_hz
 
 
