@@ -914,6 +914,21 @@ def _head_pack(t: MeasuredTable, *, context: bool) -> np.ndarray:
 _PAIRED_PREFILL = ("trtllm_mha", "vllm_flashinfer_trtllmprefill")
 
 
+#: The prompt kernels of SGLang's dense backends whose shared-memory operand reads run under
+#: their products (``operand_async``,
+#: :data:`~mlacalc.timemodel.attention_time.OPERAND_ASYNC_PREFILL`): FlashAttention-3 on H100
+#: (``fa3``), TensorRT-LLM-gen through FlashInfer on B200 (``trtllm_mha``)
+_OPERAND_ASYNC_PREFILL = ("fa3", "trtllm_mha")
+
+
+def _operand_async(t: MeasuredTable, *, context: bool) -> np.ndarray:
+    """1 where a prompt row of SGLang's runs one of :data:`_OPERAND_ASYNC_PREFILL`, else 0."""
+    source = t.columns.get("kernel_source")
+    if not context or source is None or t.engine != "sglang":
+        return np.zeros(len(t))
+    return np.isin(source.astype(str), _OPERAND_ASYNC_PREFILL).astype(np.float64)
+
+
 def _paired_tiles(t: MeasuredTable, fmha_dt: np.ndarray, *, context: bool) -> np.ndarray:
     """Query tiles of a head one CTA of a prompt row's kernel carries (:data:`_PAIRED_PREFILL`:
     2; elsewhere 1; SGLang's fp8 prompt, whose query is converted to fp8 first, 1:
@@ -1212,6 +1227,7 @@ def _attention_rows(
         kv_bytes=kvb,
         head_pack=head_pack,
         paired_tiles=_paired_tiles(t, fmha_dt, context=context),
+        operand_async=_operand_async(t, context=context),
         q_convert=_query_convert(t, fmha_dt, context),
         combine_kernel=_combine_kernel(t, context),
         unit_latency=_unit_latency(t),

@@ -512,6 +512,12 @@ def engine_attention_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures)
     ):
         # FlashInfer's TensorRT-LLM-gen prompt kernel: two query tiles a CTA
         cols["paired_tiles"] = np.full(len(batch), 2.0)
+    if (
+        batch.kind == "attention_prefill"
+        and (engine, fig.kernel_generation) in OPERAND_ASYNC_PREFILL
+    ):
+        # FlashAttention-3 / TensorRT-LLM-gen: operand reads under the products
+        cols["operand_async"] = np.ones(len(batch))
     if (engine, fig.kernel_generation) in HD192_SIDE_CALL_ENGINES:
         # SGLang's FlashAttention-3 calls at head dim 192 take a fixed wait more
         cols["hd192_side_call"] = (col(batch, "head_dim_qk", 128) == 192.0).astype(np.float64)
@@ -533,6 +539,15 @@ def engine_attention_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures)
     if not cols:
         return batch
     return dataclasses.replace(batch, shape={**batch.shape, **cols})
+
+
+#: (engine, tensor-core generation) whose dense prompt kernel issues its shared-memory operand
+#: reads under its products (``operand_async``, :func:`prefill_terms`): SGLang's
+#: FlashAttention-3 on Hopper and the TensorRT-LLM-gen kernel FlashInfer calls for it on
+#: data-centre Blackwell. vLLM runs the same kernels but is not listed: its prompt classes also
+#: time its DeepSeek-V4 CSA and MiniMax-M3 prompt modules' own kernels, which the refit moved
+#: 0.4-2.0 points worse (docs/time-model.md, "Asynchronous operand reads")
+OPERAND_ASYNC_PREFILL = frozenset({("sglang", "sm90"), ("sglang", "tcgen05")})
 
 
 #: (engine, tensor-core generation) whose prompt over an fp8 cache runs the fp8 prompt kernel,
@@ -740,24 +755,9 @@ def prefill_terms(
         # slower from head dim 256 (:data:`KV_UPCAST_PROMPT_SLOW`)
         wide = upcast & (pad_qk >= KV_UPCAST_STREAM_HEAD_DIM)
         flops = np.where(wide, flops * KV_UPCAST_PROMPT_SLOW, flops)
-    # the tensor-core operands the MMAs read from shared memory: every K and V block a tile
-    # walks, once per group of query rows one MMA instruction covers (``mma_rows``: a Hopper
-    # warp-group MMA takes 64 rows, an Ampere/Ada mma.sync warp 16), at the SM's shared-memory
-    # bandwidth; a 128-query tile reads each block 2 times on Hopper, 8 on Ampere: as long as
-    # the A100 tile's MMAs at full rate, half the H100 tile's (the rows of a short prompt's
-    # tile and the keys of its blocks, not whole 128 x 128 tiles)
-    reads = np.ceil(rows / mma_rows(fig))
+    # the tensor-core operands the MMAs read from shared memory (:func:`_operand_reads_s`)
     keys = unit_blocks * np.minimum(kv_eff, tile_k)
-    operand = (
-        keys
-        * reads
-        * (d_qk + d_v)
-        * np.where(upcast, 2.0, elem_bytes(batch.dtype))
-        / (SMEM_BYTES_PER_CLOCK * fig.clock_hz)
-    )
-    # a kernel that issues them under its products pays none beside them (``operand_under``:
-    # :data:`~mlacalc.timemodel.mla_time.OPERANDS_UNDER_PRODUCTS`)
-    operand = np.where(col(batch, "operand_under", 0) > 0, 0.0, operand)
+    operand = _operand_reads_s(batch, fig, rows, keys, tile_q, d_qk + d_v, upcast)
     pre_bytes = col(batch, "preprocess_bytes", 0)
     # a unit's wait is shared by the tiles resident on an SM together (``_resident_waves``)
     resident = _resident_waves(units, fig, d_qk, d_v, elem_bytes(batch.dtype))
@@ -794,6 +794,38 @@ def prefill_terms(
         batch, fig, prm, pre_bytes, d_qk, d_v, b, kv
     )
     return out
+
+
+def _operand_reads_s(
+    batch: KernelBatch,
+    fig: DeviceFigures,
+    rows: np.ndarray,
+    keys: np.ndarray,
+    tile_q: np.ndarray,
+    width: np.ndarray,
+    upcast: np.ndarray,
+) -> np.ndarray:
+    """Seconds a prompt tile's MMAs take reading their K/V operands from shared memory beside
+    their products (of :func:`prefill_terms`): every K and V block a tile walks (``keys``, of
+    ``width`` = q/k + v head dims), once per group of query rows one MMA instruction covers
+    (``mma_rows``: a Hopper warp-group MMA takes 64 rows, an Ampere/Ada mma.sync warp 16), at
+    the SM's shared-memory bandwidth; a 128-query tile reads each block 2 times on Hopper, 8
+    on Ampere: as long as the A100 tile's MMAs at full rate, half the H100 tile's (the rows of
+    a short prompt's tile and the keys of its blocks, not whole 128 x 128 tiles)."""
+    reads = np.ceil(rows / mma_rows(fig))
+    elem = np.where(upcast, 2.0, elem_bytes(batch.dtype))
+    operand = keys * reads * width * elem / (SMEM_BYTES_PER_CLOCK * fig.clock_hz)
+    # a kernel that issues them under its products pays none beside them (``operand_under``:
+    # :data:`~mlacalc.timemodel.mla_time.OPERANDS_UNDER_PRODUCTS`)
+    operand = np.where(col(batch, "operand_under", 0) > 0, 0.0, operand)
+    if not batch.variant:
+        # FlashAttention-3's and TensorRT-LLM-gen's asynchronous MMAs read their operands under
+        # the products (``operand_async``: :data:`OPERAND_ASYNC_PREFILL`) where the tile's rows
+        # fill the MMA; a tile cut below them (Blackwell's bf16 at head dim 512, 64 rows) keeps
+        # the reads
+        full = np.asarray(tile_q) >= mma_rows(fig)
+        operand = np.where((col(batch, "operand_async", 0) > 0) & full, 0.0, operand)
+    return operand
 
 
 #: (engine, tensor-core generation) whose prompt kernel's CTA carries two 128-query tiles of a
