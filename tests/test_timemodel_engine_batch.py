@@ -61,11 +61,12 @@ def test_prompts_pack_on_hopper_only():
     for engine in ("sglang", "vllm"):
         assert np.all(engine_attention_kernel(batch, engine, H100).shape["head_pack"] == 0)
         # Blackwell's prompt kernels (FlashInfer / TensorRT-LLM-gen): a tile a query head, no
-        # packing (SGLang's B200 batch gains only its head-dim-192 wait column, 001406c, and
-        # both engines' bf16 prompts two query tiles a CTA, attention_time.PAIRED_TILE_PREFILL)
+        # packing (SGLang's B200 batch gains only its head-dim-192 wait column, 001406c, its
+        # operands read under the products, attention_time.OPERAND_ASYNC_PREFILL, and both
+        # engines' bf16 prompts two query tiles a CTA, attention_time.PAIRED_TILE_PREFILL)
         on_b200 = engine_attention_kernel(batch, engine, B200)
         assert "head_pack" not in on_b200.shape
-        added = ("hd192_side_call", "paired_tiles")
+        added = ("hd192_side_call", "paired_tiles", "operand_async")
         assert {k: v for k, v in on_b200.shape.items() if k not in added} == batch.shape
     assert engine_attention_kernel(batch, "trtllm", H100) is batch
 
@@ -89,7 +90,8 @@ def test_a_step_without_its_kernels_packing_is_timed_as_the_packed_kernel():
     names no ``head_pack``, is timed as the FlashAttention-3 kernel (packed) its class was
     fitted on, not as a tile a query head (which the class's parameters do not describe)."""
     bare = _attention("attention_prefill")
-    packed = _attention("attention_prefill", head_pack=0.0)
+    # (as SGLang's measured rows: packed, operands under the products, OPERAND_ASYNC_PREFILL)
+    packed = _attention("attention_prefill", head_pack=0.0, operand_async=1.0)
     one = _attention("attention_prefill", head_pack=1.0)
     prof = "fit-h100-sxm-sglang"
     t_bare = predict_batch(bare, "H100-SXM", prof)
