@@ -1947,3 +1947,63 @@ def test_flashinfer_trtllm_moe_rows_of_few_tokens_are_not_slow(engine, dtype, bo
     )
     assert few.sum() > 500
     assert abs(np.median(pred[few] / t.seconds[few] - 1.0)) <= bound
+
+
+def _gen_moe_extra(hidden: float, inter: float, tokens: float, gen: float) -> float:
+    """``extra_s`` of one bf16 MoE call on B200, top-2 of 8 experts, under the default
+    parameters; ``gen``: the call is FlashInfer's TensorRT-LLM-gen MoE (GEN_TOKENS_MOE)."""
+    from mlacalc.timemodel.moe_time import GEN_TOKENS_MOE, moe_terms
+
+    b200 = device_figures(load_hardware("B200"))
+    pairs = tokens * 2.0
+    one = lambda v: np.array([float(v)])  # noqa: E731
+    batch = KernelBatch(
+        "moe",
+        "bf16",
+        one(2.0 * pairs * hidden * inter * 3),
+        one(8 * 3 * hidden * inter * 2.0 + tokens * hidden * 4),
+        one(1),
+        {"tokens": one(tokens), "topk": one(2), "hidden": one(hidden), "inter": one(inter),
+         "gated": one(1), "active_experts": one(8), "max_tokens_per_expert": one(pairs / 8),
+         "experts": one(8), "assignments": one(pairs), GEN_TOKENS_MOE: one(gen)},
+    )  # fmt: skip
+    return float(moe_terms(batch, b200, default_params("moe"))["extra_s"][0])
+
+
+def test_trtllm_gen_moe_reads_a_large_experts_weights_again_for_each_row_tile():
+    """FlashInfer's TensorRT-LLM-gen MoE reads again, for each row tile of an expert after its
+    first, the part of each GEMM's expert weights beyond half of B200's L2: Mixtral's expert
+    (4,096 / 14,336, FC1 224 MiB of bf16) pays it, growing with the tokens (row tiles); an
+    expert whose GEMMs fit (4,096 / 1,536) and the same call of another kernel pay nothing."""
+    big = [_gen_moe_extra(4096, 14336, t, 1) - _gen_moe_extra(4096, 14336, t, 0)
+           for t in (2048, 8192)]  # fmt: skip
+    assert 0 < big[0] < big[1]
+    # 8,192 tokens: 2,048 rows an expert, at least 8 tiles of at most 256 rows after the first
+    # 7 each, FC1's 224 MiB less 63 MiB re-read: at least 8 x 7 x 161 MiB at B200's HBM
+    assert big[1] > 8 * 7 * 161 * 2**20 / 7.7e12
+    assert _gen_moe_extra(4096, 1536, 8192, 1) == _gen_moe_extra(4096, 1536, 8192, 0)
+
+
+@pytest.mark.slow
+def test_vllm_trtllm_gen_bf16_rows_of_experts_over_the_l2():
+    """vLLM's B200 bf16 rows of FlashInfer's TensorRT-LLM-gen MoE at 2,048 tokens and more
+    whose expert's FC1 weights exceed the L2 (126 MiB: Mixtral's and Llama-4's shapes at TP 1
+    and 2): signed median error -39.9% without the weights read again per row tile, -12.3%
+    with it (docs/time-model.md, "TensorRT-LLM-gen's MoE reads a large expert's weights again
+    for each row tile")."""
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+
+    (t,) = [x for x in load_measured(MEASURED / "b200_sxm", engine="vllm").tables
+            if x.table == "moe_perf"]  # fmt: skip
+    m = map_table(t)
+    pred = predict_mapped(m, None, "fit-b200-sxm-vllm")
+    c = t.columns
+    src = c["kernel_source"].astype(str)
+    fc1 = c["hidden_size"] * 2.0 * (c["inter_size"] // c["moe_tp_size"]) * 2.0
+    sel = m.modelled & np.isfinite(pred) & (c["num_tokens"] >= 2048) & (fc1 > 126 * 2**20)
+    sel &= src == "vllm_unquantizedfusedmoe_flashinfer_trtllm_trtllmbf16experts"
+    assert sel.sum() > 300
+    assert np.median(pred[sel] / t.seconds[sel] - 1.0) > -0.2

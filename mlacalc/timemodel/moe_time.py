@@ -53,6 +53,7 @@ __all__ = [
     "MARLIN_COLS",
     "MARLIN_TILE",
     "MMA_SYNC_MOE",
+    "MOE_WEIGHT_BYTES",
     "PAIR_STREAM_MOE",
     "PAIR_TILE_MOE",
     "RATE_DTYPE",
@@ -71,6 +72,7 @@ __all__ = [
     "TUNED_MOE",
     "TUNED_STAND_IN",
     "WARP_LOADED_MOE",
+    "WEIGHTS_HELD",
     "engine_moe_tiles",
     "flashinfer_cutlass_moe",
     "flashinfer_hopper_tiled",
@@ -389,6 +391,24 @@ GEN_ROWS8_MOE = "gen_rows8"
 #: experts' bytes, then stay (``sort_pair_s`` a routed pair up to the knee)
 GEN_TOKENS_MOE = "gen_tokens"
 GEN_TOKEN_KNEE = 64.0
+
+#: The share of the device's L2 that keeps one GEMM's expert weights between its row tiles in
+#: FlashInfer's TensorRT-LLM-gen MoE (:func:`_weights_again_s`): half, one of the L2's two
+#: halves (B200's two dies, as recalled), not fitted
+WEIGHTS_HELD = 0.5
+
+#: Bytes of a MoE weight element by dtype with its block scales (:func:`_weights_again_s`):
+#: nvfp4 an fp8 scale per 16 elements, MXFP4 an 8-bit one per 32, int4 an fp16 one per 128, as
+#: the measured rows' mapping counts them; other dtypes 2 (bf16)
+MOE_WEIGHT_BYTES = {
+    "fp8": 1.0,
+    "fp8_block": 1.0,
+    "int8": 1.0,
+    "nvfp4": 0.5 + 1.0 / 16,
+    "w4a16_mxfp4": 0.5 + 1.0 / 32,
+    "w4a8_mxfp4": 0.5 + 1.0 / 32,
+    "w4a16": 0.5 + 2.0 / 128,
+}
 
 
 def trtllm_gen_row_tile(
@@ -1173,4 +1193,33 @@ def moe_terms(
     memory = batch.bytes / bw * ((mats - 1.0) / share[0] + 1.0 / share[1]) / mats
     memory = memory * _drawn_per_sm(batch, fig, sync)  # the warps' loads (Marlin's, Triton's)
     extra = _around_gemms_s(batch, fig, prm, pairs, mats, bw)
+    rows_tiles = m_tiles[best, np.arange(len(batch))]
+    extra = extra + _weights_again_s(batch, fig, rows_tiles, active, mats, bw)
     return {"compute_s": compute, "memory_s": memory, "extra_s": extra}
+
+
+def _weights_again_s(
+    batch: KernelBatch,
+    fig: DeviceFigures,
+    rows_tiles: np.ndarray,
+    active: np.ndarray,
+    mats: np.ndarray,
+    bw: float,
+) -> np.ndarray:
+    """FlashInfer's TensorRT-LLM-gen MoE (:data:`GEN_TOKENS_MOE`) reads an expert's weights
+    again for each of its row tiles after the first, less what stays in the L2 between them
+    (half the device's L2 a GEMM): ``rows_tiles`` (GEMM, row) the row tiles each GEMM runs
+    over the rank's ``active`` experts; an expert's weights at :data:`MOE_WEIGHT_BYTES`.
+    Additive (the GEMM waits on them): docs/time-model.md, "TensorRT-LLM-gen's MoE
+    reads a large expert's weights again for each row tile"."""
+    gen = (col(batch, GEN_TOKENS_MOE, 0) > 0) & (col(batch, BF16_RATE_MOE, 0) <= 0)
+    if not gen.any():
+        return np.zeros(len(batch))
+    # FC1's and FC2's weights of an expert
+    expert = (
+        col(batch, "hidden", 1) * col(batch, "inter", 1) * MOE_WEIGHT_BYTES.get(batch.dtype, 2.0)
+    )
+    gemm = expert * np.array([mats - 1.0, np.ones_like(mats)])
+    missed = np.maximum(gemm - WEIGHTS_HELD * fig.l2_bytes, 0.0)
+    again = np.maximum(rows_tiles - active, 0.0)  # row tiles past each expert's first
+    return np.where(gen, (again * missed).sum(axis=0) / bw, 0.0)
