@@ -1208,5 +1208,8 @@ def test_list_hardware_says_how_each_device_is_timed(run):
     assert times["H200"] == "from H100-SXM" and times["GB200"] == "from B200"
     assert times["MI300X"] == times["MI355X"] == "pooled, unvalidated"
     assert times["L40S"] == "pooled via A100-SXM-80GB, unvalidated"
+    # a measured set: its ceilings for the datasheet, the fit by plan's route (review12: it
+    # read "its measured ceilings" where plan says the pooled fit)
+    assert times["measured:cuda-nvidia-h200-full-bf16"] == "measured ceilings; pooled, unvalidated"
     text, _ = run("list", "--hardware")
     assert "unvalidated" in text and "own fit" in " ".join(text.split())

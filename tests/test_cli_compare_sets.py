@@ -42,6 +42,8 @@ def test_a_plain_set_still_changes_every_model_and_mixes_with_positional_ones(ru
         ("3:kv_lora_rank=256", "names model '3'; write N:FIELD=VALUE with N from 1 to 2"),
         ("0:kv_lora_rank=256", "names model '0'; write N:FIELD=VALUE with N from 1 to 2"),
         ("x:kv_lora_rank=256", "names model 'x'; write N:FIELD=VALUE with N from 1 to 2"),
+        ("\u00b2:kv_lora_rank=256", "write N:FIELD=VALUE with N from 1 to 2"),  # a superscript 2
+        ("\u0662:kv_lora_rank=256", "write N:FIELD=VALUE with N from 1 to 2"),  # an Arabic-Indic 2
         ("2:=256", "names no field after '2:'; write N:FIELD=VALUE"),
         ("2:kv_lora_rank=0", "--set kv_lora_rank=0 (model 2, deepseek-v3): must be a positive"),
         ("2:kv_lora_rnak=256", "(model 2, deepseek-v3)"),

@@ -532,7 +532,7 @@ def sets_by_model(sets: dict[str, Any], count: int) -> list[SetChanges]:
                     "N:FIELD=VALUE, e.g. --set 2:kv_lora_rank=256",
                     param_hint="--set",
                 )
-            if not where.isdigit() or not 1 <= int(where) <= count:
+            if not (where.isascii() and where.isdecimal()) or not 1 <= int(where) <= count:
                 raise click.BadParameter(
                     f"{key}={typed.get(key, value)} names model {where!r}; write N:FIELD=VALUE "
                     f"with N from 1 to {count} (the position of a model given), or FIELD=VALUE "

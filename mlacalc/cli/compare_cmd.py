@@ -72,6 +72,8 @@ def command(
 ):
     """Compare models side by side (or one model's attention designs with --as-variants).
 
+    --set FIELD=VALUE changes every model given; --set N:FIELD=VALUE only the N-th (from 1).
+
     \b
     Examples:
       mlacalc compare llama-3-70b qwen2.5-72b deepseek-v2 --seq-len 32k

@@ -145,12 +145,13 @@ def _set_dtype(h) -> str:
 
 
 def _times_route(h) -> str:
-    """How the device's default engine's profile predicts ``h`` (:meth:`Profile.route`; a
-    measured set: by its own ceilings)."""
-    if h.measured:
-        return "its measured ceilings"
+    """How the device's default engine's profile predicts ``h`` (:meth:`Profile.route`); a
+    measured set's ceilings stand in for its datasheet, the fitted efficiencies still come by
+    that route (a measured H200 set names no vendor or architecture, so the pooled fit's, as
+    plan says: review12)."""
     prof, _, _ = engine_profile_of(None, default_engine(h), h)
-    return load_profile(prof).route(h.name, h)
+    route = load_profile(prof).route(h.name, h)
+    return f"measured ceilings; {route}" if h.measured else route
 
 
 def _list_hardware(fmt):
