@@ -47,3 +47,16 @@ def test_search_text_gives_the_expected_error_line(run):
     assert "Expected error:" in out
     assert "TensorRT-LLM runs on NVIDIA GPUs only" in out + err
     assert "MI300X is not a fitted device" in out + err
+
+
+def test_a_search_that_times_nothing_says_no_times_as_plan_does():
+    """review12 11: V3 on one MI300X fits nowhere, yet search gave a full ``prediction`` route
+    and "trtllm kernels stand in for sglang" where plan of it says "No times"; the device's
+    vendor line (of the device, not of a time) stays."""
+    for engine, vendor in (("sglang", False), ("trtllm", True)):
+        r = search("deepseek-v3", "MI300X", [1], isl=1024, osl=1024, engine=engine)
+        assert not r.points and r.best is None
+        assert r.prediction == {} and r.calibration == ""
+        assert not any("stand in" in w and "profile" in w for w in r.warnings)
+        assert bool(_device_lines(r.warnings)) == vendor
+        json.dumps(r.to_dict())

@@ -1443,7 +1443,7 @@ def search(
         output_lag_steps=output_lag_steps,
         ruled_out=ruled_out,
         profile=profile_name,
-        calibration=calibration + req.engine_note,
+        calibration=calibration + req.engine_note if points else "",  # as plan's no-fit: no times
         engine=req.engine,
         memory_reserve=req.memory_reserve,
         engine_memory=req.engine_memory and req.engine_memory[1],
@@ -1465,7 +1465,11 @@ def _finished(req: SearchRequest, **fields: Any) -> SearchResult:
     kernels and no other defaults) and the admission values the search ran, as the CLI writes
     them; and how its times were predicted (plan's ``prediction`` of the same device, engine
     and model)."""
-    route = prediction_route(req.profile, req.hw, req.engine, req.engine_note, req.m)
+    route = (
+        prediction_route(req.profile, req.hw, req.engine, req.engine_note, req.m)
+        if fields["points"]
+        else {}  # nothing timed: no route of times to say (plan says "No times" there)
+    )
     result = SearchResult(**fields, prediction=route)
     if result.best is None or req.replay is None:
         return result
@@ -1501,7 +1505,8 @@ def _search_warnings(
     GPU, the device's route and its error; a trial12 search on MI300X said neither); the
     route's line only where a point was ``timed``, as plan says it of a timed plan only."""
     said = list(device_warnings(req.profile, req.hw, req.engine, req.engine_note, timed=timed))
-    said += [req.engine_note.removeprefix("; "), mla_geometry_note(req.m)]
+    if timed:  # a stand-in's kernels and a geometry's rows are said of times, as plan says them
+        said += [req.engine_note.removeprefix("; "), mla_geometry_note(req.m)]
     seen: set[tuple] = set()
     raw: set[str] = set()  # each said once, of the first point it is said of
     for p in ([best] if best else []) + list(front):
