@@ -7,7 +7,12 @@ import json
 
 import pytest
 
+from mlacalc.cost.engine import as_model
+from mlacalc.hardware.catalogue import load_hardware
+from mlacalc.serving.gpu_step import StepModel
 from mlacalc.serving.launch import Deployment, deployments, launch_commands
+from mlacalc.serving.layout import make_layout
+from mlacalc.words.dtypes import resolve_kv_layout
 from mlacalc.words.errors import InvalidArgumentError
 
 SPLIT = {  # a search point: 8 decode GPUs (TP2 DP-attention4 EP8) + 8 prefill (TP1 DPA8 EP8)
@@ -332,3 +337,16 @@ def test_vllm_last_node_not_full_gets_its_own_rank_count():
     assert cmd.endswith("--data-parallel-start-rank $((NODE_RANK * 8))")
     ((_, cmd),) = launch_commands("trtllm", "m", deployments(twelve, 8, 0.1, 8))
     assert "mpirun -n 12 " in cmd
+
+
+def test_launch_note_names_the_devices_default_engine(run):
+    """review12 5: on AMD the default engine is SGLang, yet the launch note said "(--engine,
+    trtllm when not given)"; a step model of no engine named times the same default."""
+    out, _ = run("plan", "llama-3-8b", "-H", "MI300X", "-g", 1, "--isl", 1000, "--osl", 1000,
+                 "--concurrency", 8, "--launch", "vllm")  # fmt: skip
+    assert "timed with sglang's kernels (--engine, sglang when not given)" in out
+    m = as_model("llama-3-8b")
+    for device, engine in (("MI300X", "sglang"), ("H100-SXM", "trtllm")):
+        lay = make_layout(m, 1, tp=1)
+        sm = StepModel(m, lay, None, resolve_kv_layout("bf16"), load_hardware(device))
+        assert sm.engine == engine

@@ -336,13 +336,17 @@ def given(name: str) -> bool:
 
 def serving_engine_option(f: Callable) -> Callable:
     """``--engine``: the serving engine whose kernels are predicted, fitted or validated
-    (TensorRT-LLM by default; every output names the engine it is for)."""
+    (TensorRT-LLM by default, SGLang on AMD's GPUs: ``default_engine``; every output names the
+    engine it is for)."""
     return click.option(
         "--engine",
         "engine",
         type=ENGINE,
         default=None,
-        help="Serving engine whose kernels are timed: trtllm (default), sglang or vllm (any case).",
+        help=(
+            "Serving engine whose kernels are timed: trtllm (default; sglang on AMD GPUs), "
+            "sglang or vllm (any case)."
+        ),
     )(f)
 
 

@@ -288,7 +288,8 @@ class _Request:
     weight_dtype: str | None
     kv_dtype: str | None
     causal: bool
-    #: the serving engine (--engine; None: the default, TensorRT-LLM, for the fused kernels)
+    #: the serving engine (--engine; None: the device's default for the fused kernels,
+    #: TensorRT-LLM, SGLang on AMD: ``default_engine``)
     engine: str | None = None
 
 

@@ -15,7 +15,7 @@ import click
 from mlacalc.cli.common import COUNT, FRACTION, SIZE, EngineType, given
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.words import defaults as D
-from mlacalc.words.engines import DEFAULT_ENGINE, ENGINE_LABELS, engine_of_framework
+from mlacalc.words.engines import ENGINE_LABELS, default_engine, engine_of_framework
 from mlacalc.words.errors import MlacalcError
 
 __all__ = [
@@ -456,7 +456,7 @@ def launch_text(
     if timed_engine and timed_engine != engine:
         lines.append(
             f"# note: the figures are timed with {timed_engine}'s kernels (--engine, "
-            f"{DEFAULT_ENGINE} when not given); --engine {engine} times {engine}'s"
+            f"{default_engine(device)} when not given); --engine {engine} times {engine}'s"
         )
     formats = dict(point.get("component_dtypes") or {})
     # a dtype chosen (plan's --weight-dtype; a search point's not sized as its checkpoint)

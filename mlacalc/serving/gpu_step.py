@@ -85,7 +85,7 @@ from mlacalc.timemodel.moe_time import DEEPEP_RECEIVED, DEEPEP_ROUTED, ROWS_SPRE
 from mlacalc.timemodel.profile import load_profile
 from mlacalc.timemodel.roofline_time import ROOFLINE
 from mlacalc.words.dtypes import KVLayout, canonical_dtype, dtype_bits, weight_gemm_class
-from mlacalc.words.engines import DEFAULT_ENGINE
+from mlacalc.words.engines import default_engine
 from mlacalc.words.kernels import TRTLLM_GEN_MOE, Kernel, KernelBatch, variant_of
 from mlacalc.words.vocab import SOFTMAX_FLOPS_PER_ELEMENT
 
@@ -837,8 +837,9 @@ class StepModel:
     ):
         self.m, self.lay, self.hw, self.profile = m, lay, hw, profile
         #: the serving engine whose kernels run (None: the profile's, a profile named or given
-        #: by path as the time model loads it, else TensorRT-LLM)
-        self.engine = engine or _profile_engine(profile) or DEFAULT_ENGINE
+        #: by path as the time model loads it, else the device's default: TensorRT-LLM, SGLang
+        #: on AMD, as plan names it)
+        self.engine = engine or _profile_engine(profile) or default_engine(hw)
         #: new tokens a sequence up to which a prompt runs the engine's MLA decode path (0:
         #: never; :func:`mlacalc.timemodel.mla_time.step_decode_path_tokens`)
         self.decode_path_tokens = (
