@@ -374,3 +374,20 @@ def test_mesh_link_field_is_checked():
     del base["scale_up_gb_per_s"]
     with pytest.raises(ConfigError, match="needs scale_up_gb_per_s"):
         hardware_from_dict({**base, "scale_up_mesh_link_gb_per_s": 64})
+
+
+def test_mesh_links_must_reach_the_aggregate_and_an_assumed_link_is_said():
+    """review12 8: 32 GB/s links with 448 GB/s over 8 GPUs were taken (all 8 then got 224, not
+    the aggregate); and a file listing the link as ``assumed`` said so in the calibration line
+    but not in the device figures' fallbacks that plan JSON's ``prediction.assumed`` reads."""
+    base = {"name": "x", "peak_tflops": {"bf16": 100}, "memory_bandwidth_gb_per_s": 1000}
+    base |= {"memory_gb": 80, "source": "s", "scale_up_gb_per_s": 448, "gpus_per_node": 8}
+    with pytest.raises(ConfigError, match=r"32 x 7 links.*below scale_up_gb_per_s \(448\)"):
+        hardware_from_dict({**base, "scale_up_mesh_link_gb_per_s": 32})
+    hw = hardware_from_dict({**base, "scale_up_mesh_link_gb_per_s": 64})
+    assert hw.link(8)[0] == 448e9
+    assumed = {**base, "scale_up_mesh_link_gb_per_s": 64}
+    assumed["assumed"] = ["scale_up_mesh_link_gb_per_s"]
+    fig = device_figures(hardware_from_dict(assumed))
+    assert any(f.startswith("mesh_link_bytes_per_s = 6.4e+10") for f in fig.fallbacks)
+    assert not any("mesh" in f for f in device_figures(hw).fallbacks)

@@ -431,6 +431,7 @@ def hardware_from_dict(data: Any, origin: str = "<dict>") -> HardwareSpec:
         )
     }
     _check_mesh(origin, opt["scale_up_mesh_link_gb_per_s"], opt["scale_up_gb_per_s"])
+    _check_mesh_reach(origin, opt)
     domain, node = opt["scale_up_domain_gpus"], opt["gpus_per_node"]
     if domain is not None and node is not None and domain < node:
         raise ConfigError(
@@ -516,6 +517,32 @@ def _check_mesh(origin: str, link: float | None, total: float | None) -> None:
             source=origin,
             field="scale_up_mesh_link_gb_per_s",
             fix="give one point-to-point link's rate each way (64 for an MI300X link)",
+        )
+
+
+def _check_mesh_reach(origin: str, opt: dict) -> None:
+    """A full mesh's links to the node's other GPUs, link x (gpus_per_node - 1), must add up
+    to at least the aggregate: below it the whole node would never reach the rate the file
+    gives (32 GB/s links with 448 GB/s over 8 GPUs: 224 for all 8, where the aggregate says
+    448). Unchecked without gpus_per_node (the mesh's size unknown)."""
+    link, total, node = (
+        opt["scale_up_mesh_link_gb_per_s"],
+        opt["scale_up_gb_per_s"],
+        opt["gpus_per_node"],
+    )
+    if link is None or total is None or node is None or node < 2:
+        return
+    reach = link * (node - 1)
+    if reach < total * (1 - 1e-9):
+        raise ConfigError(
+            f"{link:g} x {node - 1:g} links (gpus_per_node - 1) = {reach:g} GB/s is below "
+            f"scale_up_gb_per_s ({total:g}): the node's {node:g} GPUs would never reach the "
+            "aggregate",
+            source=origin,
+            field="scale_up_mesh_link_gb_per_s",
+            fix=f"give one link's rate, scale_up_gb_per_s / (gpus_per_node - 1) = "
+            f"{total / (node - 1):g} for an aggregate over a full mesh, or lower "
+            "scale_up_gb_per_s to what the links add up to",
         )
 
 

@@ -51,6 +51,7 @@ ASSUMED_KEYS = {
     "scale_up_latency_us": "link_latency_s",
     "sm_count": "sm_count",
     "boost_clock_mhz": "clock_hz",
+    "scale_up_mesh_link_gb_per_s": "mesh_link_bytes_per_s",
 }
 
 
@@ -193,6 +194,9 @@ def device_figures(hw: HardwareSpec) -> DeviceFigures:
             value, source = ASSUMED[figure]
             fallbacks.append(f"{figure} = {value:g} ({source})")
         values[figure] = value
+    values["mesh_link_bytes_per_s"] = float(
+        getattr(hw, "scale_up_mesh_link_bytes_per_s", None) or 0.0
+    )
     for key in getattr(hw, "assumed", ()) or ():  # the file's own stated assumptions
         figure = ASSUMED_KEYS.get(key)
         if figure is not None:
@@ -209,7 +213,7 @@ def device_figures(hw: HardwareSpec) -> DeviceFigures:
         link_latency_s=values["link_latency_s"],
         clock_hz=values["clock_hz"],
         link_multicast=values["link_multicast"],
-        mesh_link_bytes_per_s=float(getattr(hw, "scale_up_mesh_link_bytes_per_s", None) or 0.0),
+        mesh_link_bytes_per_s=values["mesh_link_bytes_per_s"],
         fallbacks=tuple(fallbacks),
         architecture=getattr(hw, "architecture", "") or "",
         compute_capability=_capability(hw),
