@@ -120,6 +120,7 @@ from mlacalc.measured.tables import SYSTEM_L2_BYTES, MeasuredSet, MeasuredTable,
 from mlacalc.timemodel.attention_time import (
     FA3_QUERY_CAST_KERNELS,
     HD192_SIDE_CALL_ENGINES,
+    OPERAND_ASYNC_BF16_ONLY,
     QUERY_CONVERT_KERNELS,
     UNIT_LATENCY_DECODE,
     XQA_HEAD_PACK,
@@ -914,19 +915,30 @@ def _head_pack(t: MeasuredTable, *, context: bool) -> np.ndarray:
 _PAIRED_PREFILL = ("trtllm_mha", "vllm_flashinfer_trtllmprefill")
 
 
-#: The prompt kernels of SGLang's dense backends whose shared-memory operand reads run under
-#: their products (``operand_async``,
-#: :data:`~mlacalc.timemodel.attention_time.OPERAND_ASYNC_PREFILL`): FlashAttention-3 on H100
-#: (``fa3``), TensorRT-LLM-gen through FlashInfer on B200 (``trtllm_mha``)
-_OPERAND_ASYNC_PREFILL = ("fa3", "trtllm_mha")
+#: The prompt kernels whose shared-memory operand reads run under their products
+#: (``operand_async``, :data:`~mlacalc.timemodel.attention_time.OPERAND_ASYNC_PREFILL`):
+#: FlashAttention-3 on H100 (SGLang's ``fa3``, vLLM's ``vllm_flash_attn_fa3``) and
+#: TensorRT-LLM-gen through FlashInfer on B200 (``trtllm_mha``,
+#: ``vllm_flashinfer_trtllmprefill``). vLLM's rows over an fp8 cache keep their reads
+#: (:data:`~mlacalc.timemodel.attention_time.OPERAND_ASYNC_BF16_ONLY`)
+_OPERAND_ASYNC_PREFILL = (
+    "fa3",
+    "trtllm_mha",
+    "vllm_flash_attn_fa3",
+    "vllm_flashinfer_trtllmprefill",
+)
 
 
-def _operand_async(t: MeasuredTable, *, context: bool) -> np.ndarray:
-    """1 where a prompt row of SGLang's runs one of :data:`_OPERAND_ASYNC_PREFILL`, else 0."""
+def _operand_async(t: MeasuredTable, fmha_dt: np.ndarray, *, context: bool) -> np.ndarray:
+    """1 where a prompt row runs one of :data:`_OPERAND_ASYNC_PREFILL` (SGLang's, and vLLM's of
+    a bf16 cache), else 0."""
     source = t.columns.get("kernel_source")
-    if not context or source is None or t.engine != "sglang":
+    if not context or source is None or t.engine not in ("sglang", "vllm"):
         return np.zeros(len(t))
-    return np.isin(source.astype(str), _OPERAND_ASYNC_PREFILL).astype(np.float64)
+    on = np.isin(source.astype(str), _OPERAND_ASYNC_PREFILL)
+    if t.engine in OPERAND_ASYNC_BF16_ONLY:
+        on = on & ~np.char.startswith(fmha_dt.astype(str), "fp8")
+    return on.astype(np.float64)
 
 
 def _paired_tiles(t: MeasuredTable, fmha_dt: np.ndarray, *, context: bool) -> np.ndarray:
@@ -1227,7 +1239,7 @@ def _attention_rows(
         kv_bytes=kvb,
         head_pack=head_pack,
         paired_tiles=_paired_tiles(t, fmha_dt, context=context),
-        operand_async=_operand_async(t, context=context),
+        operand_async=_operand_async(t, fmha_dt, context=context),
         q_convert=_query_convert(t, fmha_dt, context),
         combine_kernel=_combine_kernel(t, context),
         unit_latency=_unit_latency(t),

@@ -515,6 +515,7 @@ def engine_attention_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures)
     if (
         batch.kind == "attention_prefill"
         and (engine, fig.kernel_generation) in OPERAND_ASYNC_PREFILL
+        and not (engine in OPERAND_ASYNC_BF16_ONLY and batch.dtype.startswith("fp8"))
     ):
         # FlashAttention-3 / TensorRT-LLM-gen: operand reads under the products
         cols["operand_async"] = np.ones(len(batch))
@@ -542,12 +543,20 @@ def engine_attention_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures)
 
 
 #: (engine, tensor-core generation) whose dense prompt kernel issues its shared-memory operand
-#: reads under its products (``operand_async``, :func:`prefill_terms`): SGLang's
-#: FlashAttention-3 on Hopper and the TensorRT-LLM-gen kernel FlashInfer calls for it on
-#: data-centre Blackwell. vLLM runs the same kernels but is not listed: its prompt classes also
-#: time its DeepSeek-V4 CSA and MiniMax-M3 prompt modules' own kernels, which the refit moved
-#: 0.4-2.0 points worse (docs/time-model.md, "Asynchronous operand reads")
-OPERAND_ASYNC_PREFILL = frozenset({("sglang", "sm90"), ("sglang", "tcgen05")})
+#: reads under its products (``operand_async``, :func:`prefill_terms`): SGLang's and vLLM's
+#: FlashAttention-3 on Hopper and the TensorRT-LLM-gen kernel FlashInfer calls for them on
+#: data-centre Blackwell (vLLM's over a bf16 cache alone: :data:`OPERAND_ASYNC_BF16_ONLY`;
+#: docs/time-model.md, "Asynchronous operand reads")
+OPERAND_ASYNC_PREFILL = frozenset(
+    {("sglang", "sm90"), ("sglang", "tcgen05"), ("vllm", "sm90"), ("vllm", "tcgen05")}
+)
+
+#: Engines of :data:`OPERAND_ASYNC_PREFILL` whose prompts over an fp8 cache keep their operand
+#: reads: vLLM, whose Hopper kernel converts the fp8 K/V to bf16 in shared memory before its
+#: MMAs read them (:data:`KV_UPCAST_PREFILL`), and whose ``attention_prefill:fp8`` class, one
+#: form on both devices, also times the DeepGEMM indexer of its DeepSeek-V3.2 / V4 prompt
+#: modules (docs/time-model.md, "Asynchronous operand reads")
+OPERAND_ASYNC_BF16_ONLY = frozenset({"vllm"})
 
 
 #: (engine, tensor-core generation) whose prompt over an fp8 cache runs the fp8 prompt kernel,
@@ -770,7 +779,7 @@ def prefill_terms(
         fig,
         prm,
         units=units,
-        unit_blocks=walked,
+        unit_blocks=_softmax_blocks(batch, walked),
         unit_cost=np.ones(len(batch)),
         masked=masked + tested,
         flops=flops,
@@ -794,6 +803,15 @@ def prefill_terms(
         batch, fig, prm, pre_bytes, d_qk, d_v, b, kv
     )
     return out
+
+
+def _softmax_blocks(batch: KernelBatch, walked: np.ndarray) -> np.ndarray:
+    """Key blocks a unit pays the class's block walk (``block_s``) for: every block it walks,
+    none for a score kernel of no value product borrowing the dense prompt class (MiniMax-M3's
+    block indexer, ``head_dim_v`` 0, no variant): no online softmax's rescale nor P.V stage."""
+    if batch.variant:
+        return walked
+    return np.where(col(batch, "head_dim_v", 128) > 0, walked, 0.0)
 
 
 def _operand_reads_s(
