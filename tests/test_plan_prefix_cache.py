@@ -32,16 +32,18 @@ from mlacalc.words.errors import InvalidArgumentError
 #: arrivals TPOT 7.087 -> 7.105 ms, in flight 12.573 -> 12.577 ms), and when TensorRT-LLM's
 #: mma.sync XQA split the whole cache by its own count and merged in the kernel
 #: (attention_time.xqa_splits; attention_decode:bf16 refitted: arrivals TPOT 7.105 -> 7.203
-#: ms, in flight 12.577 -> 12.747 ms, chunked 20.62 -> 20.94 ms)
+#: ms, in flight 12.577 -> 12.747 ms, chunked 20.62 -> 20.94 ms), and when TensorRT-LLM's
+#: MMHA fallback ran its elements on a wave's SMs (c74655fa; attention_decode refitted in
+#: default: in flight TPOT 12.7466 -> 12.7442 ms, chunked 20.938 -> 20.935 ms)
 TODAY = {
     "inflight": (
         dict(model="llama-3-8b", hardware="H200", gpus=1, isl=2048, osl=256, concurrency=32),
-        dict(ttft_s=0.06021550687320492, tpot_s=0.012746590222088437),
-        dict(output_tokens_per_s=2474.478905484176, prefill_s=0.04195520477066293),
+        dict(ttft_s=0.06021314778270781, tpot_s=0.012744211551765264),
+        dict(output_tokens_per_s=2474.9341216857056, prefill_s=0.04195520477066293),
     ),
     "arrivals": (
         dict(model="llama-3-8b", hardware="H200", gpus=1, isl=2048, osl=256, request_rate=4),
-        dict(ttft_s=0.054430520361467324, tpot_s=0.0072030164850295725),
+        dict(ttft_s=0.0544291036705905, tpot_s=0.007202071905049474),
         dict(output_tokens_per_s=1024.0, prefill_s=0.04195520477066293),
     ),
     "chunked": (
@@ -54,8 +56,8 @@ TODAY = {
             concurrency=64,
             chunked_prefill=1024,
         ),
-        dict(ttft_s=0.1424898153621637, tpot_s=0.020938238937345942),
-        dict(output_tokens_per_s=3022.3401428454513, prefill_chunks_s=0.10645488188726446),
+        dict(ttft_s=0.14247507846079763, tpot_s=0.020935374533792746),
+        dict(output_tokens_per_s=3022.752336939513, prefill_chunks_s=0.10644342427305167),
     ),
     "disaggregated": (
         dict(
@@ -71,11 +73,11 @@ TODAY = {
         # 2 + 2 GPUs of one H200 node: the KV transfer goes over NVLink, a rank's share (was
         # the whole cache over the network, 10.07 ms)
         dict(
-            ttft_s=0.06184575394616401,
-            tpot_s=0.015459984500765316,
+            ttft_s=0.06184763815250051,
+            tpot_s=0.015457149218604797,
             kv_transfer_s=0.000645462038095238,
         ),
-        dict(output_tokens_per_s=4107.625700914949, prefill_pool_requests_per_s=24.18326050632421),
+        dict(output_tokens_per_s=4108.372343758322, prefill_pool_requests_per_s=24.18326050632421),
     ),
 }
 
