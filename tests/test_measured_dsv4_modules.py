@@ -583,3 +583,39 @@ def test_sglangs_decode_compressors_switch_past_one_mma_tile_of_sequences():
         rows = mapped.table.column("batch_size") >= least
         e = predict_mapped(mapped, None, profile)[rows] / mapped.table.seconds[rows] - 1.0
         assert abs(np.median(e)) < 0.06
+
+
+def test_the_compressor_switch_is_a_fixed_cost_the_limiter_reads_as_latency(run):
+    """review12 10: past 128 sequences on B200 V4-Pro's compressor_pool said "limited by memory"
+    though the time it gains is the switch, a fixed cost a call: it reads "latency" now. The
+    jump from 128 to 129 sequences is the rule's, one switch a compressor a layer (31 HCA
+    layers x 1, 30 CSA layers x 2, ``pool_switch_s`` 15 us each), the same before and after."""
+    import json
+
+    from mlacalc.timemodel.profile import load_profile
+    from mlacalc.words.kernels import V4_POOL_DECODE
+
+    step = load_profile("fit-b200-sxm-sglang").classes[f"elementwise:bf16:{V4_POOL_DECODE}"]
+    step = step["pool_switch_s"]
+    pools = {}
+    for batch in (128, 129):
+        args = ("--engine", "sglang", "--scope", "model", "--seq-len", "8k", "--batch", batch)
+        out, _ = run("roofline", "deepseek-v4-pro", "--hardware", "B200", *args, "--format", "json")
+        ops = []
+
+        def walk(o, ops=ops):
+            if isinstance(o, dict):
+                if o.get("name") == "compressor_pool" and "limited_by" in o:
+                    ops.append(o)
+                    return
+                o = list(o.values())
+            for v in o if isinstance(o, list) else ():
+                walk(v)
+
+        walk(json.loads(out))
+        pools[batch] = ops
+    assert len(pools[129]) == 2  # HCA's, CSA's
+    jumps = sorted(b["seconds"] - a["seconds"] for a, b in zip(pools[128], pools[129]))
+    assert jumps == pytest.approx([31 * step, 60 * step], rel=0.02)
+    assert [o["limited_by"] for o in pools[129]] == ["latency", "latency"]
+    assert all(o["fixed_s"] > 31 * step for o in pools[129])

@@ -419,11 +419,13 @@ def streaming_terms(
     extra = extra + col(batch, "chunk_tokens", 0) * prm.get("chunk_token_s", 0.0)
     # SGLang's DeepSeek-V4 decode compressors (``pool_switch`` of them in the layer) each take
     # ``pool_switch_s`` more once the step's sequences (``pool_rows``) pass one MMA tile of
-    # rows (64 on Hopper, 128 on data-centre Blackwell: mma_rows; cost.compressed.POOL_SWITCH)
+    # rows (64 on Hopper, 128 on data-centre Blackwell: mma_rows; cost.compressed.POOL_SWITCH),
+    # a fixed cost a call (``call_fixed_s``: kernel_terms adds it to ``fixed_s``, so a kernel
+    # it dominates reads "latency", not the memory its bytes are far from)
     over = col(batch, "pool_rows", 0) > mma_rows(fig)
     switches = np.where(over, col(batch, "pool_switch", 0), 0.0)
-    extra = extra + switches * prm.get("pool_switch_s", 0.0)
-    return {"compute_s": compute, "memory_s": memory, "extra_s": extra}
+    fixed = switches * prm.get("pool_switch_s", 0.0)
+    return {"compute_s": compute, "memory_s": memory, "extra_s": extra, "call_fixed_s": fixed}
 
 
 #: Bytes a peer up to which NCCL sends point-to-point (all-to-all) data with its LL protocol

@@ -591,6 +591,9 @@ def kernel_terms(
     )
     if "plugin" in batch.shape:
         fixed = fixed + UNGRAPHED_LAUNCH_S * (col(batch, "plugin", 0) > 0)
+    # a rule's own fixed cost a call (SGLang's V4 compressor switch): a fixed cost, as the
+    # fitted one is, which the limiter (KernelTime / OpTime ``limited_by``) reads as latency
+    fixed = fixed + terms.pop("call_fixed_s", 0.0)
     terms["fixed_s"] = fixed
     terms["seconds"] = (fixed + body + terms["extra_s"]) * calls
     return terms
