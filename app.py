@@ -254,6 +254,11 @@ with st.sidebar:
                     )
                 else:
                     changes[field] = st.number_input(label, lo, hi, step=step, key=key)
+            derived_dh = any(str(n).startswith("head_dim = ") for n in model.derived)
+            if changes.get("head_dim") == model.head_dim and derived_dh:
+                # a head width the file derived and left as it was is not stated: a changed
+                # hidden width or heads then keeps it with the CLI's word (count_warnings)
+                del changes["head_dim"]
             if model.is_mla:
                 changes["num_key_value_heads"] = changes["num_attention_heads"]
                 changes["q_lora_rank"] = changes["q_lora_rank"] or None

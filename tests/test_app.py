@@ -596,3 +596,24 @@ def test_roofline_times_in_a_human_unit():
     for text in table["time"]:
         value = float(text.split()[0].replace(",", ""))
         assert 1.0 <= value < 1000.0 and text.split()[1] in ("s", "ms", "us", "ns"), text
+
+
+def test_an_uploaded_config_without_head_dim_says_a_what_if_width_keeps_it():
+    """review12 12: an upload with no head_dim and a what-if hidden width kept head_dim 128
+    without a word (the app stated the widget's head_dim), where the CLI's --set warns
+    "head_dim stays 128"; the app now shows the same sentence, and a head width typed is
+    stated (no warning)."""
+    at = run()
+    at.radio(key="source").set_value("Upload a config").run()
+    config = (
+        b"model_type: llama\nhidden_size: 4096\nnum_hidden_layers: 32\nnum_attention_heads: 32\n"
+        b"num_key_value_heads: 8\nintermediate_size: 14336\nvocab_size: 128256\n"
+    )
+    at.file_uploader(key="upload").set_value(("mine.yaml", config, "text/plain")).run()
+    at.checkbox(key="whatif").check().run()
+    at.number_input(key="w_hidden").set_value(2048).run()
+    assert not at.exception
+    said = " ".join(w.value for w in at.warning)
+    assert "head_dim stays 128" in said and "2,048 / 32 = 64" in said
+    at.number_input(key="w_dh").set_value(64).run()
+    assert not at.exception and "head_dim stays" not in " ".join(w.value for w in at.warning)
