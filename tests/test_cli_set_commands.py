@@ -38,3 +38,15 @@ def test_launch_beside_set_is_refused(run, command):
                  "--set", "num_key_value_heads=4", "--launch", "sglang", code=2)  # fmt: skip
     assert err.count("\n") == 1 and "Invalid value for --launch" in err, err
     assert "drop --launch or --set" in err, err
+
+
+def test_a_model_position_outside_compare_says_it_is_compares_form(run):
+    """review12 7: plan's ``--set 1:kv_lora_rank=256`` answered "not a field (did you mean
+    'kv_lora_rank'?)"; N:FIELD is compare's (one model of several), said with the form here."""
+    plan = ("plan", "deepseek-v3", "-H", "H200", "-g", 8, "--isl", 1024, "--osl", 1024)
+    for args in (plan, ("report", "deepseek-v3"), ("roofline", "deepseek-v3", "-H", "H200")):
+        _, err = run(*args, "--set", "1:kv_lora_rank=256", code=2)
+        assert "N:FIELD is compare's form (one model of several)" in err
+        assert "here write --set kv_lora_rank=256" in err and "did you mean" not in err
+    out, _ = run("compare", "deepseek-v3", "deepseek-v3", "--set", "2:kv_lora_rank=256")
+    assert out

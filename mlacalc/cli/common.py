@@ -507,11 +507,25 @@ def _parse_sets(ctx, param, values) -> dict[str, Any]:
                 f"{text!r} is not FIELD=VALUE; write e.g. --set kv_lora_rank=256",
                 param_hint="--set",
             )
+        _no_model_position(ctx, field, value)
         if field in out:
             raise click.BadParameter(f"{field} is set twice; give it once", param_hint="--set")
         out[field] = _set_list(field, value) if _is_list_field(field) else _set_value(value)
         out.typed[field] = value
     return out
+
+
+def _no_model_position(ctx, field: str, value: str) -> None:
+    """``N:FIELD`` outside ``compare`` refused, saying whose form it is (review12: plan's
+    ``--set 1:kv_lora_rank=256`` answered "not a field (did you mean 'kv_lora_rank'?)")."""
+    where, colon, name = field.partition(":")
+    command = getattr(getattr(ctx, "command", None), "name", None)
+    if colon and where.isascii() and where.isdecimal() and command != "compare":
+        fix = f"--set {name.strip()}={value}" if name.strip() else "--set FIELD=VALUE"
+        raise click.BadParameter(
+            f"{field}={value}: N:FIELD is compare's form (one model of several); here write {fix}",
+            param_hint="--set",
+        )
 
 
 def sets_by_model(sets: dict[str, Any], count: int) -> list[SetChanges]:
