@@ -351,7 +351,9 @@ def test_blackwells_bf16_prompts_at_head_dim_512_take_the_halved_tile():
         ok &= (c["head_dim"] == 512) & (c["batch_size"] * c["isl"] >= 8192)
         assert ok.sum() > 200
         signed = np.median(pred[ok] / mapped.table.seconds[ok] - 1.0)
-        assert -0.17 < signed < 0.0, (engine, signed)
+        # SGLang's +1.6% since its prompt class was refitted with the operand reads under the
+        # products (06003e88; the 64-row tile keeps its reads), -11% before
+        assert -0.17 < signed < 0.05, (engine, signed)
 
 
 @pytest.mark.slow
