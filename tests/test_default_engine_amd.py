@@ -4,6 +4,8 @@ TensorRT-LLM there is kept, and warned. On NVIDIA GPUs the default is unchanged.
 
 from __future__ import annotations
 
+import pytest
+
 from mlacalc.serving.plan import plan
 from mlacalc.serving.search import search
 from mlacalc.timemodel.predict import predict_time
@@ -37,6 +39,7 @@ def test_the_cli_says_why(run):
 
 
 def test_the_app_follows_the_device_unless_an_engine_is_asked():
+    pytest.importorskip("streamlit")  # the app is an optional extra
     from _helpers import run_app  # deferred: the app's test helper loads streamlit
 
     at = run_app("Capacity planner", model="deepseek-v3", hw="MI355X")
