@@ -16,7 +16,6 @@ from mlacalc.render import human_bytes, human_si
 from mlacalc.serving.provenance import engine_profile_of
 from mlacalc.timemodel.profile import load_profile
 from mlacalc.words import defaults as D
-from mlacalc.words.engines import default_engine
 
 
 @click.command("list")
@@ -149,7 +148,7 @@ def _times_route(h) -> str:
     measured set's ceilings stand in for its datasheet, the fitted efficiencies still come by
     that route (a measured H200 set names no vendor or architecture, so the pooled fit's, as
     plan says: review12)."""
-    prof, _, _ = engine_profile_of(None, default_engine(h), h)
+    prof, _, _ = engine_profile_of(None, None, h)  # the device's default engine
     route = load_profile(prof).route(h.name, h)
     return f"measured ceilings; {route}" if h.measured else route
 

@@ -44,7 +44,7 @@ from mlacalc.timemodel.moe_backend import check_moe_backend
 from mlacalc.words import arguments, defaults
 from mlacalc.words.arguments import whole
 from mlacalc.words.dtypes import KVLayout, canonical_dtype, resolve_kv_layout
-from mlacalc.words.engines import ENGINE_LABELS, check_engine, default_engine
+from mlacalc.words.engines import ENGINE_LABELS, check_engine
 from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.vocab import SERVING_MODES
 
@@ -247,8 +247,7 @@ def check_engine_memory(args: dict[str, Any], hw: Any = None) -> None:
         raise InvalidArgumentError(
             "engine_memory", f"must be the engine's share, a number in (0, 1], got {share!r}"
         )
-    engine = args.get("engine")
-    args["engine_memory"] = (check_engine(default_engine(hw) if engine is None else engine), number)
+    args["engine_memory"] = (check_engine(args.get("engine"), hw=hw), number)
     args["memory_reserve"] = 0.0  # unused: the engine's rule sizes the memory
 
 

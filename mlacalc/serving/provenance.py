@@ -21,7 +21,7 @@ from mlacalc.timemodel.mla_geometry import MEASURED_MLA_GEOMETRY, mla_geometry_o
 from mlacalc.timemodel.moe_time import DEEPEP_STEP
 from mlacalc.timemodel.profile import assumed_figures, load_profile
 from mlacalc.timemodel.terms import class_key
-from mlacalc.words.engines import ENGINE_LABELS, check_engine, default_engine
+from mlacalc.words.engines import ENGINE_LABELS, check_engine
 from mlacalc.words.kernels import MIN_LATENCY_MOE, KernelBatch
 
 __all__ = [
@@ -45,7 +45,7 @@ def engine_profile_of(profile: Any, engine: Any, hw: HardwareSpec) -> tuple[Any,
     no profile named, the engine's own profile for the device
     (:func:`~mlacalc.timemodel.engine_profiles.profile_for`); a named one as given, said when
     it is another engine's."""
-    name = default_engine(hw) if engine is None else check_engine(engine)
+    name = check_engine(engine, hw=hw)
     prof, note = chosen_profile(profile, name, hw)
     return prof, name, f"; {note}" if note else ""
 

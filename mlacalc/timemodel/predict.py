@@ -82,7 +82,7 @@ from mlacalc.timemodel.shared import col
 from mlacalc.timemodel.terms import kernel_terms
 from mlacalc.words import arguments
 from mlacalc.words.dtypes import dtype_bits
-from mlacalc.words.engines import DEFAULT_ENGINE, check_engine, default_engine
+from mlacalc.words.engines import DEFAULT_ENGINE, check_engine
 from mlacalc.words.errors import ConfigError, InvalidArgumentError
 from mlacalc.words.kernels import COMM_KINDS, TRTLLM_GEN_MOE, Kernel, batches_of, roofline_bound
 from mlacalc.words.vocab import MODES, SCOPES, VARIANTS, cache_kind
@@ -1283,4 +1283,4 @@ def _engine_of(engine: Any, mode: str, hw: Any = None) -> str:
                 "PyTorch",
             )
         return "eager PyTorch"
-    return default_engine(hw) if engine is None else check_engine(engine)
+    return check_engine(engine, hw=hw)

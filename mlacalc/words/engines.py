@@ -89,11 +89,14 @@ def engine_of_framework(framework: str) -> str | None:
     return FRAMEWORK_ENGINES.get(str(framework).strip().lower())
 
 
-def check_engine(value: Any, *, name: str = "engine", allow_all: bool = False) -> str:
-    """``value`` as an engine name (None is the default engine); anything else is an
+def check_engine(
+    value: Any, *, name: str = "engine", allow_all: bool = False, hw: Any = None
+) -> str:
+    """``value`` as an engine name (None is the default engine on ``hw``:
+    :func:`default_engine`); anything else is an
     :class:`~mlacalc.words.errors.InvalidArgumentError` naming the engines."""
     if value is None:
-        return DEFAULT_ENGINE
+        return default_engine(hw)
     options = ENGINES + ((ALL_ENGINES,) if allow_all else ())
     if isinstance(value, str) and value.strip().lower() in options:
         return value.strip().lower()
