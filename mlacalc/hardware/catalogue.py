@@ -38,6 +38,8 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from mlacalc.data import HARDWARE, MEASUREMENTS
 from mlacalc.words.dtypes import canonical_dtype
 from mlacalc.words.errors import (
@@ -57,6 +59,7 @@ __all__ = [
     "UnknownHardwareError",
     "load_hardware",
     "measured_sets",
+    "mesh_group_bandwidth",
     "shipped_hardware",
 ]
 
@@ -214,7 +217,7 @@ class HardwareSpec:
         bw, link = self.scale_up_bytes_per_s, self.scale_up_mesh_link_bytes_per_s
         if bw is None or not link:
             return bw
-        return min(bw, max(n_gpus - 1, 1) * link)
+        return float(mesh_group_bandwidth(bw, link, n_gpus))
 
     def link(self, n_gpus: int) -> tuple[float, float]:
         """Bandwidth (B/s per GPU each way) and latency (s) of a group of ``n_gpus`` GPUs: the
@@ -499,6 +502,13 @@ def hardware_from_dict(data: Any, origin: str = "<dict>") -> HardwareSpec:
         scale_up_mesh_link_bytes_per_s=scaled("scale_up_mesh_link_gb_per_s", 1e9),
         assumed=assumed,
     )
+
+
+def mesh_group_bandwidth(aggregate: Any, link: Any, n_gpus: Any) -> Any:
+    """Bandwidth a GPU of a group of ``n_gpus`` has on a full mesh of point-to-point links of
+    rate ``link``: its ``n_gpus - 1`` links to the others, at most the ``aggregate`` (scalars
+    or numpy arrays: the link model's groups and the kernel model's batches share it)."""
+    return np.minimum(aggregate, np.maximum(np.asarray(n_gpus) - 1, 1) * link)
 
 
 def _check_mesh(origin: str, link: float | None, total: float | None) -> None:

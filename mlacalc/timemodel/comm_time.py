@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mlacalc.hardware.catalogue import mesh_group_bandwidth
 from mlacalc.timemodel.device import DeviceFigures
 from mlacalc.timemodel.shared import REFERENCE_CLOCK_HZ, col, combine
 from mlacalc.words.kernels import KernelBatch
@@ -51,8 +52,8 @@ def collective_terms(
         # a full mesh (Infinity Fabric): a group reaches its n - 1 peers over its n - 1 links,
         # the traffic spread over all of them (several rings, or direct sends to every peer;
         # from recall), up to the aggregate a GPU has
-        mesh = np.maximum(n - 1, 1) * fig.mesh_link_bytes_per_s
-        link = link * np.minimum(1.0, mesh / fig.link_bytes_per_s)
+        bw = mesh_group_bandwidth(fig.link_bytes_per_s, fig.mesh_link_bytes_per_s, n)
+        link = prm["link_eff"] * bw
     lat = prm["latency_steps"] * fig.link_latency_s
     kind = batch.kind
     proto = prm["proto_s"]
