@@ -24,6 +24,23 @@ def test_plan_search_and_predict_time_default_to_sglang_on_amd():
     assert predict_time("llama-3-8b", "MI325X", "decode", 4096, 8).engine == "sglang"
 
 
+def test_the_default_engine_note_does_not_say_its_own_kernels_timed_where_another_s_stand_in():
+    """The twentieth round left it: on MI300X the note said SGLang's "kernels timed" and the
+    provenance, a line on, "trtllm kernels stand in for sglang". On an NVIDIA device with the
+    engine's own fit the words are as before."""
+    for result in (
+        plan("llama-3-8b", "MI300X", 1, **ASK),
+        search("llama-3-8b", "MI300X", [1], isl=1000, osl=200, tpot=0.05, modes=("aggregated",)),
+    ):
+        note = result.default_engine_note
+        assert "its kernels timed" not in note, note
+        assert "trtllm's kernels standing in for its own" in note, note
+        assert "scheduler defaults not applied: --engine sglang" in note, note
+    assert (
+        "its kernels timed but not" in plan("llama-3-8b", "H100-SXM", 1, **ASK).default_engine_note
+    )
+
+
 def test_trtllm_named_on_amd_is_kept_and_warned_and_nvidia_keeps_trtllm():
     p = plan("llama-3-8b", "MI300X", 1, engine="trtllm", **ASK)
     assert p.engine == "trtllm" and not p.default_engine_note

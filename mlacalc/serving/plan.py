@@ -702,7 +702,8 @@ def default_engine_note(req: PlanRequest, args: dict[str, Any]) -> str:
     both saying "engine trtllm"). The words are :func:`~mlacalc.serving.scheduler.
     unnamed_engine_note`'s, which ``search`` says too."""
     chunked = req.isl is not None and req.mode != "disaggregated"
-    return unnamed_engine_note(req.engine, args, req.m, req.hw, req.page_size, chunked)
+    stand_in = req.profile.engine if req.engine_note else None  # another engine's kernels
+    return unnamed_engine_note(req.engine, args, req.m, req.hw, req.page_size, chunked, stand_in)
 
 
 def with_tp_network_warning(req: PlanRequest, p: Plan) -> Plan:

@@ -289,13 +289,21 @@ def runs_flashmla(dev: Any) -> bool:
 
 
 def unnamed_engine_note(
-    engine: str, given: dict[str, Any], m: Any, hw: Any, page_size: int, chunked: bool
+    engine: str,
+    given: dict[str, Any],
+    m: Any,
+    hw: Any,
+    page_size: int,
+    chunked: bool,
+    kernels_of: str | None = None,
 ) -> str:
     """The words of a plan or search that named no engine and took no engine's defaults:
     ``engine`` (the default) times the kernels, its scheduler defaults are not applied, and
     naming it (``--engine``, ``engine=``) would set each of its settings ``given`` left out
     (None), the chunked prefill only where it runs (``chunked``), and its page where it differs
-    from ``page_size``."""
+    from ``page_size``. ``kernels_of``: the engine whose kernels timed the plan (its profile's);
+    where another engine's stand in for the default's (no SGLang profile fits an MI300X) the
+    words say so rather than "its kernels timed"."""
     filled = [
         f"{name} {_setting_words(value)}"
         for name, value in engine_settings(engine, given.get("mtp_tokens")).items()
@@ -306,8 +314,13 @@ def unnamed_engine_note(
     if given.get("page_size") is None and page != page_size:
         filled.append(f"page_size {page} (here {page_size})")
     what = f", setting {', '.join(filled)}" if filled else ""
+    kernels = (
+        f"{kernels_of}'s kernels standing in for its own and its scheduler defaults not applied"
+        if kernels_of and kernels_of != engine
+        else "its kernels timed but not its scheduler defaults"
+    )
     return (
-        f"{default_engine_words(hw)}, its kernels timed but not its scheduler defaults: --engine "
+        f"{default_engine_words(hw)}, {kernels}: --engine "
         f"{engine} (engine='{engine}') applies them{what}"
     )
 

@@ -637,12 +637,14 @@ def _scheduler_request(
     engine_name: str,
     engine_defaults: str | None,
     asked: tuple[Any, ...],
+    stand_in: str | None = None,
 ) -> tuple[Any, ...]:
     """The scheduler's values a search runs under: those ``asked`` (max_running, max_tokens,
     the scheduler, the overlap and the page) with the engine's defaults where left out (as
     :func:`mlacalc.plan` fills them), the record of what was taken, and, where no engine was
     named and none's defaults taken, plan's note on the default engine
-    (:func:`~mlacalc.serving.scheduler.unnamed_engine_note`)."""
+    (:func:`~mlacalc.serving.scheduler.unnamed_engine_note`; ``stand_in``: the engine whose
+    kernels stand in for the default's, where another's do)."""
     max_running, max_tokens, scheduler, overlap_schedule, page_size = asked
     scheduler_given = _check_scheduler(scheduler)
     max_running, max_tokens, scheduler, record = scheduler_of(
@@ -659,7 +661,7 @@ def _scheduler_request(
         page_size = model_page_size(record["scheduler_defaults"], m, hw)
     if engine is None and record["scheduler_defaults"] is None:  # plan's words, plan's rule
         record["default_engine_note"] = unnamed_engine_note(
-            engine_name, given, m, hw, page_size, chunked=False
+            engine_name, given, m, hw, page_size, chunked=False, kernels_of=stand_in
         )
     return max_running, max_tokens, scheduler, record, page_size
 
@@ -772,6 +774,7 @@ def check_search(
     max_running, max_tokens, scheduler, record, page_size = _scheduler_request(
         m, hw, engine, engine_name, engine_defaults,
         (max_running, max_tokens, scheduler, overlap_schedule, page_size),
+        prof.engine if engine_note else None,
     )  # fmt: skip
     return SearchRequest(
         m=m,
