@@ -515,12 +515,26 @@ def _parse_sets(ctx, param, values) -> dict[str, Any]:
     return out
 
 
+def _model_position(key: str) -> tuple[str | None, str]:
+    """A ``--set`` key split at compare's ``N:``: (the text before the colon, or None where
+    there is no colon; the field after it, or the whole key). Whether the text is a position
+    is :func:`_is_position`'s."""
+    where, colon, field = key.partition(":")
+    return (where, field) if colon else (None, key)
+
+
+def _is_position(where: str | None) -> bool:
+    """Whether ``where`` (before a ``--set`` key's colon) is written as a model's position:
+    ASCII digits only (not '²' nor '-1')."""
+    return where is not None and where.isascii() and where.isdecimal()
+
+
 def _no_model_position(ctx, field: str, value: str) -> None:
     """``N:FIELD`` outside ``compare`` refused, saying whose form it is (review12: plan's
     ``--set 1:kv_lora_rank=256`` answered "not a field (did you mean 'kv_lora_rank'?)")."""
-    where, colon, name = field.partition(":")
+    where, name = _model_position(field)
     command = getattr(getattr(ctx, "command", None), "name", None)
-    if colon and where.isascii() and where.isdecimal() and command != "compare":
+    if _is_position(where) and command != "compare":
         fix = f"--set {name.strip()}={value}" if name.strip() else "--set FIELD=VALUE"
         raise click.BadParameter(
             f"{field}={value}: N:FIELD is compare's form (one model of several); here write {fix}",
@@ -541,16 +555,16 @@ def sets_by_model(sets: dict[str, Any], count: int) -> list[SetChanges]:
         one.typed = {}
         out.append(one)
     for key, value in sets.items():
-        where, colon, field = key.partition(":")
+        where, field = _model_position(key)
         targets = range(count)
-        if colon:
+        if where is not None:
             if not field:
                 raise click.BadParameter(
                     f"{key}={typed.get(key, value)} names no field after '{where}:'; write "
                     "N:FIELD=VALUE, e.g. --set 2:kv_lora_rank=256",
                     param_hint="--set",
                 )
-            if not (where.isascii() and where.isdecimal()) or not 1 <= int(where) <= count:
+            if not _is_position(where) or not 1 <= int(where) <= count:
                 raise click.BadParameter(
                     f"{key}={typed.get(key, value)} names model {where!r}; write N:FIELD=VALUE "
                     f"with N from 1 to {count} (the position of a model given), or FIELD=VALUE "
@@ -560,8 +574,6 @@ def sets_by_model(sets: dict[str, Any], count: int) -> list[SetChanges]:
             targets = [int(where) - 1]
             text = typed.get(key, str(value))
             value = _set_list(field, text) if _is_list_field(field) else _set_value(text)
-        else:
-            field = key
         for i in targets:
             if field in out[i]:
                 raise click.BadParameter(
