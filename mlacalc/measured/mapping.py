@@ -185,6 +185,7 @@ from mlacalc.timemodel.moe_time import (
     triton_moe_tuned,
     trtllm_gen_row_tile,
 )
+from mlacalc.words.dtypes import WEIGHT_ELEMENT_BYTES, WEIGHT_SCALE_BYTES
 from mlacalc.words.engines import engine_of_framework
 from mlacalc.words.errors import ConfigError
 from mlacalc.words.kernels import (
@@ -374,26 +375,16 @@ def _f(a: np.ndarray) -> np.ndarray:
 
 
 def _elem(dt: np.ndarray) -> np.ndarray:
-    """Bytes per element of a kernel dtype column."""
+    """Bytes per element of a kernel dtype column
+    (:data:`~mlacalc.words.dtypes.WEIGHT_ELEMENT_BYTES`, other dtypes 2)."""
+    sizes = sorted(set(WEIGHT_ELEMENT_BYTES.values()))
     return np.select(
-        [
-            np.isin(dt, ["fp8", "fp8_block", "int8"]),
-            np.isin(dt, ["w4a16_mxfp4", "nvfp4", "w4a8_mxfp4", "w4a16"]),
-        ],
-        [1.0, 0.5],
+        [np.isin(dt, [d for d, b in WEIGHT_ELEMENT_BYTES.items() if b == v]) for v in sizes],
+        sizes,
         2.0,
     )
 
 
-#: Block-scale bytes per weight element of the 4-bit formats: nvfp4 an fp8 (E4M3) scale per 16
-#: elements, mxfp4 an 8-bit power-of-two (E8M0) scale per 32, int4 weight-only an fp16 scale
-#: per group of 128.
-_SCALE_BYTES = {
-    "nvfp4": 1.0 / 16,
-    "w4a16_mxfp4": 1.0 / 32,
-    "w4a8_mxfp4": 1.0 / 32,
-    "w4a16": 2.0 / 128,
-}
 _NVFP4_GROUP = 16  # nvfp4 block: 16 elements share one fp8 scale
 
 
@@ -1975,7 +1966,7 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
         active_e * mats * 4 * np.ceil(hidden / _BLOCK) * np.ceil(inter_l / _BLOCK),
         0.0,
     )
-    scale = np.array([_SCALE_BYTES.get(str(d), 0.0) for d in dt]) if len(dt) else np.zeros(0)
+    scale = np.array([WEIGHT_SCALE_BYTES.get(str(d), 0.0) for d in dt]) if len(dt) else np.zeros(0)
     wbytes = wbytes + active_e * mats * hidden * inter_l * scale
     nbytes = wbytes + T * hidden * 2 * 2
     # the Triton MoE (GPT-OSS mxfp4 on H100, ``kernel_source`` moe_torch_flow; the A100 table's

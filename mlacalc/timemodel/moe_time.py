@@ -29,6 +29,7 @@ from mlacalc.timemodel.shared import (
     tile_arrays,
     tile_rate,
 )
+from mlacalc.words.dtypes import WEIGHT_ELEMENT_BYTES, WEIGHT_SCALE_BYTES
 from mlacalc.words.kernels import MIN_LATENCY_MOE, TRTLLM_GEN_MOE, KernelBatch
 
 __all__ = [
@@ -398,17 +399,10 @@ GEN_TOKEN_KNEE = 64.0
 WEIGHTS_HELD = 0.5
 
 #: Bytes of a MoE weight element by dtype with its block scales (:func:`_weights_again_s`):
-#: nvfp4 an fp8 scale per 16 elements, MXFP4 an 8-bit one per 32, int4 an fp16 one per 128, as
-#: the measured rows' mapping counts them; other dtypes 2 (bf16)
-MOE_WEIGHT_BYTES = {
-    "fp8": 1.0,
-    "fp8_block": 1.0,
-    "int8": 1.0,
-    "nvfp4": 0.5 + 1.0 / 16,
-    "w4a16_mxfp4": 0.5 + 1.0 / 32,
-    "w4a8_mxfp4": 0.5 + 1.0 / 32,
-    "w4a16": 0.5 + 2.0 / 128,
-}
+#: :data:`~mlacalc.words.dtypes.WEIGHT_ELEMENT_BYTES` plus
+#: :data:`~mlacalc.words.dtypes.WEIGHT_SCALE_BYTES` (the table the measured rows' mapping
+#: counts them with); other dtypes 2 (bf16)
+MOE_WEIGHT_BYTES = {d: b + WEIGHT_SCALE_BYTES.get(d, 0.0) for d, b in WEIGHT_ELEMENT_BYTES.items()}
 
 
 def trtllm_gen_row_tile(

@@ -15,6 +15,8 @@ from mlacalc.words.errors import InvalidArgumentError, UnknownDtypeError
 __all__ = [
     "DTYPE_BITS",
     "KV_LAYOUTS",
+    "WEIGHT_ELEMENT_BYTES",
+    "WEIGHT_SCALE_BYTES",
     "KVLayout",
     "check_kv_layout",
     "dtype_bits",
@@ -49,6 +51,30 @@ _ALIASES = {
     "float8_e5m2": "fp8_e5m2",
     "e4m3": "fp8_e4m3",
     "e5m2": "fp8_e5m2",
+}
+
+
+#: Bytes per weight element of the quantized kernel dtypes the measured tables name (a value,
+#: without its scales): 8-bit one byte, 4-bit two to a byte; any other kernel dtype is 2 (bf16)
+WEIGHT_ELEMENT_BYTES: dict[str, float] = {
+    "fp8": 1.0,
+    "fp8_block": 1.0,
+    "int8": 1.0,
+    "nvfp4": 0.5,
+    "w4a16_mxfp4": 0.5,
+    "w4a8_mxfp4": 0.5,
+    "w4a16": 0.5,
+}
+
+#: Block-scale bytes per weight element of the 4-bit kernel dtypes: nvfp4 an fp8 (E4M3) scale
+#: per 16 elements, MXFP4 an 8-bit power-of-two (E8M0) one per 32, int4 weight-only an fp16 one
+#: per group of 128. The one table the measured rows' bytes and the MoE time model's expert
+#: weights both read (fp8_block's float32 scale per 128 x 128 tile is counted by its shape).
+WEIGHT_SCALE_BYTES: dict[str, float] = {
+    "nvfp4": 1.0 / 16,
+    "w4a16_mxfp4": 1.0 / 32,
+    "w4a8_mxfp4": 1.0 / 32,
+    "w4a16": 2.0 / 128,
 }
 
 
