@@ -49,6 +49,30 @@ def test_interpolated_rows_are_the_kernel_list_built_at_the_rows_own_batch_and_h
         assert_row_runs(mapped, row, want)
 
 
+@pytest.mark.parametrize("decode", [False, True])
+def test_indexer_weights_proj_is_the_bf16_gemm_the_checkpoint_keeps(decode):
+    """DeepSeek-V4's fp8 checkpoints keep the CSA indexer's ``weights_proj`` at 16 bits
+    (cost.quant._NEVER): the module rows run it as a served step reads it (as_stored), a
+    bf16 GEMM of its bf16 weights with no input quantize, where it had been an fp8 GEMM of
+    one byte a weight; every other kernel as built, and a bf16 row's GEMMs all bf16."""
+    from mlacalc.cost.model_step import as_stored
+    from mlacalc.measured.dsv4_modules import _model, dsv4_module_kernels
+
+    name, q = "deepseek-ai/DeepSeek-V4-Pro", 1 if decode else 512
+    fp8 = dsv4_module_kernels(name, "csa", 64, "fp8_block", 2, q, 4096, decode, "vllm")
+    wp = {k.name: k for k in fp8}["indexer_weights_proj"]
+    d, heads, t = 7168, 64, 2 * q  # DeepSeek-V4-Pro's hidden size, indexer heads; tokens
+    # its bf16 input and output and its weights at 2 bytes each, no scales
+    assert wp.dtype == "bf16" and wp.bytes == 2 * (t * d + t * heads + d * heads)
+    assert wp.flops == 2 * t * d * heads
+    # as_stored keeps it so (a kept tensor read again as stored: its class the same)
+    assert {k.name: k for k in as_stored(fp8, _model(name, 64), "bf16")}[wp.name].dtype == "bf16"
+    gemms = [k for k in fp8 if k.kind == "gemm" and k.name != "indexer_weights_proj"]
+    assert gemms and all(k.dtype == "fp8" for k in gemms)
+    bf16 = dsv4_module_kernels(name, "csa", 64, "bfloat16", 2, q, 4096, decode, "vllm")
+    assert all(k.dtype == "bf16" for k in bf16 if k.kind == "gemm")
+
+
 def test_sglang_decode_top_k_is_the_flat_logit_kernel_where_a_query_selects():
     """SGLang's CSA decode rows run the top-k as the calibration's v2 kernel over flat logits
     (a class of its own) once a sequence has more pooled keys than DeepSeek-V4's top-k (512

@@ -50,6 +50,7 @@ from mlacalc.cost.compressed import (
     compressed_kernels,
     ragged_core_shape,
 )
+from mlacalc.cost.model_step import as_stored
 from mlacalc.measured.mapped import KernelPart, KernelSlots
 from mlacalc.measured.tables import MeasuredTable, load_measured
 from mlacalc.models import deepseek_v4 as v4
@@ -254,9 +255,26 @@ def dsv4_module_kernels(
                  weight_dtype=_WEIGHTS[gemm_type])  # fmt: skip
     cost = compressed_cost(m, layer, 1, w)
     out = compressed_kernels(cost, m, "bf16", _WEIGHTS[gemm_type], 1, "fp8", engine)
+    if _WEIGHTS[gemm_type] != "bf16":
+        out = _kept_as_stored(out, m)
     if engine in RAGGED and not decode:
         out = [_ragged(k) if k.name == "attention" else k for k in out]
     return out
+
+
+def _kept_as_stored(kernels: list[Kernel], m: ModelConfig) -> list[Kernel]:
+    """``kernels`` (built at a narrower weight dtype) with each GEMM whose weights the
+    checkpoint keeps at 16 bits as a served step runs it
+    (:func:`~mlacalc.cost.model_step.as_stored`): a bf16 GEMM reading bf16 weights, with no
+    quantize of its input. In DeepSeek-V4's fp8 checkpoints that is the CSA indexer's
+    ``weights_proj`` (one weight per indexer head, which no quantized format converts:
+    :data:`mlacalc.cost.quant._NEVER`); the module rows had timed it as an fp8 GEMM with its
+    input's quantize. Every other kernel as built."""
+    stored = as_stored(kernels, m, "bf16")
+    return [
+        s if k.kind == "gemm" and s.dtype == "bf16" and k.dtype != "bf16" else k
+        for k, s in zip(kernels, stored, strict=True)
+    ]
 
 
 def _ragged(k: Kernel) -> Kernel:
