@@ -102,8 +102,8 @@ def test_sglang_prompt_top_k_is_the_v1_flat_logit_kernel_where_a_query_selects()
     (topk_v1_flat), one unit a query that selects, in rows where a query has more pooled keys
     than the top-k (query j of a sequence sees (step + j) // 4 keys); the step's top-k
     elsewhere. vLLM's rows run its own prompt top-k (``topk_vllm_prompt``, one unit a query
-    that selects: cost.compressed.ROW_TOPK_PROMPT) where a query selects, the step's
-    elsewhere."""
+    that selects: cost.compressed.ROW_TOPK_PROMPT) where a query selects and a sequence has
+    more than one new token, the step's elsewhere."""
     pytest.importorskip("pyarrow")
     from mlacalc.measured.dsv4_modules import LONG_ROW, PROMPT_LONG_TOPK, PROMPT_TOPK
     from mlacalc.measured.mapping import map_table
@@ -131,8 +131,11 @@ def test_sglang_prompt_top_k_is_the_v1_flat_logit_kernel_where_a_query_selects()
     topk = np.where(np.char.find(v.column("model").astype(str), "Pro") >= 0, 1024, 512)
     last = (v.column("step").astype(np.int64) + v.column("isl").astype(np.int64)) // 4
     sel = parts["topk_vllm_prompt"]
-    assert set(sel.rows.tolist()) == set(np.flatnonzero(last > topk).tolist())
-    assert set(parts[""].rows.tolist()) == set(np.flatnonzero(last <= topk).tolist())
+    # a row of one new token a sequence runs the decode kernels, the step's top-k among them
+    one = v.column("isl").astype(np.int64) == 1
+    assert one[last > topk].any()
+    assert set(sel.rows.tolist()) == set(np.flatnonzero((last > topk) & ~one).tolist())
+    assert set(parts[""].rows.tolist()) == set(np.flatnonzero((last <= topk) | one).tolist())
     i = sel.rows[0]
     b, q, s, k = (*(v.column(c)[i] for c in ("batch_size", "isl", "step")), topk[i])
     want = b * sum(1 for j in range(1, q + 1) if (s + j) // 4 > k)

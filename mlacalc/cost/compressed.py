@@ -163,20 +163,21 @@ POOL_SWITCH = frozenset({"sglang"})
 #: weights score every key alike): ``topk_transform_v2`` in decode, ``topk_transform_v1`` in a
 #: prompt, one unit a query that selects (:func:`engine_topk`).
 FLAT_TOPK_ENGINES = frozenset({"sglang"})
-#: The engines whose CSA prompt top-k is their DSA indexer's per-row kernel: one CTA a query
-#: that selects (:func:`engine_topk`'s counts), timed by a class of its own
-#: (``topk_vllm_prompt``, :data:`~mlacalc.words.kernels.ROW_PROMPT_TOPK_CODE`) fitted on the
-#: CSA prompt module rows' residuals (no table times the kernel alone; a profile without it
-#: lends the ``topk_flat`` class of the DSA module rows); where no query selects, and in a
-#: decode step, the step's streaming pass as before. vLLM: from recall, its DeepSeek-V4
-#: indexer calls the ``top_k_per_row`` kernels of its DeepSeek-V3.2 one. Its CSA prompt rows
-#: show the selection's onset on both devices: the row less its kernels' predictions, a sequence, is
-#: about 0 while every query has at most ``index_topk`` pooled keys (DeepSeek-V4-Flash 512:
-#: up to 2,048 keys; Pro 1,024: up to 4,096) and grows with the selecting queries past them
-#: (Flash at 4,096 cached tokens, B200: 27, 109, 600 us at 128, 512, 2,048 new tokens; H100
-#: 40, 163, 874), where the streaming pass over every logit predicted 2-33 us. The stand-in
-#: class gave a selecting query about a sixth of what the rows add (docs/time-model.md,
-#: "DeepSeek-V4's CSA prompt top-k").
+#: The engines whose CSA prompt top-k is their DSA indexer's per-row kernel: one CTA a query that
+#: selects (:func:`engine_topk`'s counts), timed by a class of its own (``topk_vllm_prompt``,
+#: :data:`~mlacalc.words.kernels.ROW_PROMPT_TOPK_CODE`) fitted on the CSA prompt module rows'
+#: residuals (no table times the kernel alone; a profile without it lends the ``topk_flat`` class of
+#: the DSA module rows); where no query selects, in a decode step and in a chunk of one new token a
+#: sequence (which runs the decode kernels: the rows of one new token after 4,096 and 65,535 cached
+#: ones read 19-40% over with the per-row kernel, -13% to +1% without), the step's streaming pass as
+#: before. vLLM: from recall, its DeepSeek-V4 indexer calls the ``top_k_per_row`` kernels of its
+#: DeepSeek-V3.2 one. Its CSA prompt rows show the selection's onset on both devices: the row less
+#: its kernels' predictions, a sequence, is about 0 while every query has at most ``index_topk``
+#: pooled keys (DeepSeek-V4-Flash 512: up to 2,048 keys; Pro 1,024: up to 4,096) and grows with the
+#: selecting queries past them (Flash at 4,096 cached tokens, B200: 27, 109, 600 us at 128, 512,
+#: 2,048 new tokens; H100 40, 163, 874), where the streaming pass over every logit predicted 2-33
+#: us. The stand-in class gave a selecting query about a sixth of what the rows add
+#: (docs/time-model.md, "DeepSeek-V4's CSA prompt top-k").
 ROW_TOPK_PROMPT = frozenset({"vllm"})
 #: Past this many pooled keys a row the top-k kernels take another path: the v2 kernel's time
 #: then does not depend on the logits' spread (timed by its top-last variant), the v1
@@ -756,8 +757,11 @@ def engine_v4_kernels(kernels: list[Kernel], cost: AttentionCost, engine: str) -
     if (engine in FLAT_TOPK_ENGINES or row_topk) and cost.variant == "csa":
         a = next(k for k in out if k.name == "attention").shape
         q, prefix = cost.q_len, cost.seq_len - cost.q_len
+        # one query a sequence runs the decode kernels (compressed_kernels' logits and core):
+        # under ROW_TOPK_PROMPT its top-k is the decode step's streaming pass too
+        one = engine in ROW_TOPK_PROMPT and q == 1
         shape, nbytes = v4_topk(
-            engine, cost.batch, q, prefix, a["pooled_ratio"], a["pooled_cap"], decode
+            engine, cost.batch, q, prefix, a["pooled_ratio"], a["pooled_cap"], decode or one
         )
         out = [_topk(k, shape, nbytes) if k.name == "indexer_topk" else k for k in out]
     return out
