@@ -129,17 +129,24 @@ LONG_SEQUENCE_S: dict[tuple[str, str], float] = {
 #: (2.7 us each from the first 16 would give 170 us at 64, where the rows grow by 55 on B200).
 #: Fitted by :func:`mlacalc.measured.host_floors.fit_doubling_s` (the median over the rows of two
 #: sequences or more of (time - kernels) / log2(sequences), the kernels under the device's
-#: shipped profile). Fitted against a device's own classes, it is that device's: H100's vLLM
-#: classes, fitted on these rows' residuals, carry the growth already (its figure 0.7 us), and a
-#: device predicted from another's fit takes none (``MappedTable.call_for``; docs/time-model.md
-#: says what both were tried at). A served step (vLLM's decode under its CUDA graph) takes none,
-#: as it takes no host floor.
+#: shipped profile). Fitted against a device's own classes, it is that device's, and a device
+#: predicted from another's fit takes none (``MappedTable.call_for``; docs/time-model.md says
+#: what carrying it was tried at). H100's figure is chosen with its two sparse classes
+#: (``mla_decode:bf16:sparse``, ``sparse_walk``), which are fitted on these rows' residuals
+#: and had carried the growth in their call latencies (its figure 0.7 us under them): each of
+#: 4, 6, 8 and 11.7 us with the two classes refitted under it, the least summed median |error|
+#: of H100's DSA decode and prompt module rows (10.59, 10.18, 10.17, 11.14 points; 0 us 11.85),
+#: 6 us. A served step (vLLM's decode under its CUDA graph) takes none, as it takes no host
+#: floor.
 SEQUENCE_DOUBLING_S: dict[tuple[str, str, str], float] = {
     # 11.92 -> 11.73 us refitted when the top-k's rows past an SM's L1 re-read their logits
     # and a warm call's logits came from the L2 (elementwise_time.WARM_TOPK_VARIANTS); 11.73 ->
     # 11.69 us when TensorRT-LLM-gen's sparse MLA took 128 heads in one unit on Blackwell and
     # vLLM's FlashInfer path its 16-row units up to 32 heads (mla_time.mla_tile_rows)
     (_B200, "vllm", _GEN): 1.169e-05,
+    # H100: chosen with its sparse classes refitted under it (above), not fit_doubling_s's
+    # median over them (which falls as the classes give the growth back: 11.7 -> 7.6 -> 5.5 us)
+    (_H100, "vllm", _GEN): 6.0e-06,
 }
 
 #: (system, engine, table, kernel_source, gemm_type, kv_cache_dtype) -> the module's host
