@@ -1213,3 +1213,43 @@ def test_list_hardware_says_how_each_device_is_timed(run):
     assert times["measured:cuda-nvidia-h200-full-bf16"] == "measured ceilings; pooled, unvalidated"
     text, _ = run("list", "--hardware")
     assert "unvalidated" in text and "own fit" in " ".join(text.split())
+
+
+def test_list_hardware_engine_route(run):
+    """trial21: `list --hardware --engine vllm` was "No such option": the times column was
+    TensorRT-LLM's only. Each engine's route, as plan picks its profile, and the engine named."""
+    rows = {
+        e: {
+            r["name"]: r
+            for r in json.loads(run("list", "--hardware", "--engine", e, "--format", "json")[0])
+        }
+        for e in ("trtllm", "sglang", "vllm")
+    }
+    for e, by in rows.items():
+        assert {r["engine"] for r in by.values()} == {e}
+    # vLLM's own H100 fit; H200 from it; its B200 fit for GB200 (no vLLM Ampere profile:
+    # TensorRT-LLM's kernels stand in on A100, said in the row and the table)
+    assert rows["vllm"]["H100-SXM"]["profile"] == "fit-h100-sxm-vllm"
+    assert rows["vllm"]["H200"]["times"] == "from H100-SXM"
+    assert rows["vllm"]["GB200"]["profile"] == "fit-b200-sxm-vllm"
+    assert rows["vllm"]["A100-SXM-80GB"]["kernels"] == "trtllm"
+    assert rows["sglang"]["H20"]["profile"] == "fit-h100-sxm-sglang"
+    assert rows["trtllm"]["H100-SXM"]["profile"] == "default"
+    text = run("list", "--hardware", "--engine", "VLLM", "--format", "markdown")[0]
+    assert "times: vLLM's kernels (--engine vllm)" in text
+    assert "| own fit (trtllm kernels) |" in text
+    # no --engine: each device's default engine (SGLang on AMD's, TensorRT-LLM's kernels)
+    default = {r["name"]: r for r in json.loads(run("list", "--hardware", "--format", "json")[0])}
+    assert default["H100-SXM"]["engine"] == "trtllm" and default["MI300X"]["engine"] == "sglang"
+    assert default["MI300X"]["kernels"] == "trtllm"
+    text = run("list", "--hardware", "--format", "markdown")[0]
+    assert "SGLang on AMD's GPUs, the default engines" in text
+    assert "| pooled, unvalidated (trtllm kernels) |" in text  # MI300X under SGLang
+    # TensorRT-LLM named on AMD's GPU: a stand-in, said
+    text = run("list", "--hardware", "--engine", "trtllm", "--format", "markdown")[0]
+    assert "| pooled, unvalidated (stand-in) |" in text
+    # a bad engine, or --engine without --hardware: one line each
+    _, err = run("list", "--hardware", "--engine", "tgi", code=2)
+    assert "--engine" in err and "vllm" in err and len(err.strip().splitlines()) == 1
+    _, err = run("list", "--engine", "vllm", code=2)
+    assert "give it with --hardware" in err and len(err.strip().splitlines()) == 1

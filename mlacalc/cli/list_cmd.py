@@ -6,7 +6,7 @@ import json
 
 import click
 
-from mlacalc.cli.common import Section, emit, format_option
+from mlacalc.cli.common import Section, emit, format_option, serving_engine_option
 from mlacalc.cost.compressed import compressed_growth
 from mlacalc.cost.engine import kv_cache
 from mlacalc.cost.params import param_counts
@@ -16,6 +16,12 @@ from mlacalc.render import human_bytes, human_si
 from mlacalc.serving.provenance import engine_profile_of
 from mlacalc.timemodel.profile import load_profile
 from mlacalc.words import defaults as D
+from mlacalc.words.engines import (
+    DEFAULT_ENGINE,
+    ENGINE_LABELS,
+    OTHER_VENDOR_DEFAULT,
+    default_engine,
+)
 
 
 @click.command("list")
@@ -25,17 +31,25 @@ from mlacalc.words import defaults as D
     is_flag=True,
     help="List the hardware catalogue (and measured devices) instead of the models.",
 )
+@serving_engine_option
 @format_option
-def command(show_hardware, fmt):
-    """List the shipped models with their attention variant and size (--hardware: the devices).
+def command(show_hardware, engine, fmt):
+    """List the shipped models with their attention variant and size (--hardware: the devices,
+    with how --engine's kernel model times each).
 
     \b
     Examples:
       mlacalc list --format markdown
       mlacalc list --hardware
+      mlacalc list --hardware --engine vllm
     """
     if show_hardware:
-        return _list_hardware(fmt)
+        return _list_hardware(fmt, engine)
+    if engine is not None:
+        raise click.UsageError(
+            "--engine names whose kernel model times each device: give it with --hardware "
+            "(the model list times nothing)"
+        )
 
     rows, compressed = [], []
     for name in shipped_models():
@@ -143,17 +157,35 @@ def _set_dtype(h) -> str:
     return dtype if isinstance(dtype, str) and dtype in h.peak_flops_per_s else "bf16"
 
 
-def _times_route(h) -> str:
-    """How the device's default engine's profile predicts ``h`` (:meth:`Profile.route`); a
-    measured set's ceilings stand in for its datasheet, the fitted efficiencies still come by
-    that route (a measured H200 set names no vendor or architecture, so the pooled fit's, as
-    plan says: review12)."""
-    prof, _, _ = engine_profile_of(None, None, h)  # the device's default engine
-    route = load_profile(prof).route(h.name, h)
-    return f"measured ceilings; {route}" if h.measured else route
+def _times_route(h, engine: str | None) -> dict[str, str]:
+    """How ``engine``'s profile (None: the device's default engine) predicts ``h``
+    (:meth:`Profile.route`), as plan routes it (:func:`engine_profile_of`): ``times``, the route;
+    ``engine``; ``kernels``, the engine whose kernels the profile holds (TensorRT-LLM's where no
+    profile of ``engine`` fits the device's generation); ``profile``. A measured set's ceilings
+    stand in for its datasheet, the fitted efficiencies still come by that route (a measured
+    H200 set names no vendor or architecture, so the pooled fit's, as plan says: review12)."""
+    prof, name, _ = engine_profile_of(None, engine, h)
+    p = load_profile(prof)
+    route = p.route(h.name, h)
+    return {
+        "times": f"measured ceilings; {route}" if h.measured else route,
+        "engine": name,
+        "kernels": p.engine or DEFAULT_ENGINE,
+        "profile": p.name,
+    }
 
 
-def _list_hardware(fmt):
+def _times_cell(r: dict) -> str:
+    """The times column: the route, and ``(trtllm kernels)`` where TensorRT-LLM's stand in for
+    the engine's, ``(stand-in)`` for TensorRT-LLM on a GPU it does not run on."""
+    if r["kernels"] != r["engine"]:
+        return f"{r['times']} ({r['kernels']} kernels)"
+    if r["engine"] == DEFAULT_ENGINE and r["kind"] == "gpu" and r["vendor"] not in ("", "nvidia"):
+        return f"{r['times']} (stand-in)"
+    return r["times"]
+
+
+def _list_hardware(fmt, engine: str | None = None):
 
     specs = [load_hardware(n) for n in shipped_hardware()] + [
         load_hardware(f"measured:{n}") for n in measured_sets()
@@ -171,15 +203,27 @@ def _list_hardware(fmt):
             # a measured set's own dtype: its ceiling and ridge are the ones that set is for
             "dtype": _set_dtype(h),
             "ridge_point_flops_per_byte": h.peak(_set_dtype(h)) / h.memory_bandwidth_bytes_per_s,
-            "times": _times_route(h),
+            "vendor": str(h.vendor or "").lower(),
+            # how the engine's times are predicted (--engine; else the device's default
+            # engine), whose kernels and the shipped profile, as plan picks them
+            **_times_route(h, engine),
         }
         for h in specs
     ]
 
+    if engine is None:
+        times_for = (
+            f"times: {ENGINE_LABELS[default_engine()]}'s kernels "
+            f"({ENGINE_LABELS[OTHER_VENDOR_DEFAULT[0]]} on AMD's GPUs, the default engines)"
+        )
+    else:
+        times_for = f"times: {ENGINE_LABELS[engine]}'s kernels (--engine {engine})"
+
     def sections():
         return [
             Section(
-                "Hardware (dense peaks, FP32 accumulate; measured devices: their ceilings)",
+                "Hardware (dense peaks, FP32 accumulate; measured devices: their ceilings); "
+                + times_for,
                 [
                     "name",
                     "bf16",
@@ -206,18 +250,21 @@ def _list_hardware(fmt):
                         human_si(r["memory_bytes"], "B"),
                         r["sm_count"] or "-",
                         f"{r['ridge_point_flops_per_byte']:,.1f}",
-                        r["times"],
+                        _times_cell(r),
                     ]
                     for r in rows
                 ],
                 note="Hardware figures use SI units (TB/s = 10^12 B/s, GB = 10^9 B), "
                 "as datasheets do. A measured set benchmarked in another dtype shows that "
                 "dtype's ceiling in the bf16 column, labelled, and its ridge at that rate "
-                "(the copy rate as bandwidth). Times: how the default engine's kernel model "
+                "(the copy rate as bandwidth). Times: how the engine's kernel model "
                 "predicts the device: its own fit of measured kernel tables, from a fitted "
                 "device of its tensor-core generation by datasheet ratios, or from the pooled "
                 "fit, which no measurement of that kind of device checks (unvalidated: AMD's "
-                "parts, whose kernels no shared table measured).",
+                "parts, whose kernels no shared table measured). '(trtllm kernels)': no profile of "
+                "the engine fits that generation, so TensorRT-LLM's kernels stand in, as plan "
+                "says; '(stand-in)': TensorRT-LLM on a GPU it does not run on. --engine "
+                "trtllm, sglang or vllm shows that engine's route.",
             )
         ]
 
