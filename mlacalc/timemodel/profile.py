@@ -31,6 +31,7 @@ from mlacalc.timemodel.terms import PARAMS, borrowed_params, class_key, default_
 from mlacalc.words.engines import DEFAULT_ENGINE, check_engine
 from mlacalc.words.errors import ConfigError, InvalidArgumentError, MlacalcError
 from mlacalc.words.kernels import KERNEL_KINDS
+from mlacalc.words.safeio import json_error_words
 
 __all__ = [
     "DEFAULT_PROFILE",
@@ -785,11 +786,8 @@ def load_profile(name_or_path: str | os.PathLike | Profile | None = None) -> Pro
                 fix="pass a JSON file written by mlacalc calibrate",
             ) from None
         except json.JSONDecodeError as exc:
-            # json's own words may end in "at" ("Unterminated string starting at")
-            where = f"line {exc.lineno}, column {exc.colno}"
-            what = f"{exc.msg} {where}" if exc.msg.endswith(" at") else f"{exc.msg} at {where}"
             raise ConfigError(
-                f"is not valid JSON ({what})",
+                f"is not valid JSON at {json_error_words(exc)}",
                 source=str(path),
                 fix="pass a JSON file written by mlacalc calibrate",
             ) from None

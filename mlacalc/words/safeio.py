@@ -158,7 +158,9 @@ def parse_json(text: str, origin: str, *, nonfinite: bool = False) -> Any:
         )
     except json.JSONDecodeError as exc:
         raise ConfigError(
-            f"is not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}", source=origin
+            f"is not valid JSON at {json_error_words(exc)}",
+            source=origin,
+            fix="make it whole JSON: python -m json.tool on the file shows the spot",
         ) from None
     except RecursionError:  # pragma: no cover - the depth scan keeps this away
         raise ConfigError(f"nests deeper than {MAX_DEPTH} levels", source=origin) from None
@@ -167,6 +169,30 @@ def parse_json(text: str, origin: str, *, nonfinite: bool = False) -> Any:
     if refused:
         _raise_refused(data, [], origin)
     return data
+
+
+#: json's messages (each ends where the position would follow) in words that end as sentences
+_JSON_WORDS = {
+    "Unterminated string starting at": "a string opened here is never closed",
+    "Expecting value": "no JSON value starts here",
+    "Expecting property name enclosed in double quotes": "a key in double quotes is missing here",
+    "Expecting ',' delimiter": "a ',' is missing here",
+    "Expecting ':' delimiter": "a ':' is missing here",
+    "Extra data": "more text follows the end of the JSON value here",
+    "Invalid control character at": "a string holds a raw newline or tab here",
+    "Invalid \\escape": "a backslash escape is invalid here",
+}
+
+
+def json_error_words(exc: json.JSONDecodeError) -> str:
+    """Where and what a :class:`json.JSONDecodeError` found, as a whole sentence: json's own
+    message ends mid-sentence ("Unterminated string starting at") where its position was cut
+    off. A file that stops inside a value says it may be cut short."""
+    what = _JSON_WORDS.get(exc.msg, exc.msg.removesuffix(" at"))
+    tail = exc.doc[exc.pos :] if isinstance(exc.doc, str) else ""
+    ended = not tail.strip() or exc.msg.startswith("Unterminated")
+    cut = " (the file may be cut short)" if ended and exc.pos > 0 else ""
+    return f"line {exc.lineno}, column {exc.colno}: {what}{cut}"
 
 
 class _Refused:
