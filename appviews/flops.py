@@ -8,7 +8,7 @@ import streamlit as st
 import mlacalc
 from mlacalc.models.architecture import layer_pattern
 from mlacalc.timemodel.insight import absorption_crossover
-from mlacalc.words.units import human_si
+from mlacalc.words.units import counted, human_si
 from mlacalc.words.vocab import MATMUL_STAGES
 
 from .common import Scenario, decade_ticks, download, show_context_warning, show_table
@@ -79,7 +79,7 @@ def render(sc: Scenario) -> None:
             for r in shown
         ],
         scope=f"Whole model: attention of all {model.num_hidden_layers} layers, one {phase} step "
-        f"of {sc.batch:,} sequences at {sc.seq_len:,} tokens; total FLOPs: the matmuls "
+        f"of {counted(sc.batch, 'sequence')} at {sc.seq_len:,} tokens; total FLOPs: the matmuls "
         "(element-wise FLOPs apart, in their own column); fused bytes: ideal lower bound.",
     )
     # the stages in a table of their own, in SI units, so every stage fits the page (exact

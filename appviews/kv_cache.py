@@ -11,7 +11,7 @@ from mlacalc.models.loading import ModelConfig
 from mlacalc.models.patterns import STATE_KINDS
 from mlacalc.models.variants import kept_sparse_note, one_head_shape_note
 from mlacalc.report import compare_rows, kind_cells, variant_equivalents
-from mlacalc.words.units import human_bytes, human_si
+from mlacalc.words.units import counted, human_bytes, human_si
 from mlacalc.words.vocab import STANDARD_IMPL, serving_impl
 
 from .common import Scenario, download, show_context_warning, show_table
@@ -109,12 +109,12 @@ def render(sc: Scenario) -> None:
                 for k in smallest["by_kind"]
             ],
             right=("bytes/token/layer", "tokens kept per layer"),
-            scope=f"The cache ({label}) by kind of layer, {batch:,} sequences of {seq_len:,} "
-            "tokens: a sliding or chunked layer keeps min(seq_len, window) tokens, a linear "
-            "or Mamba layer a fixed state per sequence (its recurrent state, in the dtype the "
-            "model keeps it, not the KV dtype; its convolution window in the KV dtype), a DSA "
-            "layer the latent plus its indexer keys, a block-sparse (msa) layer K, V and its "
-            "indexer keys, a compressed layer (csa, hca) its window's rows and its pooled keys "
+            scope=f"The cache ({label}) by kind of layer, {counted(batch, 'sequence')} of "
+            f"{seq_len:,} tokens: a sliding or chunked layer keeps min(seq_len, window) tokens, "
+            "a linear or Mamba layer a fixed state per sequence (its recurrent state, in the "
+            "dtype the model keeps it, not the KV dtype; its convolution window in the KV dtype), "
+            "a DSA layer the latent plus its indexer keys, a block-sparse (msa) layer K, V and "
+            "its indexer keys, a compressed layer (csa, hca) its window's rows and its pooled keys "
             "(csa: with their indexer keys), its bytes/token/layer averaged over the pooling; "
             "a layer without a sequence mixer (none) nothing.",
         )
@@ -131,7 +131,7 @@ def render(sc: Scenario) -> None:
             }
             for r in rows
         ],
-        scope=f"Whole model: all {model.num_hidden_layers} layers, {batch:,} sequences of "
+        scope=f"Whole model: all {model.num_hidden_layers} layers, {counted(batch, 'sequence')} of "
         f"{seq_len:,} tokens, KV in {kv_dtype}; per token: the layers one more token adds a "
         "row to (elements and bytes of one such layer; no elements column where the layers' rows "
         "differ: see by kind).",
@@ -190,7 +190,7 @@ def render(sc: Scenario) -> None:
                 for r in eq
             ],
             scope=f"Whole model, KV in {kv_dtype}; decode FLOPs: attention of all layers, "
-            f"one step of {batch:,} sequences. The model's own design is the model itself."
+            f"one step of {counted(batch, 'sequence')}. The model's own design is the model itself."
             + (f" {one_head_shape_note(model)}." if one_head_shape_note(model) else "")
             + (f" {kept_sparse_note(model)}." if kept_sparse_note(model) else "")
             + "".join(f" {n}" for n in notes),

@@ -25,7 +25,7 @@ from mlacalc.timemodel.device import device_figures
 from mlacalc.words import defaults as D
 from mlacalc.words.engines import ENGINE_LABELS
 from mlacalc.words.errors import InvalidArgumentError
-from mlacalc.words.units import human_bytes
+from mlacalc.words.units import counted, human_bytes
 
 from .common import Scenario, context_text, download, engine_words, show_notices, show_table
 
@@ -989,7 +989,7 @@ def _show_memory(result, context: int, compressed: bool = False) -> None:
     )
     st.markdown(
         f"**At the request mix** ({context:,} tokens a sequence, input and output): largest "
-        f"batch **{result.max_batch:,}** sequences; weights per "
+        f"batch **{counted(result.max_batch, 'sequence')}**; weights per "
         f"GPU: **{gib(result.weights_per_gpu_bytes)}** ({result.weight_format}); KV budget per "
         f"GPU: **{gib(max(result.kv_budget_per_gpu_bytes, 0))}**; KV per token per GPU"
         + per_token

@@ -14,7 +14,7 @@ from mlacalc.render import human_si
 from mlacalc.timemodel.mla_geometry import mla_geometry_note
 from mlacalc.timemodel.predict import MMHA_RUNS_AS, MMHA_WORDS
 from mlacalc.words.kernels import roofline_bound
-from mlacalc.words.units import human_seconds
+from mlacalc.words.units import counted, human_seconds
 from mlacalc.words.vocab import MLA_IMPLEMENTATIONS
 
 from .common import (
@@ -200,7 +200,7 @@ def render(sc: Scenario) -> None:
         else f"in {sc.weight_dtype}"
     )
     scope = (
-        f"{which} (fused kernels): decode of {sc.batch:,} sequences at "
+        f"{which} (fused kernels): decode of {counted(sc.batch, 'sequence')} at "
         f"{sc.seq_len:,} tokens, prefill of one sequence of {sc.seq_len:,} tokens "
         f"({PAIRS[pairs]}); compute in {dtype}, weights {weights}, KV in {sc.kv_dtype}."
     )

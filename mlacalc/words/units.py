@@ -3,7 +3,16 @@ seconds scaled to s, ms, us or ns."""
 
 from __future__ import annotations
 
-__all__ = ["human_bytes", "human_seconds", "human_si"]
+__all__ = ["counted", "human_bytes", "human_seconds", "human_si"]
+
+
+def counted(n: int, noun: str) -> str:
+    """``n`` with thousands separators and ``noun``, plural unless ``n`` is one.
+
+    >>> counted(1, "sequence"), counted(2048, "sequence")
+    ('1 sequence', '2,048 sequences')
+    """
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def human_bytes(n: float) -> str:
