@@ -200,7 +200,12 @@ def render(sc: Scenario) -> None:
         show_answer(result, load, inputs, sc.model.label)
         st.caption(scheduler_caption(sc.engine, inputs.mode))
     _show_capacity(sc, inputs)
-    _show_memory(result, result.context, bool(sc.model.compress_ratios))
+    _show_memory(
+        result,
+        result.context,
+        bool(sc.model.compress_ratios),
+        bool(sc.model.is_mla and result.tp > 1),
+    )
     _show_kernels(result, sc.model)
     download(result.to_dict(), f"{sc.model.name}-plan", "dl_plan")
     search_section(sc, inputs)
@@ -971,10 +976,11 @@ def _show_capacity(sc: Scenario, inputs: PlanInputs) -> None:
         st.info(f"Does not fit: {cap.overflow}")
 
 
-def _show_memory(result, context: int, compressed: bool = False) -> None:
+def _show_memory(result, context: int, compressed: bool = False, copied: bool = False) -> None:
     """What fills one GPU: a line in GiB (KV per token in its own unit), then the stacked bar
     of its parts. ``compressed`` (DeepSeek-V4): no layer keeps every token; a token adds its
-    share of the pooled keys."""
+    share of the pooled keys. ``copied``: an MLA latent every tensor-parallel rank keeps
+    whole, said in the line as the CLI's row says it (the plan's warning says what it costs)."""
     per_token = (
         f": **{human_bytes(result.kv_bytes_per_token_per_gpu)}**"
         if result.kv_every_token
@@ -992,6 +998,7 @@ def _show_memory(result, context: int, compressed: bool = False) -> None:
         f"batch **{counted(result.max_batch, 'sequence')}**; weights per "
         f"GPU: **{gib(result.weights_per_gpu_bytes)}** ({result.weight_format}); KV budget per "
         f"GPU: **{gib(max(result.kv_budget_per_gpu_bytes, 0))}**; KV per token per GPU"
+        + (" (latent copied on every TP rank)" if copied else "")
         + per_token
         + f"; one sequence of {context:,} tokens, every layer kind: "
         f"**{human_bytes(result.kv_bytes_per_sequence_per_gpu)}**"

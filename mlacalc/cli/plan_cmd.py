@@ -466,26 +466,36 @@ def _point(p, redundant_experts: int, overlap: str, kv_dtype: str) -> dict:
     }
 
 
-def kv_rows(p, compressed: bool = False) -> list[list[str]]:
+def latent_copied(p, model) -> bool:
+    """Whether ``model``'s cache is an MLA latent that the plan's tensor-parallel ranks each
+    copy whole (the row says so, as docs/serving.md's table does, beside the plan's warning)."""
+    return bool(model is not None and model.is_mla and p.tp > 1)
+
+
+def kv_rows(p, compressed: bool = False, copied: bool = False) -> list[list[str]]:
     """The cache lines of the plan. A model whose layers do not all keep every token
     (sliding or chunked windows, linear states, indexer keys) shows what a token adds in the
     layers that keep every token and the fixed part a sequence holds beside it; their sum at
     the context is one sequence, and the budget over that is the largest batch per group.
     ``compressed`` (DeepSeek-V4): no layer keeps every token; a token adds its share of the
-    pooled keys, averaged over the compress ratios."""
+    pooled keys, averaged over the compress ratios. ``copied``: an MLA latent every
+    tensor-parallel rank keeps whole (:func:`latent_copied`), said in the label."""
+    label = f"KV per token per GPU ({p.kv_layout})" + (
+        " (latent copied on every TP rank)" if copied else ""
+    )
     seq = [
         f"KV per sequence of {p.context:,} tokens per GPU",
         f"{human_bytes(p.kv_bytes_per_sequence_per_gpu)} ({p.kv_bytes_per_sequence_per_gpu:,} B)",
     ]
     if p.kv_every_token:
         return [
-            [f"KV per token per GPU ({p.kv_layout})", f"{p.kv_bytes_per_token_per_gpu:,} B"],
+            [label, f"{p.kv_bytes_per_token_per_gpu:,} B"],
             ["KV tokens per GPU", f"{p.kv_tokens_per_gpu:,}"],
             seq,
         ]
     return [
         [
-            f"KV per token per GPU ({p.kv_layout}), "
+            f"{label}, "
             + (
                 "pooled keys averaged over the compress ratios"
                 if compressed
@@ -607,7 +617,9 @@ def sections(p, model=None) -> list[Section]:
         Section(
             f"Plan: {p.model}",
             ["quantity", "value"],
-            plan_rows(p, bool(model is not None and model.compress_ratios)),
+            plan_rows(
+                p, bool(model is not None and model.compress_ratios), latent_copied(p, model)
+            ),
             note=plan_note(p),
         )
     ]
@@ -618,8 +630,9 @@ def sections(p, model=None) -> list[Section]:
     return out
 
 
-def plan_rows(p, compressed: bool = False) -> list[list[str]]:
-    """What fits (memory, weights, cache, batch and context) and the step's times."""
+def plan_rows(p, compressed: bool = False, copied: bool = False) -> list[list[str]]:
+    """What fits (memory, weights, cache, batch and context) and the step's times
+    (``compressed``, ``copied``: :func:`kv_rows`')."""
     rows = [
         ["fits", "yes" if p.fits else f"no: {p.overflow}"],
         ["GPUs", gpus_text(p)],
@@ -639,7 +652,7 @@ def plan_rows(p, compressed: bool = False) -> list[list[str]]:
             rows.append([f"  {key[8:].replace('_', ' ')}", human_bytes(value)])
     rows += [
         ["KV budget per GPU", human_bytes(max(p.kv_budget_per_gpu_bytes, 0))],
-        *kv_rows(p, compressed),
+        *kv_rows(p, compressed, copied),
         [
             f"largest batch at {p.isl + p.osl if p.isl else p.seq_len:,} tokens"
             + (" (the engine's max running)" if p.admission != "kv capacity" else ""),

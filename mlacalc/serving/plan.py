@@ -132,11 +132,13 @@ from mlacalc.serving.figures import (
     prompt_args,
 )
 from mlacalc.serving.gpu_step import StepModel, routed_experts_class
+from mlacalc.serving.layout import Layout
 from mlacalc.serving.plan_checks import (
     OVERLAPS,
     PREFILL_PASSES,
     PlanRequest,
     check_request,
+    latent_copies,
     prefix_cached_tokens,
 )
 from mlacalc.serving.provenance import (
@@ -672,6 +674,7 @@ def plan(
     req = check_request(**args)
     cap = admitted(req, capacity(req))
     common = plan_fields(req, cap)
+    common["warnings"] += latent_copies(req.m, req.lay, req.p_lay, _cache_figures(req))
     common["scheduler_defaults"] = args["scheduler_defaults"]
     common["scheduler_defaults_applied"] = args["scheduler_defaults_applied"]
     if engine is None and args["scheduler_defaults"] is None:  # no engine named, none's taken
@@ -692,6 +695,18 @@ def plan(
     if req.isl is None:
         return with_tp_network_warning(req, with_tbo_warning(capacity_plan(req, cap, common, sm)))
     return with_tp_network_warning(req, with_tbo_warning(serving_plan(req, cap, common, sm)))
+
+
+def _cache_figures(req: PlanRequest) -> Any:
+    """A layout's :data:`~mlacalc.serving.plan_checks.CacheFigures` as plan sizes them: the
+    request's (decode) pool on that layout, the largest batch the cache holds (before an
+    engine's admission limit)."""
+
+    def figures(lay: Layout) -> tuple[int, int, int]:
+        cap = capacity(dataclasses.replace(req, lay=lay))
+        return cap.per_token, cap.tokens_per_gpu, cap.max_batch
+
+    return figures
 
 
 def default_engine_note(req: PlanRequest, args: dict[str, Any]) -> str:

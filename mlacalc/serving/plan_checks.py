@@ -364,7 +364,7 @@ def check_request(
         + _engine_kernel_warnings(m, hw, engine, weight_dtype, components, moe_backend)
         + _block_sparse_warnings(m, engine)
         + _dispatch_warnings(m, lay, weight_dtype, components)
-        + _kv_head_copies(m, lay, p_lay)
+        + kv_head_copies(m, lay, p_lay)
         + _implied_dp_attention(lay, p_lay, args)
         + _lowered_prefill_ep(m, lay, p_lay, args)
         + _split_experts(m, p_lay, args)
@@ -851,7 +851,7 @@ def engine_runs_kv(m: ModelConfig, kv_name: str, engine: str) -> bool:
     return not _engine_kv_warnings(m, resolve_kv_layout(kv_name), engine)
 
 
-def _kv_head_copies(m: ModelConfig, lay: Layout, p_lay: Layout | None) -> tuple[str, ...]:
+def kv_head_copies(m: ModelConfig, lay: Layout, p_lay: Layout | None) -> tuple[str, ...]:
     """Fewer K/V heads than the attention's tensor-parallel degree: each rank keeps a copy of
     one head (``ceil(n_kv / tp)``), so the cache per GPU is what ``tp`` heads would give, said
     (convert's view says it; plan gave the same figure for 2 heads as for 8 at TP8 silently)."""
@@ -870,6 +870,69 @@ def _kv_head_copies(m: ModelConfig, lay: Layout, p_lay: Layout | None) -> tuple[
         f"{tps[0]} KV heads would give (KV heads fewer than tp save no cache memory per GPU"
         + ("; DP-attention splits the attention by sequences instead" if m.is_moe else "")
         + ")",
+    )
+
+
+#: A cache figure of one layout: bytes a token adds on a GPU, KV tokens a GPU holds, and the
+#: largest batch (every attention group's sequences) the cache holds at the context
+CacheFigures = tuple[int, int, int]
+
+#: DP-attention in each engine's words (launch lines' options; from recall of their docs)
+DP_ATTENTION_FLAGS = (
+    "SGLang's --enable-dp-attention, TensorRT-LLM's enable_attention_dp, vLLM's "
+    "--data-parallel-size with --enable-expert-parallel"
+)
+
+
+def latent_copies(
+    m: ModelConfig,
+    lay: Layout,
+    p_lay: Layout | None,
+    figures_of: Any,
+) -> tuple[str, ...]:
+    """An MLA model's attention split over ``tp > 1`` ranks: its latent and rope key are one
+    head for every query head, so each rank caches all of it (the cache per GPU is one GPU's
+    alone), said with what that costs here against DP-attention's split by sequences (a
+    model architect's trial: 46,080 B a token on each of 8 H200 at TP8, 2.25x the GQA-8
+    design's, TPOT 21.0 against 15.6 ms, and no word, where GQA with 4 KV heads at TP8 got
+    one). ``figures_of(layout)``: its :data:`CacheFigures`, plan's capacity or search's."""
+    if not m.is_mla or lay.tp <= 1:
+        return ()
+    per_token, tokens, batch = figures_of(lay)
+    rope = f" and {m.qk_rope_head_dim}-wide rope key" if m.qk_rope_head_dim else ""
+    every = f"{tokens * lay.dp:,} in all, largest batch {batch:,}"
+    words = (
+        f"{m.label}'s MLA cache (its {m.kv_lora_rank}-wide latent{rope}) is one head for every "
+        f"query head, copied on every tensor-parallel rank (TP{lay.tp}): each GPU caches all "
+        f"of it, {per_token:,} B a token, and holds {tokens:,} KV tokens, the same ones as the "
+        f"other {lay.tp - 1} ranks of its group ({every})"
+    )
+    if p_lay is not None and p_lay.tp > 1:
+        words += f"; the prefill pool's TP{p_lay.tp} copies it likewise"
+    if not m.is_moe:  # the engines run DP-attention for MoE models only
+        return (
+            words + "; the engines run DP-attention only with MoE layers: fewer tensor-"
+            "parallel ranks (dp replicas where the weights fit) cache more sequences",
+        )
+    try:
+        alt = make_layout(
+            m, lay.gpus, pp=lay.pp, ep=lay.ep, dp_attention=True,
+            redundant_experts=lay.redundant_experts,
+        )  # fmt: skip
+    except InvalidArgumentError:
+        alt = None
+    if alt is None:
+        return (words + "; DP-attention (--dp-attention) splits the attention by sequences",)
+    a_token, a_tokens, a_batch = figures_of(alt)
+    held = (
+        f"each GPU caches its own sequences' {a_token:,} B a token: {a_tokens:,} KV tokens a "
+        f"GPU, {a_tokens * alt.dp:,} in all, largest batch {a_batch:,}"
+        if a_batch >= 1
+        else "but its attention weights on every GPU leave no cache for a sequence"
+    )
+    return (
+        words + f"; DP-attention splits the attention by sequences instead ({alt.describe()}: "
+        f"--tp 1 --dp-attention; {DP_ATTENTION_FLAGS}): {held}",
     )
 
 

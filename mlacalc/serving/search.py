@@ -48,8 +48,11 @@ from mlacalc.serving.figures import prompt_args
 from mlacalc.serving.gpu_step import StepModel, routed_experts_class, spec_kernels
 from mlacalc.serving.launch import checkpoint_path, deployments, launch_commands
 from mlacalc.serving.layout import (
+    Layout,
+    kv_bytes_per_token_per_gpu,
     kv_heads_unsplit,
     kv_heads_words,
+    make_layout,
     tp_splits_heads,
     weight_format,
 )
@@ -62,6 +65,8 @@ from mlacalc.serving.plan_checks import (
     dense_dp_attention,
     engine_runs_kv,
     format_warnings,
+    kv_head_copies,
+    latent_copies,
     prefix_cached_tokens,
     refuse_without_ranks,
     usable_of,
@@ -91,9 +96,11 @@ from mlacalc.serving.search_space import (
     NO_LIMITS,
     LayoutLimits,
     SearchRequest,
+    _per_sequence,
     candidate_layouts,
     candidates,
     fit_usable,
+    layout_weights,
     time_candidates,
     weight_key,
 )
@@ -1510,6 +1517,7 @@ def _search_warnings(
     said = list(device_warnings(req.profile, req.hw, req.engine, req.engine_note, timed=timed))
     if timed:  # a stand-in's kernels and a geometry's rows are said of times, as plan says them
         said += [req.engine_note.removeprefix("; "), mla_geometry_note(req.m)]
+    said += _best_layout_warnings(req, best)
     seen: set[tuple] = set()
     raw: set[str] = set()  # each said once, of the first point it is said of
     for p in ([best] if best else []) + list(front):
@@ -1527,6 +1535,39 @@ def _search_warnings(
             ws = [f"frontier points with {what}: {w}" for w in ws]
         said += ws
     return tuple(w for w in said if w)
+
+
+def _best_layout_warnings(req: SearchRequest, best: dict[str, Any] | None) -> tuple[str, ...]:
+    """What plan of the best says of its cache copied on tensor-parallel ranks: fewer K/V
+    heads than tp (:func:`~mlacalc.serving.plan_checks.kv_head_copies`), an MLA latent on
+    every rank (:func:`~mlacalc.serving.plan_checks.latent_copies`, its figures sized as the
+    search sized the point: the same bytes as plan's capacity, the weights of the fullest GPU
+    under the search's memory rule and one sequence's cache in pages at the context)."""
+    if not best or best["tp"] <= 1:
+        return ()
+    m = req.m
+    lay = make_layout(
+        m, best["decode_gpus"], tp=best["tp"], dp=best["dp"], pp=best["pp"], ep=best["ep"],
+        dp_attention=best["dp_attention"], redundant_experts=best["redundant_experts"],
+    )  # fmt: skip
+    p_lay = None
+    if best.get("prefill_tp"):
+        p_lay = make_layout(
+            m, best["prefill_gpus"], tp=best["prefill_tp"], ep=best["prefill_ep"] or 1,
+            dp_attention=bool(best["prefill_dp_attention"]),
+            redundant_experts=best["prefill_redundant_experts"] or 0,
+        )  # fmt: skip
+    # as _search_warnings reads the point's weights: the checkpoint's own, or the dtype chosen
+    sized = None if str(best["weight_format"]).startswith("checkpoint ") else best["weight_dtype"]
+    comps = tuple(sorted((best.get("component_dtypes") or {}).items()))
+    kv = resolve_kv_layout(best["kv_dtype"])
+
+    def figures(la: Layout) -> tuple[int, int, int]:
+        room = max(req.room(layout_weights(m, la, sized, comps, req.weight_cache)), 0)
+        per_token = kv_bytes_per_token_per_gpu(m, kv, la)
+        return per_token, room // per_token, room // _per_sequence(req, kv, la, req.context) * la.dp
+
+    return kv_head_copies(m, lay, p_lay) + latent_copies(m, lay, p_lay, figures)
 
 
 def _backend_of_points(req: SearchRequest, points: list[dict]) -> None:
