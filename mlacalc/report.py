@@ -14,6 +14,7 @@ from typing import Any
 from mlacalc.cost.attention import indexer_row_bytes
 from mlacalc.cost.compressed import compressed_growth
 from mlacalc.cost.engine import KVCache, as_model, attention_cost, kv_cache
+from mlacalc.cost.forward import forward_flops_per_token
 from mlacalc.cost.model_step import stored_attention_cost
 from mlacalc.cost.params import kept_parts, param_counts, weight_bytes
 from mlacalc.cost.quant import checkpoint_kv_note, checkpoint_weights
@@ -373,6 +374,9 @@ def model_report(
         "weights": _weights_section(m, weight_dtype),
         "kv_cache": kv_rows(m, seq_len, batch, kv_dtype, impl),
         **attention,
+        # the whole model's forward FLOPs of one token at seq_len keys, weights' products by
+        # part and attention's over the context (mlacalc.cost.forward: a decode step's kernels)
+        "forward_flops_per_token": forward_flops_per_token(m, seq_len).to_dict(),
         # what the figures are not, said once: a checkpoint's own fp8 cache sized otherwise
         # and a DSA model's fp8 cache as vLLM and SGLang store it (plan's fp8_ds_mla)
         "notes": [
@@ -513,6 +517,7 @@ def compare_rows(
         )
         if weight_dtype is None:  # the weights as the checkpoint stores them, as report reads
             decode, prefill = (stored_attention_cost(c, m) for c in (decode, prefill))
+        forward = forward_flops_per_token(m, seq_len)
         rows.append(
             {
                 "model": m.name,
@@ -540,6 +545,10 @@ def compare_rows(
                 "decode_arithmetic_intensity_flops_per_byte": decode.arithmetic_intensity,
                 "prefill_impl": prefill.impl,
                 "prefill_flops": prefill.flops,
+                # the whole model's forward FLOPs of one token at seq_len keys, as report's
+                "forward_flops_per_token": forward.total,
+                "forward_weight_flops_per_token": forward.weight_flops,
+                "forward_attention_flops_per_token": forward.attention,
                 # report's note on a DSA model's fp8 cache as vLLM and SGLang store it
                 "kv_note": engine_fp8_cache_note(m, layout, seq_len, batch),
             }

@@ -75,6 +75,7 @@ REPORT_KEYS = {
         "weights",
         "kv_cache",
         "attention",
+        "forward_flops_per_token",
         "notes",
     ],
     "settings": [
@@ -168,7 +169,7 @@ def test_report_table_and_markdown(run):
     out, _ = run("report", "deepseek-v3", "--seq-len", "128k", "--batch", "8")
     assert "68.62 GiB" in out and "671,026,419,200" in out and "binary units" in out
     md, _ = run("report", "deepseek-v3", "--format", "markdown", "--phase", "decode")
-    assert md.count("### ") == 5 and "| absorbed (default) |" in md and "binary units" in md
+    assert md.count("### ") == 6 and "| absorbed (default) |" in md and "binary units" in md
 
 
 def test_report_options(run):
@@ -323,7 +324,13 @@ def test_compare_warns_past_the_positions_and_says_window_full(run):
     out, err = run("compare", "step-3.7-flash", "mistral-7b", "--seq-len", "128k")
     assert "Step-3.7-Flash was not trained for it" in err and "65,536" in err
     assert "Mistral" not in err and err.count("\n") == 1
-    assert "0 B (window" in out and "KV added / token" in out
+    assert "KV added / token" in out
+    # the cell's words in one piece (the terminal table wraps them at 160 columns since compare
+    # gained its whole-model FLOPs column)
+    md, _ = run(
+        "compare", "step-3.7-flash", "mistral-7b", "--seq-len", "128k", "--format", "markdown"
+    )
+    assert "| 0 B (window full) |" in md
     rows = json.loads(run("compare", "mistral-7b", "llama-3-8b", "--format", "json")[0])
     assert [r["kv_window_full"] for r in rows] == [True, False]
     _, err = run("compare", "deepseek-v3", "--as-variants", "--seq-len", "1M")

@@ -139,9 +139,14 @@ def command(
         note = f"{full} {note}".strip()
 
     scope = (
-        "FLOPs and bytes: the attention layers' (projections and core, every layer), not the "
-        "FFN, experts or head (mlacalc roofline --scope model times the whole step); prefill "
-        "counts every (query, key) pair, not the causal half (as report without --causal)."
+        "Decode and prefill FLOPs and bytes: the attention layers' (projections and core, "
+        "every layer), not the FFN, experts or head (mlacalc roofline --scope model times the "
+        "whole step); prefill counts every (query, key) pair, not the causal half (as report "
+        f"without --causal). FLOPs / token (model): the whole model's for one token attending "
+        f"{seq_len:,} keys (a decode step of batch 1, as report's table of it): the weights' "
+        "products (about 2 x active params), attention's over the context and the element-wise "
+        "rest; JSON and CSV give the first two apart (forward_weight_flops_per_token, "
+        "forward_attention_flops_per_token), report each part."
     )
     note = f"{note} {scope}".strip()
 
@@ -162,6 +167,7 @@ def command(
                     "decode bytes (attention, fused)",
                     "decode FLOP/byte (attention)",
                     "prefill FLOPs (attention, batch 1, all pairs)",
+                    "FLOPs / token (model)",
                 ],
                 [
                     [
@@ -180,6 +186,7 @@ def command(
                         human_bytes(r["decode_fused_bytes"]),
                         f"{r['decode_arithmetic_intensity_flops_per_byte']:,.1f}",
                         human_si(r["prefill_flops"]),
+                        human_si(r["forward_flops_per_token"]),
                     ]
                     for r in rows
                 ],

@@ -71,7 +71,8 @@ from mlacalc.words.vocab import MATMUL_STAGES
 @set_option
 @format_option
 def command(model, seq_len, batch, kv_dtype, weight_dtype, impl, phase, q_len, causal, sets, fmt):
-    """Parameters, weights, KV cache and attention FLOPs of one model.
+    """Parameters, weights, KV cache and attention FLOPs of one model, and its whole forward
+    FLOPs per token at --seq-len (weights' products and attention's over the context).
 
     MODEL is a shipped name (see `mlacalc list`), a YAML model file or a Hugging Face config.json.
 
@@ -326,7 +327,52 @@ def _report_sections(doc: dict) -> list[Section]:
             note=_flops_note(doc),
         )
     )
+    sections.append(_forward_section(doc))
     return sections
+
+
+#: The weights' parts of the forward FLOPs, as the table names them.
+_FORWARD_PARTS = {
+    "attention_projections": "weights: attention projections",
+    "dense": "weights: dense FFN, shared experts, router",
+    "experts": "weights: routed experts a token activates",
+    "head": "weights: output head",
+    "other": "weights: other (hyper-connections)",
+}
+
+
+def _forward_section(doc: dict) -> Section:
+    """The whole model's forward FLOPs of one token at the report's seq_len: the weights'
+    products by part, attention's over the context, the element-wise rest, beside 2 x the
+    active parameters."""
+    f, active = doc["forward_flops_per_token"], doc["parameters"]["active"]
+    total = f["total_flops"]
+
+    def row(label: str, v: int) -> list[str]:
+        return [label, f"{v:,}", human_si(v), f"{100 * v / total:.2f}%"]
+
+    rows = [row(_FORWARD_PARTS[k], v) for k, v in f["weight_flops_by_part"].items() if v]
+    rows += [
+        row("weights' products", f["weight_flops"]),
+        row(f"attention over {f['seq_len']:,} keys (scores and values)", f["attention_flops"]),
+        row("element-wise (norms, RoPE, activations)", f["elementwise_flops"]),
+        row("total", total),
+        ["2 x active parameters (for comparison)", f"{2 * active:,}", human_si(2 * active), ""],
+    ]
+    impl = f", {f['impl']} MLA" if f["impl"] else ""
+    return Section(
+        f"Forward FLOPs per token, whole model, at seq_len {f['seq_len']:,}",
+        ["part", "FLOPs", "approx.", "share"],
+        rows,
+        note=(
+            f"one token's forward pass attending {f['seq_len']:,} keys (a decode step of batch 1"
+            f"{impl}, as the engines run it; a window's keys in a sliding layer, a DSA layer's "
+            "top-k and its indexer over every key): the kernels roofline --scope model "
+            "counts. The weights' products are about 2 x the active parameters (a norm's "
+            "weights multiply nothing); attention's grow with the context (a linear or Mamba "
+            "layer's state update counts there too)."
+        ),
+    )
 
 
 def _mla_default_note(doc: dict[str, Any]) -> str:
