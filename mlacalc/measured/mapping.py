@@ -184,6 +184,7 @@ from mlacalc.timemodel.moe_time import (
     triton_moe_row_tile,
     triton_moe_tuned,
     trtllm_gen_row_tile,
+    vllm_expert_map,
 )
 from mlacalc.words.dtypes import WEIGHT_ELEMENT_BYTES, WEIGHT_SCALE_BYTES
 from mlacalc.words.engines import engine_of_framework
@@ -2048,6 +2049,8 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
         mma_sync=marlin[ok].astype(np.float64),
         # the Triton fused MoE streams every routed pair's rows (moe_time.ALL_PAIRS_MOE)
         all_pairs=triton_fused_moe(srcs)[ok].astype(np.float64),
+        # vLLM's expert map outside its Triton MoE, over more than one rank (moe_time.EP_MAP_MOE)
+        ep_map=(vllm_expert_map(srcs) & (ep > 1))[ok].astype(np.float64),
         # TensorRT-LLM-gen's block-scaled fp8 MoE: the bf16 rate, every routed pair streamed
         # (moe_time.BF16_RATE_MOE, PAIR_STREAM_MOE); its bf16, fp8 ones' 8-row tile (GEN_ROWS8_MOE;
         # the block-scaled one's row tile is the mean load's, above)

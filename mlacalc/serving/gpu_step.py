@@ -1293,6 +1293,7 @@ class StepModel:
                     "hidden": np.full_like(T, d),
                     "inter": np.full_like(T, inter),
                     "experts": np.full_like(T, local),
+                    "ep": np.full_like(T, lay.ep),  # vLLM's expert map (moe_time.EP_MAP_MOE)
                     "topk": np.full_like(T, k),
                     "active_experts": active,
                     "max_tokens_per_expert": np.maximum(

@@ -43,6 +43,7 @@ __all__ = [
     "DEEPEP_STEP",
     "DEEPGEMM_MOE",
     "ENGINE_MOE_KERNEL",
+    "EP_MAP_MOE",
     "FLASHINFER_HOPPER_TILE",
     "FLASHINFER_TILED_KERNELS",
     "FUSED_SORT_TOKENS",
@@ -85,6 +86,7 @@ __all__ = [
     "triton_moe_row_tile",
     "triton_moe_tuned",
     "trtllm_gen_row_tile",
+    "vllm_expert_map",
     "wave_drawn",
     "whole_row_tiles",
 ]
@@ -766,6 +768,26 @@ def triton_fused_moe(source: Any) -> np.ndarray:
     )
 
 
+#: The column (1 or 0) of a call of vLLM's Triton MoE (its fused MoE, ``..._triton_tritonexperts``,
+#: or the triton_kernels MXFP4 MoE, ``..._oaitriton...``) with experts over more than one rank:
+#: vLLM maps the routed expert ids to the rank's through its expert map outside the kernel, which
+#: its FlashInfer MoE and SGLang's Triton MoE take inside (as recalled; ``ep_map_s`` once a call;
+#: default 0). The measured H100 rows show it at one token, where the touched weights are a few MB
+#: either way: one ``fixed_s`` for both left vLLM's bf16 Triton rows predicted 6-8 us too slow at
+#: EP 8-256 and 15-16 us at TP 2-32, its MXFP4 rows up to 6 us and 14-18 us, where its FlashInfer
+#: fp8 rows and SGLang's Triton rows show no such gap: docs/time-model.md, "vLLM's expert map"
+EP_MAP_MOE = "ep_map"
+
+
+def vllm_expert_map(source: Any) -> np.ndarray:
+    """Per ``kernel_source`` whether it names one of vLLM's Triton MoE kernels, which take the
+    expert map outside the kernel (:data:`EP_MAP_MOE`)."""
+    src = np.asarray(source).astype(str)
+    vllm = np.char.startswith(src, "vllm_")
+    triton = np.char.endswith(src, "_triton_tritonexperts") | (np.char.find(src, "oaitriton") >= 0)
+    return vllm & triton
+
+
 #: The class variant of a model step's routed experts behind DeepEP's dispatch and combine
 #: (:func:`~mlacalc.words.kernels.variant_of`: shape ``deepep``; EP over more ranks than TP's
 #: group): a batch of its own, which :func:`engine_moe_tiles` runs as the engine's kernel there
@@ -909,6 +931,10 @@ def engine_moe_tiles(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ker
         batch = dataclasses.replace(
             batch, shape={**batch.shape, ALL_PAIRS_MOE: np.ones(len(batch))}
         )
+    if vllm_expert_map([kernel])[0]:
+        # vLLM's expert map outside its Triton MoE, over more than one rank (EP_MAP_MOE)
+        mapped = (col(batch, "ep", 1) > 1).astype(np.float64)
+        batch = dataclasses.replace(batch, shape={**batch.shape, EP_MAP_MOE: mapped})
     return _engine_tiles(batch, engine, fig)
 
 
@@ -1064,6 +1090,9 @@ def _around_gemms_s(
     # ins take none: engine_profiles.with_generation_kernels); docs/time-model.md, "A cost per
     # expert of the rank"
     extra = extra + prm["expert_s"] * col(batch, "experts", 0)
+    # ``ep_map_s`` once a call of vLLM's Triton MoE with its experts over ranks: the expert
+    # map's kernels outside the GEMMs (:data:`EP_MAP_MOE`; default 0)
+    extra = extra + np.where(col(batch, EP_MAP_MOE, 0) > 0, prm["ep_map_s"], 0.0)
     # ``hidden_s`` a hidden element, once a call: the latency of one hidden row in the kernels
     # around the GEMMs that give a CTA a row (the permutation with its quantization, the
     # finalize), whose time at a few tokens is one CTA's loop over the row, not the SMs'
