@@ -2010,3 +2010,30 @@ def test_vllm_trtllm_gen_bf16_rows_of_experts_over_the_l2():
     sel &= src == "vllm_unquantizedfusedmoe_flashinfer_trtllm_trtllmbf16experts"
     assert sel.sum() > 300
     assert np.median(pred[sel] / t.seconds[sel] - 1.0) > -0.2
+
+
+def test_vllms_triton_moe_pays_its_expert_map_once_a_call_over_ranks():
+    """vLLM's Triton MoE kernels (fused MoE, triton_kernels MXFP4) with experts over more than
+    one rank carry ``ep_map`` (moe_time.EP_MAP_MOE), from their ``kernel_source`` in a measured
+    row and from the step's ``ep`` in a served step of vLLM's Hopper class; SGLang's Triton MoE
+    and vLLM's FlashInfer MoE do not. A call that carries it takes ``ep_map_s`` more, once."""
+    from mlacalc.timemodel.moe_time import EP_MAP_MOE, engine_moe_tiles, vllm_expert_map
+
+    assert vllm_expert_map(
+        [
+            "vllm_unquantizedfusedmoe_triton_tritonexperts",
+            "vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic",
+            "sglang_fused_moe_triton",
+            "vllm_modeloptfp8moe_flashinfer_cutlass_flashinferexperts",
+        ]
+    ).tolist() == [True, True, False, False]
+    tokens = np.array([64.0, 64.0])
+    shape = {"tokens": tokens, "experts": np.array([32.0, 256.0]), "ep": np.array([8.0, 1.0])}
+    step = KernelBatch("moe", "bf16", tokens, tokens, np.ones(2), shape)
+    assert engine_moe_tiles(step, "vllm", FIG).shape[EP_MAP_MOE].tolist() == [1.0, 0.0]
+    assert EP_MAP_MOE not in engine_moe_tiles(step, "sglang", FIG).shape
+    calls = _moe_batch(tokens=[64.0, 64.0], ep_map=[1.0, 0.0])
+    prm = default_params("moe")
+    prm["ep_map_s"] = 1e-5
+    extra = kernel_terms(calls, FIG, prm)["extra_s"]
+    assert extra[0] - extra[1] == pytest.approx(1e-5 * REFERENCE_CLOCK_HZ / FIG.clock_hz)
