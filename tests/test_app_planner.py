@@ -177,7 +177,7 @@ def test_memory_in_gib_not_bytes():
     assert f"{p.weights_per_gpu_bytes:,}" not in text and " bytes**" not in text
     # the memory line is at the request mix's context, not the capacity heading's above it
     mix = f"**At the request mix** ({D.ISL + D.OSL:,} tokens a sequence, input and output)"
-    assert mix in text and f"largest batch **{p.max_batch:,}** sequences" in text
+    assert mix in text and f"largest batch **{p.max_batch:,} sequences**" in text
 
 
 def test_url_with_a_repeated_key_or_tp_above_gpus_gets_a_notice():
