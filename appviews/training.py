@@ -64,7 +64,8 @@ def _search_section(sc: Scenario, kw: dict) -> None:
         top = int(c[2].number_input("layouts shown", 1, 100, 5, key="tr_search_top"))
         if not c[3].button("Search", key="tr_search_go"):
             st.caption(
-                "Every tp (within a node) x cp x pp x dp x ep, ZeRO 0-3, recompute policy and "
+                "Every tp (within a node, or an NVLink domain of several: GB200's 72) x cp x pp "
+                "x dp x ep, ZeRO 0-3, recompute policy and "
                 "micro-batch splitting the global batch, each priced as this tab prices one, "
                 "at the sequence length above; the precision, optimizer, MLA path, SwiGLU, "
                 "overlap, SMs and LoRA inputs above held fixed."

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import click
 
@@ -364,7 +365,7 @@ def command(
         )
     elif launch:  # said, not left blank: a plan that does not fit has nothing to launch
         text = f"# no {launch} launch commands: the deployment does not fit ({p.overflow})\n"
-    emit(fmt, doc, lambda: sections(p, loaded))
+    emit(fmt, doc, lambda: sections(p, loaded, hardware))
     if fmt in ("table", "markdown"):
         click.echo(with_kernel_versions(note, p.profile) + text, nl=False)
 
@@ -542,7 +543,12 @@ def decode_at(p) -> str:
 
 
 def times_note(
-    profile: str, calibration: str, engine: str = "trtllm", default_note: str = ""
+    profile: str,
+    calibration: str,
+    engine: str = "trtllm",
+    default_note: str = "",
+    hardware: Any = None,
+    gpus: int | None = None,
 ) -> str:
     """The provenance of the times: the serving engine whose kernels are timed (with
     ``default_note``, Plan.default_engine_note: the default engine, its scheduler defaults not
@@ -553,9 +559,22 @@ def times_note(
     return (
         "Times are the kernel time model's predictions"
         + f" ({how})"
-        + ", collectives within a node included; traffic between nodes at 80% of the "
-        "network's datasheet bandwidth."
+        + f", {_network_words(hardware, gpus)}."
     )
+
+
+def _network_words(hardware: Any, gpus: int | None) -> str:
+    """:func:`~mlacalc.serving.comm.network_words` of ``hardware`` (a name, a file, a spec;
+    None or one that does not load again: a node's words) and the deployment's ``gpus``."""
+    from mlacalc.hardware.catalogue import load_hardware  # deferred: --help stays light
+    from mlacalc.serving.comm import network_words
+    from mlacalc.words.errors import MlacalcError
+
+    try:
+        hw = None if hardware is None else load_hardware(hardware)
+    except (MlacalcError, OSError):
+        hw = None
+    return network_words(hw, gpus)
 
 
 def gpus_text(p) -> str:
@@ -600,19 +619,23 @@ def moe_kernel_note(p) -> str:
     return f"The routed experts are timed as {p.moe_kernel}{asked}."
 
 
-def plan_note(p) -> str:
+def plan_note(p, hardware: Any = None) -> str:
     """The plan table's note: where its times come from and the error to expect; where the
     plan shows no time (nothing fits), that, not a provenance of times not given (trial12:
     "Times are the kernel time model's predictions" under a plan with none)."""
     if p.decode_step_s is None and p.ttft_s is None:
         return "No times: the plan does not fit (the 'fits' row says why and what to change)."
-    note = times_note(p.profile, p.calibration, p.engine, p.default_engine_note)
+    gpus = p.gpus + (p.prefill_gpus or 0)
+    note = times_note(
+        p.profile, p.calibration, p.engine, p.default_engine_note, hardware or p.hardware, gpus
+    )
     return note + (f"\n{p.prediction['note']}" if p.prediction.get("note") else "")
 
 
-def sections(p, model=None) -> list[Section]:
+def sections(p, model=None, hardware: Any = None) -> list[Section]:
     """The plan as tables: memory and capacity, serving figures, the step's kernels (each
-    attention kernel with its kind of layer, where ``model``'s layers differ)."""
+    attention kernel with its kind of layer, where ``model``'s layers differ); ``hardware``
+    (the device as given, a file's path too; None: the plan's name) for the links' words."""
     out = [
         Section(
             f"Plan: {p.model}",
@@ -620,7 +643,7 @@ def sections(p, model=None) -> list[Section]:
             plan_rows(
                 p, bool(model is not None and model.compress_ratios), latent_copied(p, model)
             ),
-            note=plan_note(p),
+            note=plan_note(p, hardware),
         )
     ]
     if p.ttft_s is not None:

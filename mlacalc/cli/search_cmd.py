@@ -316,7 +316,7 @@ def _launch_lines(launch, model_path, hardware, result, engine, isl, loaded) -> 
     default=None,
     help="Tensor-parallel degrees to try, e.g. 8 or 4,8 (an attention group's GPUs, as plan's "
     "--tp: SGLang's --tp 8 --dp 8 --enable-dp-attention is --tp 1 --dp-attention on; "
-    "default: every one within a node).",
+    "default: every one within a node, or GB200's 72-GPU NVLink domain).",
 )
 @click.option(
     "--pp",
@@ -623,13 +623,15 @@ def sections(
         if value
     ]
     if result.best:
+        b = result.best
         best_note = times_note(
             result.profile,
             result.best_calibration or result.calibration,
             result.engine,
             result.default_engine_note,
+            hardware or result.hardware,
+            b["gpus"],  # one deployment's (a replica's under a budget), both pools'
         )
-        b = result.best
         if result.budget:
             best_note += (
                 f" Budget {result.budget} GPUs: {b['replicas']} replica(s) of {b['gpus']} GPUs, "
@@ -670,7 +672,11 @@ def sections(
                 ["reason", "points"],
                 [[k, str(v)] for k, v in sorted(result.reasons.items())],
                 note=times_note(
-                    result.profile, result.calibration, result.engine, result.default_engine_note
+                    result.profile,
+                    result.calibration,
+                    result.engine,
+                    result.default_engine_note,
+                    hardware or result.hardware,
                 )
                 if result.points
                 else notes_text(result.notes),

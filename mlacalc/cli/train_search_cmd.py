@@ -151,10 +151,11 @@ def command(model, hardware, gpus, global_batch, seq_len, top, tp, pp, cp, ep, m
             virtual_stages, zero, recompute, sets, fmt, **fixed):  # fmt: skip
     """Which layouts of N GPUs fit a model's training, and which is fastest.
 
-    Every layout of --gpus GPUs (tensor parallel within a node, context, pipeline, data and
-    expert parallel, ZeRO 0-3, recompute none / kv_up / full, micro-batches that split the
-    global batch), each priced as `mlacalc train` prices it; the fastest that fit, and why
-    the rest do not. The other options are train's, held fixed.
+    Every layout of --gpus GPUs (tensor parallel within a node, or an NVLink domain of
+    several: GB200's 72 GPUs; context, pipeline, data and expert parallel, ZeRO 0-3,
+    recompute none / kv_up / full, micro-batches that split the global batch), each priced
+    as `mlacalc train` prices it; the fastest that fit, and why the rest do not. The other
+    options are train's, held fixed.
 
     \b
     Examples:

@@ -51,12 +51,42 @@ __all__ = [
     "isca_comm_bound_tpot",
     "kv_transfer",
     "kv_transfer_seconds",
+    "network_words",
     "remote_nodes_per_token",
 ]
 
 LINK_EFFICIENCY = 0.8
 #: fp8 dispatch carries one fp32 scale per 128-element block (DeepEP, DeepGEMM block scaling)
 FP8_SCALE_BLOCK = 128
+
+
+def network_words(hw: HardwareSpec | None, gpus: int | None = None) -> str:
+    """How the times take the links, as a plan's or search's note says it: collectives within
+    one scale-up fabric included (the kernel model's, :func:`comm_seconds` beyond), traffic
+    beyond it at :data:`LINK_EFFICIENCY` of the network's bandwidth. The fabric is the node's
+    (8 GPUs of an H100, H200 or B200 node) unless the device's NVLink domain spans several
+    nodes (GB200's NVL72 rack of 4-GPU trays): then the domain is named, and a deployment of
+    ``gpus`` that fits one is said to send nothing over the network (a new user's trial read
+    "within a node" of 72 GPUs on GB200, a 4-GPU tray, as traffic over the network)."""
+    share = f"{LINK_EFFICIENCY:.0%}"
+    domain = hw.scale_up_gpus if hw is not None else None
+    node = hw.gpus_per_node if hw is not None else None
+    if domain is None or node is None or domain <= node:
+        return (
+            f"collectives within a node included; traffic between nodes at {share} of the "
+            "network's datasheet bandwidth"
+        )
+    fabric = (hw.scale_up_link or "scale-up fabric").split()[0]
+    words = (
+        f"collectives within a scale-up domain ({fabric}, {domain} GPUs on {hw.name}, "
+        f"{node}-GPU nodes) included; traffic between domains at {share} of the network's "
+        "datasheet bandwidth"
+    )
+    if gpus == 1:
+        words += "; one GPU: no traffic crosses the network"
+    elif gpus is not None and gpus <= domain:
+        words += f"; these {gpus:,} GPUs fit one domain: no traffic crosses the network"
+    return words
 
 
 def remote_nodes_per_token(group: int, per_node: int, topk: int) -> float:

@@ -1,11 +1,11 @@
 """Search deployments: layouts x batch sizes x dtypes x aggregated/disaggregated.
 
-For each GPU count, every layout that divides the model (tensor parallel within a node, data
-parallel beyond; pipeline stages, with expert parallelism inside each for MoE models; expert
-parallel and DP-attention for MoE models, with redundant experts where the GPU count does not
-divide the experts), each weight and KV dtype, with and without two-batch overlap (MoE models), is
-evaluated at every
-batch size that fits, in steady state at the given input and output lengths, the way
+For each GPU count, every layout that divides the model (tensor parallel within a scale-up
+domain, a node or an NVL72 rack, data parallel beyond; pipeline stages, with expert
+parallelism inside each for MoE models; expert parallel and DP-attention for MoE models, with
+redundant experts where the GPU count does not divide the experts), each weight and KV
+dtype, with and without two-batch overlap (MoE models), is evaluated at every batch size
+that fits, in steady state at the given input and output lengths, the way
 :func:`mlacalc.plan` evaluates one deployment (the decode steps of all batch sizes of a layout
 in one vectorised call). Disaggregated points pair the decode pool with every prefill pool (of
 the same GPU counts, both pools within the largest count, reported with the point) whose prompt

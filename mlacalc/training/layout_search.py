@@ -388,7 +388,8 @@ def training_search(
                 fits = _search_shape(price, shape, mbs, these, policies, not_fit)
                 fitting += [(shape, *f) for f in fits]
         if not tried:
-            raise _nothing_splits(m, node, counts, seq_len, batch, only)
+            unit = "scale-up domain" if hw.scale_up_domain_gpus else "node"
+            raise _nothing_splits(m, node, counts, seq_len, batch, only, unit)
         rows = _collapse(_timed_top(price, fitting, top, policies))[:top]
     return TrainingSearch(
         model=m.name,
@@ -571,10 +572,13 @@ def _refuse_limits(m: ModelConfig, only: dict, attention: str, impl: str, schedu
         )
 
 
-def _nothing_splits(m, node, counts, seq_len, batch, only) -> InvalidArgumentError:
+def _nothing_splits(
+    m, node, counts, seq_len, batch, only, unit: str = "node"
+) -> InvalidArgumentError:
     """The error where no layout divides: the global batch, else the one restriction without
     which some layout would (the micro-batch named with the shares it must divide), else the
-    restrictions together."""
+    restrictions together. ``unit``: what bounds tp, in words (a node; an NVLink domain of
+    several nodes, GB200's 72 GPUs, a "scale-up domain": a 4-GPU tray is GB200's node)."""
     dps = sorted({s[3] for g in counts for s, _ in _shapes(m, node, g, seq_len, None, only)})
     if dps and not any(batch % dp == 0 for dp in dps):
         return InvalidArgumentError(
@@ -616,12 +620,12 @@ def _nothing_splits(m, node, counts, seq_len, batch, only) -> InvalidArgumentErr
                 name,
                 f"with {name} {_listed(only[name])} no layout of "
                 f"{', '.join(map(str, counts))} GPUs divides as {m.label} needs "
-                f"({_NEEDS.format(m=m, node=node)}); loosen it",
+                f"({_NEEDS.format(m=m, node=node, unit=unit)}); loosen it",
             )
     return InvalidArgumentError(
         given[0] if given else "gpus",
         f"no layout of {', '.join(map(str, counts))} GPUs divides as {m.label} needs "
-        f"({_NEEDS.format(m=m, node=node)}) with "
+        f"({_NEEDS.format(m=m, node=node, unit=unit)}) with "
         + (", ".join(given) if given else "these settings")
         + " as given; loosen them",
     )
@@ -629,7 +633,7 @@ def _nothing_splits(m, node, counts, seq_len, batch, only) -> InvalidArgumentErr
 
 #: how a layout must divide, in the refusals' words
 _NEEDS = (
-    "its {m.num_attention_heads} heads over tp within a node of {node} GPUs (its "
+    "its {m.num_attention_heads} heads over tp within a {unit} of {node} GPUs (its "
     "num_key_value_heads split or copied whole), 2 x cp chunks "
     "dividing the sequence, pp at most its {m.num_hidden_layers} layers, ep dividing the experts"
 )
