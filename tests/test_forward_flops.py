@@ -177,3 +177,14 @@ def test_report_and_compare_give_the_whole_model(run):
     assert rows[1]["forward_attention_flops_per_token"] == v3.attention
     _, err = run("report", "llama-3-8b", "--seq-len", "0", code=2)
     assert "seq" in err
+
+
+def test_the_public_name_is_the_same_count():
+    """``mlacalc.forward_flops_per_token`` (exported, loaded on first use) is this module's."""
+    import mlacalc
+    from mlacalc.cost.forward import forward_flops_per_token
+
+    assert mlacalc.forward_flops_per_token is forward_flops_per_token
+    f = mlacalc.forward_flops_per_token("deepseek-v3", seq_len=4096)
+    assert f.total == f.weight_flops + f.attention + f.elementwise
+    assert abs(f.weight_flops / (2 * mlacalc.param_counts("deepseek-v3").active) - 1) < 1e-3
