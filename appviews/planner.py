@@ -928,8 +928,21 @@ def _show_provenance(result) -> None:
     st.caption(
         f"Per GPU: {pools}; times are the {model}, communication included"
         + (f" ({how})" if how else "")
-        + "."
+        + f"; {_links_words(result)}."
     )
+
+
+def _links_words(result) -> str:
+    """The links' words of the plan's footer (:func:`mlacalc.serving.comm.network_words`):
+    a node's, or GB200's NVLink domain of 72 GPUs and whether the deployment fits one."""
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.serving.comm import network_words
+
+    try:
+        hw = load_hardware(result.hardware)
+    except (mlacalc.MlacalcError, OSError):
+        hw = None
+    return network_words(hw, result.gpus + (result.prefill_gpus or 0))
 
 
 def _show_capacity(sc: Scenario, inputs: PlanInputs) -> None:

@@ -70,3 +70,19 @@ def test_train_search_says_a_domain_on_gb200_and_a_node_on_h100(run):
     assert "tp within a scale-up domain of 72 GPUs" in err
     _, err = run("train-search", *args, "--hw", "H100", code=2)
     assert "tp within a node of 8 GPUs" in err
+
+
+def test_app_planner_caption_says_the_links_as_plan_does():
+    """The app's planner caption said "communication included" alone: it now says the links
+    as plan's footer does, the domain on GB200 and the node on H200."""
+    pytest.importorskip("streamlit")
+    from _helpers import run_app
+
+    def caption(hw: str) -> str:
+        at = run_app("Capacity planner", model="deepseek-v2-lite", hw=hw)
+        return next(c.value for c in at.caption if c.value.startswith("Per GPU:"))
+
+    assert DOMAIN + "; these 8 GPUs fit one domain: no traffic crosses the network." in caption(
+        "GB200"
+    )
+    assert caption("H200").endswith(NODE + ".")
