@@ -15,7 +15,10 @@ CASES = [
     ('{"hidden_size": 2048, "model_type": "deepse', "1, column 37: a string opened here is "
      "never closed (the file may be cut short)"),
     ("hidden_size: 2048", "1, column 1: no JSON value starts here"),
-    ('{"a": 1,}', "1, column 9: a key in double quotes is missing here"),
+    ('{"a": 1,}', "1, column 9: a trailing ',' before the closing bracket here (JSON allows none)"),
+    ('{"a": [1, 2, ]}', "1, column 14: a trailing ',' before the closing bracket here (JSON allows "
+     "none)"),
+    ('{"a": 1, 2}', "1, column 10: a key in double quotes is missing here"),
     ('{"a": 1 "b": 2}', "1, column 9: a ',' is missing here"),
     ('{"a" 1}', "1, column 6: a ':' is missing here"),
     ('{"a": 1} x', "1, column 10: more text follows the end of the JSON value here"),

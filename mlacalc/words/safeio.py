@@ -189,7 +189,10 @@ def json_error_words(exc: json.JSONDecodeError) -> str:
     message ends mid-sentence ("Unterminated string starting at") where its position was cut
     off. A file that stops inside a value says it may be cut short."""
     what = _JSON_WORDS.get(exc.msg, exc.msg.removesuffix(" at"))
-    tail = exc.doc[exc.pos :] if isinstance(exc.doc, str) else ""
+    doc = exc.doc if isinstance(exc.doc, str) else ""
+    tail = doc[exc.pos :]
+    if tail[:1] in ("}", "]") and doc[: exc.pos].rstrip().endswith(","):
+        what = "a trailing ',' before the closing bracket here (JSON allows none)"
     ended = not tail.strip() or exc.msg.startswith("Unterminated")
     cut = " (the file may be cut short)" if ended and exc.pos > 0 else ""
     return f"line {exc.lineno}, column {exc.colno}: {what}{cut}"
