@@ -159,6 +159,22 @@ def test_weights_part_is_two_active_params_of_a_plain_model():
     assert v3.impl == "absorbed" and v3.weights["experts"] > v3.weights["dense"] > 0
 
 
+def test_hyper_connections_weights_are_other():
+    """DeepSeek-V4-Pro: its hyper-connections' products with their weights (each ``mhc_pre``'s
+    with ``hc_fn``, and ``hc_head``) are the ``other`` part, about 2 x their parameters (less
+    the biases and scales, which multiply nothing: 0.01%), and the weights' products come to
+    2 x the active parameters within 0.1% (97.53 G without them, 0.19% short)."""
+    m = mlacalc.load_model("deepseek-v4-pro")
+    f = forward_flops_per_token(m, 4096)
+    pc = param_counts(m)
+    hyper = pc.breakdown["hyper_connections"]
+    assert f.weights["other"] == pytest.approx(2 * hyper, rel=1e-3)
+    assert f.weights["other"] > 100 * 229_376  # more than hc_head's product alone
+    assert f.weight_flops == pytest.approx(2 * pc.active, rel=1e-3)
+    # what mhc_pre and mhc_post do besides (mixes by weights computed from the streams)
+    assert f.elementwise > 0
+
+
 def test_report_and_compare_give_the_whole_model(run):
     doc = json.loads(run("report", "llama-3-8b", "--seq-len", "4k", "--format", "json")[0])
     f = doc["forward_flops_per_token"]

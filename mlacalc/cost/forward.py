@@ -9,17 +9,21 @@ in the cache, batch 1, the implementation the serving engines run at decode, abs
 and sorts its FLOPs, so the figure is the same count ``roofline --scope model`` and the time
 model use, not a second formula:
 
-- weights' products (every ``gemm`` and ``moe`` kernel outside the attention core):
+- weights' products (every ``gemm`` and ``moe`` kernel outside the attention core, and the
+  weights' share of DeepSeek-V4's ``mhc_pre``):
   ``attention_projections`` (query, key/value, MLA's absorbed ``W_UK`` / ``W_UV``, output; a
   linear or Mamba layer's projections; a DSA indexer's projections), ``dense`` (dense FFNs,
   shared experts and the router), ``experts`` (the routed experts one token activates),
-  ``head`` (the output head) and ``other`` (DeepSeek-V4's hyper-connections, a compressor's
-  projections);
+  ``head`` (the output head) and ``other`` (DeepSeek-V4's hyper-connections: each
+  ``mhc_pre``'s product with its mixer's weights ``hc_fn`` and the head's mixer ``hc_head``;
+  the mixes by weights computed from the streams are element-wise, and a compressor's
+  projections count with the attention projections);
 - ``attention``: the attention core's products over the context (scores and values over the
   keys a layer keeps, a window's in a sliding layer, the top-k's in a DSA layer, and its
   indexer's scores over every key; a linear or Mamba layer's state update, which does not grow
   with the context, counts here too);
-- ``elementwise``: norms, RoPE, activations (a few FLOPs an element; nominal).
+- ``elementwise``: norms, RoPE, activations, the hyper-connections' mixes by computed weights
+  (a few FLOPs an element; nominal).
 
 For a plain model (no tied head) the weights' products are 2 x (active parameters less the
 norms' weights), which :mod:`tests.test_forward_flops` checks, and the whole sum is
@@ -33,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mlacalc.cost.engine import as_model
-from mlacalc.cost.model_step import kernel_stage, step_kernels
+from mlacalc.cost.model_step import hyper_weight_flops, kernel_stage, step_kernels
 from mlacalc.words import arguments as args
 from mlacalc.words.vocab import serving_impl
 
@@ -116,6 +120,10 @@ def forward_flops_per_token(model: Any, seq_len: int) -> ForwardFlops:
     for k in step_kernels(m, "decode", seq_len, 1):
         part = _part(k.name, k.kind)
         flops = int(k.flops) * int(k.calls)
+        if k.name == "mhc_pre":  # its product with the mixer's weights; the rest mixes
+            product = hyper_weight_flops(m.hc_mult, int(k.shape["elements"])) * int(k.calls)
+            parts["other"] += product
+            flops -= product
         if part in parts:
             parts[part] += flops
         else:

@@ -594,6 +594,14 @@ _STREAM_BYTES = 4
 COMPRESSED_KERNEL_VARIANTS = ("csa", "hca", "swa")
 
 
+def hyper_weight_flops(hc_mult: int, elements: int) -> int:
+    """The weights' product in one ``mhc_pre`` (:func:`hyper_kernels`) over ``elements`` stream
+    values (tokens x ``n d``): the streams times the mixer's ``(2 + n) n`` x ``n d`` weights
+    (``hc_fn``). The rest of ``mhc_pre`` and all of ``mhc_post`` mix by weights computed from
+    the streams, not by parameters."""
+    return 2 * elements * (2 + hc_mult) * hc_mult
+
+
 def hyper_kernels(m: ModelConfig, tokens: int, dt: _Dtypes) -> list[Kernel]:
     """DeepSeek-V4's hyper-connections (``hc_mult`` = ``n`` residual streams of ``d``, float32
     as the engines hold them), as the engines run them (the measured ``mhc`` tables): around
@@ -608,7 +616,7 @@ def hyper_kernels(m: ModelConfig, tokens: int, dt: _Dtypes) -> list[Kernel]:
     n, d, L = m.hc_mult, m.hidden_size, m.num_hidden_layers
     if not n:
         return []
-    width, mix = n * d, (2 + n) * n
+    width = n * d
     streams = tokens * width * _STREAM_BYTES
     one = packed_bytes(tokens * d, dt.a_bits)  # the sublayer's input or output
     small = 16  # the head mixer's weights, bias and scale: bf16 in the checkpoint
@@ -617,7 +625,7 @@ def hyper_kernels(m: ModelConfig, tokens: int, dt: _Dtypes) -> list[Kernel]:
             "mhc_pre",
             "elementwise",
             dt.act,
-            tokens * (2 * width * mix + 2 * width),
+            hyper_weight_flops(n, tokens * width) + tokens * 2 * width,
             streams + one,
             calls=2 * L,
             shape={"elements": tokens * width, "mhc": 1},
