@@ -195,6 +195,27 @@ def test_report_and_compare_give_the_whole_model(run):
     assert "seq" in err
 
 
+def _forward_note(run, *argv):
+    text = run("report", *argv, "--seq-len", "4k", "--format", "markdown")[0]
+    return text[text.index("### Forward FLOPs") :].split("one token's", 1)[1].split("\n\n")[0]
+
+
+def test_report_forward_note_is_the_models_own(run):
+    """The forward table's note names the keys of the model's own layer kinds (no window nor
+    DSA for Llama-3-70B), and says when --impl asks for another MLA implementation than the
+    absorbed decode it counts."""
+    plain = _forward_note(run, "llama-3-70b")
+    assert "window" not in plain and "DSA" not in plain and "Mamba" not in plain
+    assert "--impl" not in plain
+    assert "sliding layer's window" in _forward_note(run, "gpt-oss-120b")
+    dsa = _forward_note(run, "deepseek-v3.2")
+    assert "DSA layer's top-k" in dsa and "window" not in dsa
+    assert "Mamba layer's state update" in _forward_note(run, "falcon-h1-34b")
+    naive = _forward_note(run, "deepseek-v3", "--impl", "naive")
+    assert "--impl naive does not apply here" in naive and "absorbed MLA" in naive
+    assert "--impl" not in _forward_note(run, "deepseek-v3", "--impl", "absorbed")
+
+
 def test_the_public_name_is_the_same_count():
     """``mlacalc.forward_flops_per_token`` (exported, loaded on first use) is this module's."""
     import mlacalc

@@ -360,19 +360,53 @@ def _forward_section(doc: dict) -> Section:
         ["2 x active parameters (for comparison)", f"{2 * active:,}", human_si(2 * active), ""],
     ]
     impl = f", {f['impl']} MLA" if f["impl"] else ""
+    asked, other = doc["settings"].get("impl"), ""
+    if asked and f["impl"] and asked != f["impl"]:
+        other = (
+            f" --impl {asked} does not apply here: this table counts the decode the engines "
+            f"run, {f['impl']} MLA."
+        )
+    keys, state = _forward_clauses(doc["layers"])
     return Section(
         f"Forward FLOPs per token, whole model, at seq_len {f['seq_len']:,}",
         ["part", "FLOPs", "approx.", "share"],
         rows,
         note=(
             f"one token's forward pass attending {f['seq_len']:,} keys (a decode step of batch 1"
-            f"{impl}, as the engines run it; a window's keys in a sliding layer, a DSA layer's "
-            "top-k and its indexer over every key): the kernels roofline --scope model "
+            f"{impl}, as the engines run it{keys}): the kernels roofline --scope model "
             "counts. The weights' products are about 2 x the active parameters (a norm's "
-            "weights multiply nothing); attention's grow with the context (a linear or Mamba "
-            "layer's state update counts there too)."
+            f"weights multiply nothing); attention's grow with the context{state}.{other}"
         ),
     )
+
+
+#: The keys a layer kind's attention core reads, in the forward note's words.
+_FORWARD_KEYS = {
+    "sliding": "a sliding layer's window of keys",
+    "chunked": "a chunked layer's keys of its own chunk",
+    "dsa": "a DSA layer's top-k keys and its indexer's scores over every key",
+    "msa": "a block-sparse layer's picked blocks of keys",
+    "csa": "a CSA layer's window and the top-k of its pooled keys (its indexer scores every "
+    "pooled key)",
+    "hca": "an HCA layer's window and every pooled key",
+    "swa": "a window-only layer's window",
+}
+
+
+def _forward_clauses(layers: dict[str, Any]) -> tuple[str, str]:
+    """The forward note's words on this model's own layer kinds (``report``'s ``layers``):
+    which keys its attention layers read, and whether a linear or Mamba layer's state update
+    counts with attention."""
+    names = [k["attention"] for k in layers["kinds"]] + list(layers["attention"])
+    kinds = {part.split("(")[0] for name in names for part in name.split("+")}
+    keys = "; ".join(words for kind, words in _FORWARD_KEYS.items() if kind in kinds)
+    recurrent = kinds & {"linear", "mamba", "mamba1", "mamba2"}
+    state = (
+        " (a linear or Mamba layer's state update, which does not, counts there too)"
+        if recurrent
+        else ""
+    )
+    return (f"; {keys}" if keys else ""), state
 
 
 def _mla_default_note(doc: dict[str, Any]) -> str:
