@@ -54,7 +54,7 @@ def test_no_latent_copy_warning_at_tp1_or_on_gqa_and_mha():
     assert not _said(plan("llama-2-7b", "H200", 4, isl=2000, osl=500, concurrency=8))  # MHA
     # TP2 inside each DP-attention group still copies it on 2 ranks: said
     (w,) = _said(plan("deepseek-v2-lite", "H200", 8, tp=2, dp_attention=True, **KW))
-    assert "(TP2)" in w and "other 1 ranks" in w
+    assert "(TP2)" in w and "the other 1 rank of its group" in w
 
 
 def test_a_dense_mla_model_is_pointed_to_fewer_ranks_not_dp_attention():

@@ -46,6 +46,7 @@ from mlacalc.words.arguments import whole
 from mlacalc.words.dtypes import KVLayout, canonical_dtype, resolve_kv_layout
 from mlacalc.words.engines import ENGINE_LABELS, check_engine
 from mlacalc.words.errors import InvalidArgumentError
+from mlacalc.words.units import counted
 from mlacalc.words.vocab import SERVING_MODES
 
 __all__ = [
@@ -905,7 +906,7 @@ def latent_copies(
         f"{m.label}'s MLA cache (its {m.kv_lora_rank}-wide latent{rope}) is one head for every "
         f"query head, copied on every tensor-parallel rank (TP{lay.tp}): each GPU caches all "
         f"of it, {per_token:,} B a token, and holds {tokens:,} KV tokens, the same ones as the "
-        f"other {lay.tp - 1} ranks of its group ({every})"
+        f"other {counted(lay.tp - 1, 'rank')} of its group ({every})"
     )
     if p_lay is not None and p_lay.tp > 1:
         words += f"; the prefill pool's TP{p_lay.tp} copies it likewise"
