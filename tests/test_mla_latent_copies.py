@@ -45,6 +45,8 @@ def test_mla_at_tp8_says_the_latent_copy_and_dp_attentions_figures(lite):
     assert dpa.max_batch > 7 * tp8.max_batch  # its attention weights on each GPU cost a little
     assert "--tp 1 --dp-attention" in w and "--enable-dp-attention" in w
     assert "enable_attention_dp" in w and "--data-parallel-size" in w
+    # the layout printed splits the experts by tensor parallelism (no EP): vLLM's DP alone
+    assert "--enable-expert-parallel" not in w and "over the DP x TP ranks" in w
     assert not _said(dpa)  # TP1: nothing copied
 
 
@@ -55,6 +57,9 @@ def test_no_latent_copy_warning_at_tp1_or_on_gqa_and_mha():
     # TP2 inside each DP-attention group still copies it on 2 ranks: said
     (w,) = _said(plan("deepseek-v2-lite", "H200", 8, tp=2, dp_attention=True, **KW))
     assert "(TP2)" in w and "the other 1 rank of its group" in w
+    # with EP8 the DP-attention layout's experts go by EP: vLLM's flag for it is named
+    (w,) = _said(plan("deepseek-v2-lite", "H200", 8, ep=8, **KW))
+    assert "EP8: --tp 1" in w and "--data-parallel-size with --enable-expert-parallel" in w
 
 
 def test_a_dense_mla_model_is_pointed_to_fewer_ranks_not_dp_attention():

@@ -878,11 +878,26 @@ def kv_head_copies(m: ModelConfig, lay: Layout, p_lay: Layout | None) -> tuple[s
 #: largest batch (every attention group's sequences) the cache holds at the context
 CacheFigures = tuple[int, int, int]
 
-#: DP-attention in each engine's words (launch lines' options; from recall of their docs)
+#: DP-attention in each engine's words (launch lines' options; from recall of their docs,
+#: not checked against a stored copy). vLLM's is its data parallelism of the attention; its
+#: MoE layers then run over the DP x TP ranks, split by tensor parallelism, or by experts
+#: with --enable-expert-parallel (:func:`_dp_attention_flags`)
 DP_ATTENTION_FLAGS = (
     "SGLang's --enable-dp-attention, TensorRT-LLM's enable_attention_dp, vLLM's "
-    "--data-parallel-size with --enable-expert-parallel"
+    "--data-parallel-size"
 )
+
+
+def _dp_attention_flags(ep: int) -> str:
+    """:data:`DP_ATTENTION_FLAGS` with the words of vLLM's flags that give a layout of ``ep``
+    expert-parallel ranks (1: its MoE split by tensor parallelism over the DP x TP ranks,
+    the layout whose figures are printed; recalled, as the flags are)."""
+    moe = (
+        "with --enable-expert-parallel (its experts over the DP x TP ranks)"
+        if ep > 1
+        else "(its MoE split by tensor parallelism over the DP x TP ranks)"
+    )
+    return f"{DP_ATTENTION_FLAGS} {moe}"
 
 
 def latent_copies(
@@ -910,10 +925,11 @@ def latent_copies(
     )
     if p_lay is not None and p_lay.tp > 1:
         words += f"; the prefill pool's TP{p_lay.tp} copies it likewise"
-    if not m.is_moe:  # the engines run DP-attention for MoE models only
+    if not m.is_moe:  # the engines run DP-attention for MoE models only (recalled)
         return (
-            words + "; the engines run DP-attention only with MoE layers: fewer tensor-"
-            "parallel ranks (dp replicas where the weights fit) cache more sequences",
+            words + "; the engines run DP-attention only with MoE layers (recalled from their "
+            "docs): fewer tensor-parallel ranks (dp replicas where the weights fit) cache more "
+            "sequences",
         )
     try:
         alt = make_layout(
@@ -933,7 +949,7 @@ def latent_copies(
     )
     return (
         words + f"; DP-attention splits the attention by sequences instead ({alt.describe()}: "
-        f"--tp 1 --dp-attention; {DP_ATTENTION_FLAGS}): {held}",
+        f"--tp 1 --dp-attention; {_dp_attention_flags(alt.ep)}): {held}",
     )
 
 
