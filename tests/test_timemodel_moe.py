@@ -2015,8 +2015,9 @@ def test_vllm_trtllm_gen_bf16_rows_of_experts_over_the_l2():
 def test_vllms_triton_moe_pays_its_expert_map_once_a_call_over_ranks():
     """vLLM's Triton MoE kernels (fused MoE, triton_kernels MXFP4) with experts over more than
     one rank carry ``ep_map`` (moe_time.EP_MAP_MOE), from their ``kernel_source`` in a measured
-    row and from the step's ``ep`` in a served step of vLLM's Hopper class; SGLang's Triton MoE
-    and vLLM's FlashInfer MoE do not. A call that carries it takes ``ep_map_s`` more, once."""
+    row (the helper here; a mapped table's rows in the next test) and from the step's ``ep`` in
+    a served step of vLLM's Hopper class; SGLang's Triton MoE and vLLM's FlashInfer MoE do not.
+    A call that carries it takes ``ep_map_s`` more, once."""
     from mlacalc.timemodel.moe_time import EP_MAP_MOE, engine_moe_tiles, vllm_expert_map
 
     assert vllm_expert_map(
@@ -2037,3 +2038,36 @@ def test_vllms_triton_moe_pays_its_expert_map_once_a_call_over_ranks():
     prm["ep_map_s"] = 1e-5
     extra = kernel_terms(calls, FIG, prm)["extra_s"]
     assert extra[0] - extra[1] == pytest.approx(1e-5 * REFERENCE_CLOCK_HZ / FIG.clock_hz)
+
+
+def test_vllms_measured_moe_rows_carry_the_expert_map_from_source_and_ep():
+    """vLLM's H100 ``moe_perf`` mapped: a Triton row (fused MoE, triton_kernels MXFP4) with
+    ``moe_ep_size`` 8 carries ``ep_map`` 1, the same kernel at EP 1 carries 0, and a FlashInfer
+    row at EP 8 carries 0 (the map is built in Triton's wrapper alone)."""
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.tables import load_measured
+
+    (path,) = (MEASURED / "h100_sxm" / "moe" / "vllm").glob("*/moe_perf.parquet")
+    (t,) = load_measured(path).tables
+    src = t.column("kernel_source").astype(str)
+    ep = t.column("moe_ep_size")
+    ep_map = np.full(len(t), np.nan)
+    for part in map_table(t).parts:
+        ep_map[part.rows] = part.batch.shape["ep_map"]
+    triton = np.isin(
+        src,
+        [
+            "vllm_unquantizedfusedmoe_triton_tritonexperts",
+            "vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic",
+        ],
+    )
+    flashinfer = np.char.find(src.astype(str), "_flashinfer_") >= 0
+    for rows, want in (
+        (triton & (ep == 8), 1.0),
+        (triton & (ep == 1), 0.0),
+        (flashinfer & (ep == 8), 0.0),
+    ):
+        got = ep_map[rows]
+        got = got[np.isfinite(got)]  # rows the mapping keeps
+        assert got.size > 100 and np.all(got == want)
