@@ -134,10 +134,11 @@ LONG_SEQUENCE_S: dict[tuple[str, str], float] = {
 #: what carrying it was tried at). H100's figure is chosen with its two sparse classes
 #: (``mla_decode:bf16:sparse``, ``sparse_walk``), which are fitted on these rows' residuals
 #: and had carried the growth in their call latencies (its figure 0.7 us under them): each of
-#: 4, 6, 8 and 11.7 us with the two classes refitted under it, the least summed median |error|
-#: of H100's DSA decode and prompt module rows (10.59, 10.18, 10.17, 11.14 points; 0 us 11.85),
-#: 6 us. A served step (vLLM's decode under its CUDA graph) takes none, as it takes no host
-#: floor.
+#: 4, 6, 8 and 11.7 us with the two classes refitted under it, the summed median |error| of
+#: H100's DSA decode and prompt module rows is 10.59, 10.18, 10.17 and 11.14 points (0 us:
+#: 11.85); 6 us is taken, within 0.01 point of the least (8 us): the sum is flat from 6 to 8 us
+#: and does not choose between them, and the smaller was taken. A served step (vLLM's decode
+#: under its CUDA graph) takes none, as it takes no host floor.
 SEQUENCE_DOUBLING_S: dict[tuple[str, str, str], float] = {
     # 11.92 -> 11.73 us refitted when the top-k's rows past an SM's L1 re-read their logits
     # and a warm call's logits came from the L2 (elementwise_time.WARM_TOPK_VARIANTS); 11.73 ->
