@@ -17,6 +17,18 @@ def _no_columns(monkeypatch):
     monkeypatch.delenv("COLUMNS", raising=False)
 
 
+@pytest.fixture(scope="module")
+def torch_one_thread():
+    """Tiny tensors: PyTorch on one thread for a module's tests (on a shared machine more
+    threads only wait for each other); a module uses it with ``pytestmark =
+    pytest.mark.usefixtures("torch_one_thread")``. Skips where torch is not installed."""
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture
 def run(capsys):
     """``run("roofline", "deepseek-v3", ..., code=0)``: the CLI in process (every argument as

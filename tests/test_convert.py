@@ -17,14 +17,7 @@ from mlacalc.words.errors import InvalidArgumentError
 D, N_H, D_H, L = 64, 4, 16, 2
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one thread (on a shared machine more threads only wait for each other)."""
-    torch = pytest.importorskip("torch")
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("torch_one_thread")  # tiny tensors: one thread
 
 
 def small(n_kv: int) -> mlacalc.ModelConfig:

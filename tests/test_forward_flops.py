@@ -26,36 +26,34 @@ from mlacalc.bench.torch_layers import layer_for_model  # noqa: E402
 F = nn.functional
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one thread (on a shared machine more threads only wait)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("torch_one_thread")  # tiny tensors: one thread
+
+
+def _tiny(name: str, **changes):
+    """A shipped model's layout, tiny: 48 wide, 4 heads, 4 routed experts (2 a token) of 16,
+    a vocabulary of 100, and ``changes``."""
+    return mlacalc.load_model(name).with_changes(
+        hidden_size=48,
+        num_attention_heads=4,
+        n_routed_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=16,
+        vocab_size=100,
+        **changes,
+    )
 
 
 def tiny_gqa_moe():
     """Mixtral's layout (GQA, every layer MoE, no shared expert), tiny."""
-    return mlacalc.load_model("mixtral-8x7b").with_changes(
-        hidden_size=48,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
-        num_hidden_layers=2,
-        n_routed_experts=4,
-        num_experts_per_tok=2,
-        moe_intermediate_size=16,
-        intermediate_size=16,
-        vocab_size=100,
+    return _tiny(
+        "mixtral-8x7b", num_key_value_heads=2, head_dim=8, num_hidden_layers=2, intermediate_size=16
     )
 
 
 def tiny_mla_moe():
     """DeepSeek-V3's layout (MLA, a first dense layer, MoE with a shared expert), tiny."""
-    return mlacalc.load_model("deepseek-v3").with_changes(
-        hidden_size=48,
-        num_attention_heads=4,
+    return _tiny(
+        "deepseek-v3",
         num_key_value_heads=4,
         kv_lora_rank=32,
         q_lora_rank=24,
@@ -64,12 +62,8 @@ def tiny_mla_moe():
         v_head_dim=12,
         num_hidden_layers=3,
         first_k_dense_replace=1,
-        n_routed_experts=4,
-        num_experts_per_tok=2,
         n_shared_experts=1,
-        moe_intermediate_size=16,
         intermediate_size=40,
-        vocab_size=100,
     )
 
 

@@ -24,13 +24,7 @@ from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 EPS = 1e-6
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one thread (on a shared machine more threads only wait for each other)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("torch_one_thread")  # tiny tensors: one thread
 
 
 MLA = {
