@@ -2294,6 +2294,24 @@ def mqa_logits_tiles(bs, isl, step, heads, dim):
     return tiles, per_tile, keys, flops
 
 
+#: vLLM's paged indexer logits (``kernel_source`` ``...fp8_fp4_paged_mqa_logits``) timed as one
+#: sequence of all the batch's new tokens: ``batch_size x isl`` queries over ``step`` cached
+#: tokens, query ``i`` of them seeing ``(step + i) / ratio`` keys. The evidence is the
+#: measured rows, on H100 and B200 alike: at every cached length the row's time is that of
+#: its new tokens in all, however split over sequences (H100 at 0 cached: 253 us for 8,192
+#: new tokens from 1 x 8,192 to 1,024 x 8, 75 us for 4,096, 23.5 us for 2,048; at 4,096 cached
+#: 333-344 us for 8,192 at every split; B200 211-216 us), growing as the square of that count
+#: (one sequence's causal pairs), where a sequence's own keys (the per-sequence pairs) fall
+#: about 900-fold from 1 x 8,192 to 1,024 x 8. SGLang's ``fp8_paged_mqa_logits`` rows follow
+#: each sequence's own keys (76 us at 1,024 x 8, 252 at 1 x 8,192, H100) and keep the
+#: per-sequence form. Which part of vLLM's call lays the batch out so (its wrapper or the
+#: collector's inputs) the rows do not say; a served step's indexer is left per sequence. Rows
+#: of one new token a sequence keep the per-sequence form: the class's per-sequence terms,
+#: which vLLM's DSA decode rows (one query a sequence) need, are fitted on them
+#: (docs/time-model.md has the figures of flattening them too).
+_VLLM_FLAT_QUERIES = "fp8_fp4_paged_mqa_logits"
+
+
 def _paged_mqa_logits_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     """``dsv4_paged_mqa_logits_module_perf``: DeepGEMM's ``fp8_paged_mqa_logits`` (vLLM:
     ``fp8_fp4_paged_mqa_logits``), DeepSeek-V4's indexer scoring ``isl`` next tokens of each of
@@ -2307,6 +2325,8 @@ def _paged_mqa_logits_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -
     heads, dim, _, known = _indexer_geometry(t, reason)
     bs, isl, step = _f(t.column("batch_size")), _f(t.column("isl")), _f(t.column("step"))
     ratio = np.maximum(_f(t.column("compress_ratio")), 1.0)
+    flat = np.array([_VLLM_FLAT_QUERIES in str(s) for s in t.column("kernel_source")]) & (isl > 1)
+    isl, bs = np.where(flat, bs * isl, isl), np.where(flat, 1.0, bs)
     keys = np.floor((step + isl) / ratio)
     pairs = bs * isl * (step + (isl + 1) / 2) / ratio
     nbytes = bs * isl * heads * (dim + 4) + bs * keys * (dim + 4) + pairs * 4
