@@ -178,8 +178,9 @@ def _weights_rows(w: dict) -> list[list[str]]:
     return rows
 
 
-def _report_sections(doc: dict) -> list[Section]:
-    p, w, s = doc["parameters"], doc["weights"], doc["settings"]
+def _parameter_rows(p: dict, w: dict) -> list[list[str]]:
+    """The report's Parameters table: the counts (a hybrid's attention by kind, MTP apart)
+    and the weights' bytes."""
     params_rows = [
         ["total (main model)", f"{p['total']:,}", human_si(p["total"])],
         ["active per token", f"{p['active']:,}", human_si(p["active"])],
@@ -199,9 +200,14 @@ def _report_sections(doc: dict) -> list[Section]:
     ]
     if p["mtp"]:
         params_rows.insert(2, ["MTP modules (apart)", f"{p['mtp']:,}", human_si(p["mtp"])])
-    params_rows += _weights_rows(w)
+    return params_rows + _weights_rows(w)
+
+
+def _report_sections(doc: dict) -> list[Section]:
+    p, w, s = doc["parameters"], doc["weights"], doc["settings"]
+    by_kind = p.get("attention_by_kind") or []
     sections = [
-        Section("Parameters", ["quantity", "exact", "approx."], params_rows),
+        Section("Parameters", ["quantity", "exact", "approx."], _parameter_rows(p, w)),
         Section(
             "Parameter breakdown (main model)",
             ["part", "parameters", "share"],

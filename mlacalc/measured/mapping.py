@@ -1913,6 +1913,19 @@ def _grouped_routing(
     return on, groups, kept
 
 
+def _moe_weight_bytes(
+    dt: np.ndarray, mats: np.ndarray, hidden: np.ndarray, inter: np.ndarray
+) -> np.ndarray:
+    """The bytes of ``mats`` weight matrices of ``hidden`` x ``inter`` (every touched expert's,
+    on one rank) in each row's dtype: the elements, a block-scaled fp8 matrix's fp32 scale a
+    128 x 128 block, and the per-element scale bytes of the formats that carry them
+    (``WEIGHT_SCALE_BYTES``)."""
+    elems = mats * hidden * inter
+    blocks = mats * 4 * np.ceil(hidden / _BLOCK) * np.ceil(inter / _BLOCK)
+    scale = np.array([WEIGHT_SCALE_BYTES.get(str(d), 0.0) for d in dt]) if len(dt) else np.zeros(0)
+    return elems * _elem(dt) + np.where(dt == "fp8_block", blocks, 0.0) + elems * scale
+
+
 def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     dt = canon_dtypes(t.column("moe_dtype"))
     T = _f(t.column("num_tokens"))
@@ -1960,16 +1973,7 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     mats = np.where(gated > 0, 3.0, 2.0)
     inter_l = inter / tp
     flops = 2.0 * assigned * hidden * inter_l * mats
-    wb = _elem(dt)
-    wbytes = active_e * mats * hidden * inter_l * wb
-    wbytes = wbytes + np.where(
-        dt == "fp8_block",
-        active_e * mats * 4 * np.ceil(hidden / _BLOCK) * np.ceil(inter_l / _BLOCK),
-        0.0,
-    )
-    scale = np.array([WEIGHT_SCALE_BYTES.get(str(d), 0.0) for d in dt]) if len(dt) else np.zeros(0)
-    wbytes = wbytes + active_e * mats * hidden * inter_l * scale
-    nbytes = wbytes + T * hidden * 2 * 2
+    nbytes = _moe_weight_bytes(dt, active_e * mats, hidden, inter_l) + T * hidden * 2 * 2
     # the Triton MoE (GPT-OSS mxfp4 on H100, ``kernel_source`` moe_torch_flow; the A100 table's
     # CUDA rows carry the same label) fixes its row tile from the call (:func:`~mlacalc.
     # timemodel.moe_time.triton_moe_row_tile`, the rule a model step's MXFP4 experts follow too)

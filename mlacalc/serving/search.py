@@ -96,11 +96,11 @@ from mlacalc.serving.search_space import (
     NO_LIMITS,
     LayoutLimits,
     SearchRequest,
-    _per_sequence,
     candidate_layouts,
     candidates,
     fit_usable,
     layout_weights,
+    per_sequence_bytes,
     time_candidates,
     weight_key,
 )
@@ -1565,7 +1565,11 @@ def _best_layout_warnings(req: SearchRequest, best: dict[str, Any] | None) -> tu
     def figures(la: Layout) -> tuple[int, int, int]:
         room = max(req.room(layout_weights(m, la, sized, comps, req.weight_cache)), 0)
         per_token = kv_bytes_per_token_per_gpu(m, kv, la)
-        return per_token, room // per_token, room // _per_sequence(req, kv, la, req.context) * la.dp
+        return (
+            per_token,
+            room // per_token,
+            room // per_sequence_bytes(req, kv, la, req.context) * la.dp,
+        )
 
     return kv_head_copies(m, lay, p_lay) + latent_copies(m, lay, p_lay, figures)
 

@@ -48,6 +48,7 @@ __all__ = [
     "candidate_layouts",
     "candidates",
     "needs_network",
+    "per_sequence_bytes",
     "pool_passes",
     "time_candidates",
 ]
@@ -684,7 +685,7 @@ def candidate(
     # the layout the engine stores (a DSA model's fp8 under vLLM and SGLang: fp8_ds_mla)
     layout = engine_kv_layout(m, resolve_kv_layout(kv), req.engine)[0]
     # one sequence's cache on a GPU, every layer kind as it keeps it, in pages
-    per_seq = _per_sequence(req, layout, lay, req.context)
+    per_seq = per_sequence_bytes(req, layout, lay, req.context)
     per_group = req.room(weights) // per_seq
     decode, prefill = req.roles(lay)  # the pools the limits let it run
     B = np.asarray(req.batches if decode else (), dtype=np.float64)
@@ -715,7 +716,7 @@ def candidate(
     # pool never pairs
     pairs = req.budget is None or g + min(req.gpus) <= req.budget
     if lay.pp == 1 and "disaggregated" in req.modes and pairs and prefill:
-        one = _per_sequence(req, layout, lay, isl)
+        one = per_sequence_bytes(req, layout, lay, isl)
         k_fit = int(min(req.k_max, max(req.room(weights), 0) // one))
     if k_fit >= 1:
         _pool_rows(rows, req, k_fit)
@@ -751,7 +752,7 @@ def candidate(
     )
 
 
-def _per_sequence(req: SearchRequest, layout: Any, lay: Layout, context: int) -> int:
+def per_sequence_bytes(req: SearchRequest, layout: Any, lay: Layout, context: int) -> int:
     """One sequence's cache bytes on a GPU of ``lay`` (as
     :func:`mlacalc.serving.layout.kv_bytes_per_sequence_per_gpu` counts them), once per
     tensor and pipeline split: the cache splits by attention heads and by stages, never by
