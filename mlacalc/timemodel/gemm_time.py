@@ -1073,10 +1073,9 @@ def _input_quantization(c: _Call) -> np.ndarray:
     # rate. Read from the H100 rows of few columns (the quantize most of the call):
     # TensorRT-LLM's read +13% / +23% / +32% (signed median) at an input of 4 / 8 / 16 MB,
     # +2% at 32 MB and -6% to -8% above; not on ``tcgen05`` (B200's rows of 4-32 MB read -3%
-    # to -10%: no such gain; its quantize passes are bound elsewhere). Every other fp8 device
-    # takes it too, by its own L2 (Ada's L40S, AMD's MI300X: the same residency rule, read on
-    # Hopper only, unvalidated there). Not vLLM's SM-bound passes (QUANT_SM_BOUND_ENGINES).
-    # docs/time-model.md, "The per-tensor quantize's second read of its input from the L2".
+    # to -10%: no such gain; its quantize passes are bound elsewhere). Not vLLM's SM-bound
+    # passes (QUANT_SM_BOUND_ENGINES). docs/time-model.md, "The per-tensor quantize's second
+    # read of its input from the L2".
     reread = (passes >= 2) & ~sm_bound & (not c.fig.tcgen05)
     if np.any(reread):
         x = c.groups * c.m * c.k * 2.0
