@@ -1521,8 +1521,7 @@ def _search_warnings(
     seen: set[tuple] = set()
     raw: set[str] = set()  # each said once, of the first point it is said of
     for p in ([best] if best else []) + list(front):
-        chosen = None if str(p["weight_format"]).startswith("checkpoint ") else p["weight_dtype"]
-        comps = dict(p.get("component_dtypes") or {})
+        chosen, comps = _point_weights(p)
         key = (p["kv_dtype"], chosen, tuple(sorted(comps.items())))
         if key in seen:
             continue
@@ -1535,6 +1534,13 @@ def _search_warnings(
             ws = [f"frontier points with {what}: {w}" for w in ws]
         said += ws
     return tuple(w for w in said if w)
+
+
+def _point_weights(p: dict[str, Any]) -> tuple[str | None, dict[str, str]]:
+    """A point's weights as plan would be asked for them: the dtype chosen (None where the
+    point keeps the checkpoint's own format) and its components' dtypes."""
+    chosen = None if str(p["weight_format"]).startswith("checkpoint ") else p["weight_dtype"]
+    return chosen, dict(p.get("component_dtypes") or {})
 
 
 def _best_layout_warnings(req: SearchRequest, best: dict[str, Any] | None) -> tuple[str, ...]:
@@ -1557,9 +1563,8 @@ def _best_layout_warnings(req: SearchRequest, best: dict[str, Any] | None) -> tu
             dp_attention=bool(best["prefill_dp_attention"]),
             redundant_experts=best["prefill_redundant_experts"] or 0,
         )  # fmt: skip
-    # as _search_warnings reads the point's weights: the checkpoint's own, or the dtype chosen
-    sized = None if str(best["weight_format"]).startswith("checkpoint ") else best["weight_dtype"]
-    comps = tuple(sorted((best.get("component_dtypes") or {}).items()))
+    sized, components = _point_weights(best)
+    comps = tuple(sorted(components.items()))
     kv = resolve_kv_layout(best["kv_dtype"])
 
     def figures(la: Layout) -> tuple[int, int, int]:
