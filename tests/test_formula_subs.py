@@ -271,3 +271,24 @@ def test_every_attention_layer_stores_what_the_first_does(name):
             per_layer[hit[1]] = per_layer.get(hit[1], Fraction(0)) + beyond
     assert len(per_layer) == m.num_hidden_layers
     assert set(per_layer.values()) == {SCALES[name]}
+
+
+@pytest.mark.parametrize(
+    ("name", "variant", "layers"), [("deepseek-v3", "mla", 61), ("qwen3-8b", "gqa", 36)]
+)
+def test_formula_subs_says_attention_params_is_one_layer(run, name, variant, layers):
+    # a learner's trial: kv_cache_bytes came out with L in it (35136*B*S*b) and
+    # attention_params as a bare 187107328, one layer's, with no word that it was
+    out, err = run("formula", "attention_params", "--variant", variant, "--subs", name)
+    held = int(out) * layers
+    reported = mlacalc.param_counts(name).breakdown["attention"]
+    assert "one layer's weights; " in err and f"{layers} layers with attention" in err, err
+    assert f"hold {held:,}" in err
+    # Qwen3's q/k norms: report counts them, the formula has no term for them
+    said = "(report's attention)" if held == reported else f"(report's attention: {reported:,})"
+    assert said in err, err
+
+
+def test_formula_help_says_attention_params_is_one_layer(run):
+    out, _ = run("formula", "--help")
+    assert "attention_params is one layer's weights" in " ".join(out.split())

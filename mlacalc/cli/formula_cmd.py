@@ -77,6 +77,7 @@ def command(quantity, variant, impl, phase, stage, causal, no_q_lora, subs_model
     Symbols: d hidden, L layers, n_h heads, n_kv KV heads, d_h head width, d_c latent,
     d_cq query latent, d_nope, d_rope, d_v; B batch, S keys attended, q new tokens,
     P (query, key) pairs per head, b / b_w / b_a bytes per KV / weight / activation element.
+    attention_params is one layer's weights; the other quantities count all L layers.
 
     \b
     Examples:
@@ -236,6 +237,13 @@ def _substituted(m, quantity: str, variant: str, settings: dict, no_q_lora: bool
     expr = sp.factor(expr.subs(values))
     if quantity == "attention_params":
         _say_params_left_out(m, expr)
+        held = int(expr) * with_attention
+        reported = param_counts(m).breakdown["attention"]
+        same = "report's attention" if reported == held else f"report's attention: {reported:,}"
+        warn(
+            f"attention_params is one layer's weights; {m.label}'s {with_attention} layers "
+            f"with attention hold {held:,} ({same})"
+        )
     elif quantity in ("fused_bytes", "unfused_bytes"):
         _say_scales_left_out(m, quantity, settings)
     return expr
