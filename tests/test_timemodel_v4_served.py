@@ -23,6 +23,7 @@ from mlacalc.measured.dsv4_modules import (
 from mlacalc.models.loading import load_model
 from mlacalc.serving.gpu_step import StepModel, _variant
 from mlacalc.serving.layout import Layout
+from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.kernel_time import engine_v4_prompt_core
 from mlacalc.timemodel.profile import load_profile
 from mlacalc.words.dtypes import resolve_kv_layout
@@ -177,3 +178,32 @@ def test_plan_shards_the_padded_query_pass_as_the_core_pads_a_ranks_heads():
     assert pad.shape["elements"][0] == 4096 * 64 * 512
     assert pad.bytes[0] == 4 * 4096 * 64 * 512
     assert np.all(pad.flops == 0)
+
+
+@pytest.mark.parametrize("kind", ["hca", "csa"])
+def test_vllms_blackwell_prompt_core_takes_128_heads_in_one_tile_of_a_64_head_calls_time(kind):
+    """vLLM's DeepSeek-V4 prompt core (``WIDE_TILE_CORE``) on a ``tcgen05`` device (B200, MMAs
+    of 128 rows) runs DeepSeek-V4-Pro's 128 local heads at the 64-head call's time (one tile
+    a query); on Hopper (64-row MMAs), under SGLang (its own kernel) and at 64 heads the call
+    is timed as before (128 heads: twice the work of 64)."""
+    from mlacalc.cost.compressed import WIDE_TILE_CORE
+    from mlacalc.timemodel.kernel_time import predict_batch
+
+    assert {"vllm"} == WIDE_TILE_CORE
+
+    def core(heads, hw, engine, prof):
+        ks = dsv4_module_kernels(PRO, kind, heads, "fp8_block", 2, 4096, 2048, False, engine)
+        return float(predict_batch(batches_of([_core(ks)])[0][1], hw, prof)[0])
+
+    b200, h100 = "fit-b200-sxm-vllm", "fit-h100-sxm-vllm"
+    # (within 0.1%: the half of the 128-head call's bytes holds half its shared keys' read)
+    assert core(128, "B200", "vllm", b200) == pytest.approx(core(64, "B200", "vllm", b200), 1e-3)
+    assert core(128, "H100-SXM", "vllm", h100) > 1.5 * core(64, "H100-SXM", "vllm", h100)
+    # the B200 core from H100's vLLM fit (leaving B200 out) takes the rule too: a device's kernel
+    assert core(128, "B200", "vllm", h100) == pytest.approx(core(64, "B200", "vllm", h100), 1e-3)
+    sgl = "fit-b200-sxm-sglang"
+    assert core(128, "B200", "sglang", sgl) > 1.5 * core(64, "B200", "sglang", sgl)
+    plain = batches_of([_core(dsv4_module_kernels(PRO, kind, 64, "fp8_block", 2, 4096, 2048,
+                                                  False, "vllm"))])[0][1]  # fmt: skip
+    fig = device_figures(load_hardware("B200"))
+    assert engine_v4_prompt_core(plain, "vllm", fig) is plain  # 64 heads: one 64-row tile

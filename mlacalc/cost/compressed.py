@@ -139,6 +139,19 @@ RAGGED = frozenset({"sglang"})
 #: fitted on the residuals of SGLang's CSA and HCA prompt module rows; a profile without it
 #: times the core by the ``sparse`` class (:mod:`mlacalc.timemodel.profile`).
 RAGGED_CORE = "sparse_ragged"
+#: The engines whose DeepSeek-V4 prompt core (vLLM's ``FLASHMLA_SPARSE_DSV4``) takes a query's
+#: heads in tiles of one MMA's rows (``mlacalc.timemodel.shared.mma_rows``: 128 on data-centre
+#: Blackwell's ``tcgen05``, 64 on Hopper), each tile the time of the 64-head call, as the MLA
+#: decode and sparse kernels' units are (``mlacalc.timemodel.mla_time.mla_tile_rows``): on B200
+#: 128 heads take the 64-head call's time (``mlacalc.timemodel.kernel_time.engine_v4_prompt_core``).
+#: From vLLM's B200 module rows: DeepSeek-V4-Pro's rows at 128 local heads (TP 1) less those at
+#: 64, less twice the step from 32 to 64 heads (where the core is the same 64-head call) and the
+#: other kernels' predicted step, leave 0.15-0.25 of the 64-head core's predicted time (HCA,
+#: from 128 new tokens) and 0.25-0.44 (CSA, more keys a query) where the class, per head, gave
+#: 1.0; Hopper's rows leave 0.7-0.9. SGLang's B200 core (its own kernel, ``compressed_flashmla``,
+#: and a class fitted on its rows at every head count) is left as it is (docs/time-model.md,
+#: "vLLM's DeepSeek-V4 prompt core takes 128 heads in one Blackwell tile").
+WIDE_TILE_CORE = frozenset({"vllm"})
 #: The engines that run the query's low-rank projection and the shared key's projection
 #: (``q_a_proj``, ``kv_proj``: both read the layer's input) as one GEMM, ``q_a_kv_proj``, as
 #: vLLM runs DeepSeek-V2/V3's ``q_a_proj`` and ``kv_a_proj_with_mqa`` (``fused_qkv_a_proj``;

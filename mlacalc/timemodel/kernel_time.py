@@ -28,7 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from mlacalc.cost.compressed import RAGGED, RAGGED_CORE, ragged_core_shape
+from mlacalc.cost.compressed import (
+    HEAD_TILE,
+    RAGGED,
+    RAGGED_CORE,
+    WIDE_TILE_CORE,
+    ragged_core_shape,
+)
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
 from mlacalc.timemodel.attention_time import engine_attention_kernel
 from mlacalc.timemodel.device import DeviceFigures, device_figures, mla_decode_kernel
@@ -39,6 +45,7 @@ from mlacalc.timemodel.mla_time import engine_mla_kernel
 from mlacalc.timemodel.moe_time import engine_moe_tiles
 from mlacalc.timemodel.profile import Profile, load_profile
 from mlacalc.timemodel.roofline_time import ideal_batch_seconds, ideal_seconds, kernel_ridge
+from mlacalc.timemodel.shared import mma_rows
 from mlacalc.timemodel.terms import kernel_terms, scale_params
 from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.kernels import (
@@ -168,16 +175,42 @@ def run_class(
     return run, fig, params, how
 
 
-def engine_v4_prompt_core(batch: KernelBatch, engine: str) -> KernelBatch:
+def engine_v4_prompt_core(
+    batch: KernelBatch, engine: str, fig: DeviceFigures | None = None
+) -> KernelBatch:
     """A DeepSeek-V4 step's prompt core (``attention_prefill``, variant ``sparse``, over pooled
     keys) as ``engine`` runs it: an engine of :data:`~mlacalc.cost.compressed.RAGGED` (SGLang)
     its ragged batch (:func:`~mlacalc.cost.compressed.ragged_core_shape`, the shape the mapping
     of its module rows takes too), timed by the class those rows fit
-    (:data:`~mlacalc.cost.compressed.RAGGED_CORE`); others as they are."""
+    (:data:`~mlacalc.cost.compressed.RAGGED_CORE`); an engine of
+    :data:`~mlacalc.cost.compressed.WIDE_TILE_CORE` (vLLM) on a device ``fig`` whose MMA
+    covers more than 64 rows (``tcgen05``: 128) its heads in tiles of those rows, each the
+    time of a 64-head call (:func:`_wide_tile_core`);
+    others as they are."""
     ragged = batch.kind == "attention_prefill" and batch.variant == "sparse"
-    if engine not in RAGGED or not ragged or "pooled_ratio" not in batch.shape:
+    if not ragged or "pooled_ratio" not in batch.shape:
+        return batch
+    if engine in WIDE_TILE_CORE and fig is not None and mma_rows(fig) > HEAD_TILE:
+        return _wide_tile_core(batch, mma_rows(fig))
+    if engine not in RAGGED:
         return batch
     return dataclasses.replace(batch, variant=RAGGED_CORE, shape=ragged_core_shape(batch.shape))
+
+
+def _wide_tile_core(batch: KernelBatch, rows: float) -> KernelBatch:
+    """``batch`` (a DeepSeek-V4 prompt core of ``n_heads`` padded heads, 64 a tile) as a kernel
+    that takes up to ``rows`` heads in one tile at a 64-head tile's time: ``ceil(n_heads /
+    rows)`` 64-head calls' work (products, bytes, units), so on ``tcgen05`` 128 heads time as
+    64, and 64 or fewer as before."""
+    heads = np.asarray(batch.shape["n_heads"], dtype=np.float64)
+    run = np.maximum(np.ceil(heads / rows), 1.0) * HEAD_TILE
+    share = np.minimum(run / np.maximum(heads, 1.0), 1.0)
+    if np.all(share == 1.0):
+        return batch
+    shape = {**batch.shape, "n_heads": np.minimum(heads, run)}
+    return dataclasses.replace(
+        batch, shape=shape, flops=batch.flops * share, bytes=batch.bytes * share
+    )
 
 
 def engine_batch(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelBatch:
@@ -200,7 +233,7 @@ def engine_batch(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelB
     batch = engine_dsa_kernel(batch, engine, fig)
     batch = engine_mla_kernel(batch, engine, fig)
     batch = engine_linear_kernel(batch, engine, fig)
-    batch = engine_v4_prompt_core(batch, engine)
+    batch = engine_v4_prompt_core(batch, engine, fig)
     return engine_attention_kernel(batch, engine, fig)
 
 
