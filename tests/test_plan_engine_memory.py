@@ -18,8 +18,8 @@ M = "llama-3.1-70b"
 
 def test_trtllms_share_is_of_what_the_weights_leave():
     """The trial's Llama-3.1-70B TP1 H100 128/2048 row at TensorRT-LLM's 0.95: the figure the
-    bench's "5% of what the weights leave" gives (1,069 tok/s; --memory-reserve 0.05, 5% of
-    the GPU, gave 784)."""
+    bench's "5% of what the weights leave" gives (1,059 tok/s; --memory-reserve 0.05, 5% of
+    the GPU, gave 776)."""
     first = mlacalc.plan(M, "H100-SXM", 1, memory_reserve=0.0, **ROW)
     free = first.memory_per_gpu_bytes - first.weights_per_gpu_bytes
     reserve = 0.05 * free / first.memory_per_gpu_bytes  # scenarios.compare_offline's
@@ -27,7 +27,8 @@ def test_trtllms_share_is_of_what_the_weights_leave():
     got = mlacalc.plan(M, "H100-SXM", 1, engine="trtllm", engine_memory=0.95, **ROW)
     assert got.max_batch == bench.max_batch
     assert got.output_tokens_per_s == pytest.approx(bench.output_tokens_per_s, rel=1e-9)
-    assert round(got.output_tokens_per_s) == 1069  # 1,068 before the MMHA split refit
+    # 1,068 before the MMHA split refit, 1,069 before Hopper's fp8 XQA waited past the L2
+    assert round(got.output_tokens_per_s) == 1059
     # by hand: the weights and 0.95 of what they leave
     w, mem = got.weights_per_gpu_bytes, got.memory_per_gpu_bytes
     assert got.usable_per_gpu_bytes == w + int(0.95 * (mem - w))

@@ -1441,6 +1441,15 @@ TRITON_SPLIT_VARIANTS = frozenset({"triton"})
 XQA_SPLIT_KEYS = 128.0
 XQA_SPLIT_SQRT = 8.0
 XQA_SPLIT_WAVES = 8.0
+#: Share of the L2 from which the bytes a call of Hopper's fp8 XQA reads make it wait
+#: ``spill_s`` (:func:`_spill_share`: in full from twice it, the whole L2). H100's grouped fp8
+#: rows of 32-512 units lie, from about 64 MB of cache, on 14 us + bytes / 3.12 TB/s at every
+#: unit count, 8-13 us over the floor plus the stream, which they are not to 8 MB; at head dim
+#: 256 the wait appears between 32 and 64 MB. The onset is the L2's size, not fitted (why the
+#: kernel waits is not identified; docs/time-model.md, "Hopper's fp8 XQA waits once its cache
+#: outgrows the L2")
+XQA_SPILL_FROM = 0.5
+
 #: Whether the mma.sync XQA merges its key splits in the kernel (the last CTA of a unit reads
 #: the others' partial results, ``merge_s`` a part, as Hopper's fp8 XQA does) rather than in a
 #: reduction kernel of its own: from recall of its semaphores and scratch buffer, not checked
@@ -1978,7 +1987,16 @@ def _decode_calls_s(
     # the head dim gave 256 four times 64's wait (docs/time-model.md, "The fp8 decode's
     # in-kernel merge waits a part")
     merged = np.where((merges | (sm90 & gen)) & (splits > 1), splits, 0.0)
-    return extra + prm["merge_s"] * merged
+    extra = extra + prm["merge_s"] * merged
+    # Hopper's fp8 XQA waits ``spill_s`` more a call whose cache outgrows the L2 (_spill_share)
+    return extra + np.where(xqa_fp8, prm.get("spill_s", 0.0) * _spill_share(batch, fig), 0.0)
+
+
+def _spill_share(batch: KernelBatch, fig: DeviceFigures) -> np.ndarray:
+    """Share of Hopper's fp8 XQA's ``spill_s`` wait a decode call pays: none while the bytes
+    it reads fit in :data:`XQA_SPILL_FROM` of the L2, all of it from twice that, linear
+    between."""
+    return np.clip(batch.bytes / (XQA_SPILL_FROM * fig.l2_bytes) - 1.0, 0.0, 1.0)
 
 
 def decode_terms(

@@ -175,6 +175,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "mmha_block_s": (0.0, 3e-5, "least SM work of an MMHA call of 256- or 768-thread blocks"),
     "mmha_hidden_s": (0.0, 3e-5, "SM work of an MMHA call its own latency hides"),
     "empty_part": (0.0, 1.0, "share of a decode part's unit work a part of no cached key pays"),
+    "spill_s": (0.0, 3e-5, "seconds Hopper's fp8 XQA call waits once its cache misses the L2"),
     "turn_overlap": (
         1.0,
         16.0,
@@ -287,6 +288,8 @@ DEFAULTS: dict[str, float] = {
     # a part of a split decode that holds no key (before a window) pays a full part's unit work
     # where no fit saw it (attention_time.decode_terms)
     "empty_part": 1.0,
+    # no wait for a cache beyond the L2 where no fit saw it (attention_time._decode_calls_s)
+    "spill_s": 0.0,
     # a class fitted without them: the class's overlap whatever the units an SM runs in turn
     "turn_overlap": 0.0,
     "overlap_turns": 0.0,
@@ -414,6 +417,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "overlap_turns",
         "narrow_head_s",
         "empty_part",
+        "spill_s",
         "mmha_block_s",
         "mmha_hidden_s",
     ),
