@@ -381,6 +381,49 @@ def test_a_prompt_logits_tile_of_one_token_sequences_walks_all_their_keys():
         assert shared.sum() > 20 and np.abs(err[shared]).max() <= 0.30
 
 
+def test_prompt_logits_past_one_wave_slow_with_the_batchs_keys_over_the_l2():
+    """DeepGEMM's prompt logits write one fp32 row a query as wide as all the batch's keys;
+    past the first wave of tiles the products slow by that row's bytes over the L2
+    (attention_time.logits_row_slowdown: 1 + (waves - 1) / waves x 4 x batch keys / L2). The
+    rows show it on both devices, a ratio that follows the batch's keys and not the queries:
+    the rows of 2^22 batch keys and more, four waves and more, 16 new tokens a sequence and
+    more were -40% (H100) and -29% (B200) at the signed median, now -9% and -13%."""
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+    from mlacalc.timemodel.attention_time import MQA_LOGIT_BYTES, logits_row_slowdown
+    from mlacalc.timemodel.device import device_figures
+    from mlacalc.words.kernels import KernelBatch
+
+    def batch(keys, variant="indexer"):
+        n = len(keys)
+        return KernelBatch(kind="attention_prefill", dtype="fp8", flops=np.ones(n),
+                           bytes=np.ones(n), calls=np.ones(n), variant=variant,
+                           shape={"batch_keys": np.asarray(keys, dtype=np.float64)})  # fmt: skip
+
+    for name in ("H100-SXM", "B200"):
+        fig = device_figures(load_hardware(name))
+        keys = np.array([2.0**20, 2.0**22, 2.0**22, 0.0])
+        units = np.array([4, 4, 1, 4.0]) * fig.sm_count
+        f = logits_row_slowdown(batch(keys), fig, units)
+        row = MQA_LOGIT_BYTES * keys / fig.l2_bytes
+        assert np.allclose(f, [1 + 0.75 * row[0], 1 + 0.75 * row[1], 1.0, 1.0])
+        assert np.allclose(logits_row_slowdown(batch(keys, ""), fig, units), 1.0)
+    pytest.importorskip("pyarrow")  # the measured rows below; the arithmetic above ran
+    for system, sms, bound in (("h100_sxm", 132, -0.15), ("b200_sxm", 148, -0.2)):
+        path = MEASURED / system / "sparse_attention" / "sglang" / "0.5.14"
+        (t,) = load_measured(path / "glm5_mqa_logits_module_perf.parquet").tables
+        mapped = map_table(t)
+        bs, isl, step = (t.column(c).astype(float) for c in ("batch_size", "isl", "step"))
+        (part,) = [p for p in mapped.parts if p.name == "mqa_logits"]
+        assert np.array_equal(part.batch.shape["batch_keys"], (bs * (step + isl))[part.rows])
+        prof = f"fit-{system.replace('_', '-')}-sglang"
+        err = predict_mapped(mapped, None, prof) / t.seconds - 1.0
+        wide = (bs * (step + isl) >= 2**22) & (np.ceil(bs * isl / 4 / sms) >= 4) & (isl >= 16)
+        assert wide.sum() > 150 and bound <= np.median(err[wide]) <= 0.05
+
+
 def test_sglangs_prompt_core_runs_every_sequences_tokens_as_one_ragged_batch():
     """SGLang's prompt core takes the tokens of all sequences as one (a token a unit, nothing
     padded per sequence): one sequence of batch x isl queries, the same work; decode, the

@@ -1100,8 +1100,10 @@ def test_nvfp4_quantize_rows_of_few_columns_cost_a_cta_each(engine, profile, bou
         # 6.8% / 45% (5.8% / 19% with no combine kernel where the paged logits split the keys:
         # mla_time, a kernel without a value product); 6.7% / 26.6% -> 6.7% / 23.7% with a
         # tile of the prompt logits over several sequences' keys where a sequence holds fewer
-        # queries than a tile (mapping.mqa_logits_tiles): p90 bound 0.29 -> 0.25
-        ("glm5_mqa_logits_module_perf", 0.075, 0.25, 0),
+        # queries than a tile (mapping.mqa_logits_tiles): p90 bound 0.29 -> 0.25; 5.7% / 17.1%
+        # with the products past one wave slowing with the batch's keys over the L2
+        # (attention_time.logits_row_slowdown): bound 0.075 / 0.25 -> 0.065 / 0.20
+        ("glm5_mqa_logits_module_perf", 0.065, 0.20, 0),
         ("dsv4_paged_mqa_logits_module_perf", 0.065, 0.20, 0),
         # DeepSeek-V4's hyper-connection kernels: 5.0% / 19% (post), 3.5% / 12% (pre)
         ("mhc_module_perf", 0.05, 0.19, 0),

@@ -2261,11 +2261,13 @@ def _mqa_logits_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None
     tiles, per_tile, keys, flops = mqa_logits_tiles(bs, isl, step, np.maximum(heads, 1.0), dim)
     rows = np.arange(len(t))[known]
     k = known
+    # the keys of all the batch's sequences, the width of the call's fp32 logits matrix
+    # (attention_time.logits_row_slowdown)
     b.add("mqa_logits", "attention_prefill", "fp8", rows, flops[k],
           nbytes[k], variant="indexer", batch=tiles[k], q_len=(per_tile * heads)[k],
           kv_len=keys[k], n_heads=1, n_kv=1, head_dim_qk=dim[k],
           head_dim_v=0, window=0, causal=0, kv_bytes=1, rope_kernel=0,
-          preprocess_bytes=0)  # fmt: skip
+          preprocess_bytes=0, batch_keys=(bs * (step + isl))[k])  # fmt: skip
 
 
 #: The (query, head) rows of one tile of DeepGEMM's prompt logits kernel (``fp8_mqa_logits``):

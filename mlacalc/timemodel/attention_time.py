@@ -816,10 +816,41 @@ def prefill_terms(
         out["compute_s"], lone_tile_chain_s(batch, fig, kv_eff, tile_k, banded, band_blocks)
     )
     out["compute_s"] = out["compute_s"] + convert / occupancy
+    # DeepGEMM's prompt logits past the first wave slow with the batch's keys
+    # (:func:`logits_row_slowdown`)
+    out["compute_s"] = out["compute_s"] * logits_row_slowdown(batch, fig, units)
     out["extra_s"] = out["extra_s"] + _prefill_side_kernels_s(
         batch, fig, prm, pre_bytes, d_qk, d_v, b, kv
     )
     return out
+
+
+#: Bytes of one logit of DeepGEMM's prompt MQA logits kernel (``fp8_mqa_logits``): fp32, one
+#: per (query, key of the batch) in a matrix as wide as all the batch's keys
+#: (:func:`logits_row_slowdown`).
+MQA_LOGIT_BYTES = 4.0
+
+
+def logits_row_slowdown(batch: KernelBatch, fig: DeviceFigures, units: np.ndarray) -> np.ndarray:
+    """The factor on the products of DeepGEMM's prompt MQA logits (``attention_prefill``,
+    variant ``indexer``) whose call gives ``batch_keys``, the keys of all its sequences (the
+    width of its fp32 logits matrix, a row a query): ``1 + (waves - 1) / waves x
+    MQA_LOGIT_BYTES x batch_keys / L2 bytes``. Evidence, SGLang's ``glm5_mqa_logits_module_perf``
+    (the rows of 16 new tokens a sequence and more, time over the prediction of a class fitted
+    without it): on both devices the ratio follows the batch's keys, alike at every count of
+    queries from 1,024 to 131,072 and every sequence count, and stays 1 where the tiles are one
+    wave: H100 1.0 to 2^19 keys, 1.1, 1.2, 1.3, 1.6, 2.8, 4.4 at 2^20 to 2^25 (a logits row of
+    4 MB to 128 MB against its 50 MB L2); B200 1.05, 1.2, 1.27, 1.4, 1.6, 2.3 at 2^20 to 2^25
+    (126 MB); at 2^23-2^24 keys and four waves or more, B200 1.24-1.82, two waves 1.06-1.42,
+    one wave 0.87 (as below 2^19). The scale is the L2's, no fitted constant: a row of logits
+    the size of the L2 doubles the products' time. Which part of the kernel pays it (the
+    strided fp32 stores of a tile's queries, a logits row apart, or the L2's hold on them)
+    the tables cannot tell. No other kernel gives ``batch_keys``."""
+    keys = col(batch, "batch_keys", 0.0)
+    if batch.variant != "indexer" or not np.any(keys > 0) or not fig.l2_bytes:
+        return np.ones(len(batch))
+    waves = np.maximum(np.ceil(units / fig.sm_count), 1.0)
+    return 1.0 + (waves - 1.0) / waves * MQA_LOGIT_BYTES * keys / fig.l2_bytes
 
 
 def _softmax_blocks(batch: KernelBatch, walked: np.ndarray) -> np.ndarray:
