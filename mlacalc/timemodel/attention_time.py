@@ -751,6 +751,8 @@ def prefill_terms(
     # 1.58 under TensorRT-LLM, SGLang and vLLM); Hopper's and Ampere's kernels take every one
     # on the SFUs (at most their rate, whatever the fit that predicts them)
     d_qk, d_v = col(batch, "head_dim_qk", 128), col(batch, "head_dim_v", 128)
+    # FlashAttention-3's causal tiles compute their walked blocks whole (:func:`fa3_causal_walk`)
+    padded = padded * fa3_causal_walk(batch, fig, pack, banded)
     scores = np.where(d_v > 0, batch.flops * padded / (2.0 * (d_qk + d_v)), 0.0)
     eff_exp, rate = _kernel_rates(batch, fig, prm)
     side = side_work_rate(batch, fig)
@@ -851,6 +853,74 @@ def logits_row_slowdown(batch: KernelBatch, fig: DeviceFigures, units: np.ndarra
         return np.ones(len(batch))
     waves = np.maximum(np.ceil(units / fig.sm_count), 1.0)
     return 1.0 + (waves - 1.0) / waves * MQA_LOGIT_BYTES * keys / fig.l2_bytes
+
+
+#: FlashAttention-3's causal forward tiles on Hopper, (query rows, keys), by the head dim it is
+#: built for (as recalled of ``tile_size_fwd_sm90``, hopper/tile_size.h,
+#: causal, no window, TMA paged or unpaged K/V; not checked against a stored copy): bf16 192 x
+#: 128 at 64, 128 x 128 at 128, 128 x 112 at 192, 128 x 80 at 256 (head dim, rows, keys). The
+#: e4m3 build's (192 x 160, 128 x 224, 128 x 160, 128 x 128, as recalled) are not taken: SGLang's
+#: fp8 rows read worse under them (docs/time-model.md)
+FA3_CAUSAL_TILES = (
+    (64.0, 192.0, 128.0),
+    (128.0, 128.0, 128.0),
+    (192.0, 128.0, 112.0),
+    (256.0, 128.0, 80.0),
+)
+
+
+def _causal_walk_sum(q: np.ndarray, group: np.ndarray, rows: np.ndarray, keys: np.ndarray):
+    """Key blocks a causal prompt's tiles walk, summed over one KV head's tiles, per query head:
+    ``rows`` packed (query position, query head) rows over ``group`` query heads a KV head, each
+    tile walking ``ceil(last position / keys)`` blocks. The sum of ``ceil(j a / b)`` over the
+    tiles is taken in closed form: the linear part plus the mean rounding of a full period,
+    ``(p - 1) / (2 p)`` for ``a / b`` reduced to ``p`` in its denominator (exact for a whole
+    number of periods; the last tile walks every block)."""
+    g = np.maximum(np.round(group), 1.0)
+    per = rows / g  # query positions a tile
+    tiles = np.ceil(q / per)
+    a, b = rows.astype(np.int64), (g * keys).astype(np.int64)
+    p = b / np.gcd(a, b)
+    linear = (per / keys) * tiles * (tiles - 1.0) / 2.0
+    rounding = (p - 1.0) / (2.0 * p) * (tiles - 1.0)
+    return (linear + rounding + np.ceil(q / keys)) * rows * keys / g
+
+
+def fa3_causal_walk(
+    batch: KernelBatch, fig: DeviceFigures, pack: np.ndarray, banded: np.ndarray
+) -> np.ndarray:
+    """The products (and exponentials) of FlashAttention-3's causal prompt tiles over those of
+    128 x 128 tiles a query head: a causal tile computes every key block it walks whole (the
+    diagonal masked inside it), so its work is its tiles' walked blocks, not the causal half
+    the FLOPs count. The classes are fitted on those FLOPs, so a 128 x 128 unpacked tile's walk
+    is what their ``eff_compute`` already carries; this is the ratio of FlashAttention-3's walk
+    (:data:`FA3_CAUSAL_TILES`, its query heads a KV head packed into a tile's rows) to that one.
+    1 elsewhere: Hopper's packing prompt kernel (``head_pack`` 0, no variant, SGLang's and
+    vLLM's) of a bf16 prompt alone, a causal prompt of its own keys (no window band, no cached
+    prefix)."""
+    one = np.ones(len(batch))
+    if batch.kind != "attention_prefill" or batch.variant or fig.tcgen05:
+        return one
+    if fig.kernel_generation != "sm90" or batch.dtype.startswith("fp8"):
+        return one
+    a = attention_shape(batch)
+    q, kv = a["q"], a["kv_eff"]
+    own = (pack <= 0) & (col(batch, "causal", 1) > 0) & ~banded & (kv <= q) & (q > 0)
+    own &= col(batch, "head_dim_v", 128) > 0  # (a score kernel of no values is not its forward)
+    if not np.any(own):
+        return one
+    hd = np.maximum(col(batch, "head_dim_qk", 128), col(batch, "head_dim_v", 128))
+    rows, keys = np.full(len(batch), 128.0), np.full(len(batch), 128.0)
+    for built, r, k in reversed(FA3_CAUSAL_TILES):
+        rows = np.where(hd <= built, r, rows)
+        keys = np.where(hd <= built, k, keys)
+    wider = hd > FA3_CAUSAL_TILES[-1][0]  # no build: the 128 x 128 tiles
+    rows, keys = np.where(wider, 128.0, rows), np.where(wider, 128.0, keys)
+    qq = np.where(own, q, 1.0)
+    ratio = _causal_walk_sum(qq, a["group"], rows, keys) / _causal_walk_sum(
+        qq, np.ones(len(batch)), np.full(len(batch), 128.0), np.full(len(batch), 128.0)
+    )
+    return np.where(own, ratio, 1.0)
 
 
 def _softmax_blocks(batch: KernelBatch, walked: np.ndarray) -> np.ndarray:
