@@ -2040,6 +2040,28 @@ def test_vllms_triton_moe_pays_its_expert_map_once_a_call_over_ranks():
     assert extra[0] - extra[1] == pytest.approx(1e-5 * REFERENCE_CLOCK_HZ / FIG.clock_hz)
 
 
+def test_triton_mxfp4_moe_behind_the_expert_map_pays_a_cost_a_row_of_its_row_tile():
+    """vLLM's triton_kernels MXFP4 MoE over ranks (``ep_map``, dtype in moe_time.EP_ROW_MOE)
+    takes ``ep_row_s`` a row of its row tile (block_m, ``triton_moe_row_tile``: 16 at one token,
+    128 at 64 tokens of top-8 over 4 experts) once a call, beside ``ep_map_s``; the same call at
+    EP 1 and a bf16 call over ranks take none of it."""
+    from mlacalc.timemodel.moe_time import EP_ROW_MOE, triton_moe_row_tile
+
+    assert EP_ROW_MOE == ("w4a16_mxfp4",)
+    tokens = [1.0, 64.0, 1.0, 64.0]
+    fields = {"experts": [4.0] * 4, "ep_map": [1.0, 1.0, 0.0, 0.0]}
+    block_m = triton_moe_row_tile(np.array(tokens), np.full(4, 8.0), np.full(4, 4.0))
+    assert block_m.tolist() == [16.0, 128.0, 16.0, 128.0]
+    prm = default_params("moe")
+    clock = REFERENCE_CLOCK_HZ / FIG.clock_hz
+    for dtype, paid in (("w4a16_mxfp4", True), ("bf16", False)):
+        calls = _moe_batch(dtype=dtype, tokens=tokens, weight_bytes=0.5, **fields)
+        base = kernel_terms(calls, FIG, prm)["extra_s"]
+        got = kernel_terms(calls, FIG, {**prm, "ep_row_s": 1e-7})["extra_s"] - base
+        want = np.where([1, 1, 0, 0], 1e-7 * block_m * clock, 0.0) if paid else np.zeros(4)
+        assert got == pytest.approx(want, abs=1e-12)
+
+
 def test_vllms_measured_moe_rows_carry_the_expert_map_from_source_and_ep():
     """vLLM's H100 ``moe_perf`` mapped: a Triton row (fused MoE, triton_kernels MXFP4) with
     ``moe_ep_size`` 8 carries ``ep_map`` 1, the same kernel at EP 1 carries 0, and a FlashInfer

@@ -44,6 +44,7 @@ __all__ = [
     "DEEPGEMM_MOE",
     "ENGINE_MOE_KERNEL",
     "EP_MAP_MOE",
+    "EP_ROW_MOE",
     "FLASHINFER_HOPPER_TILE",
     "FLASHINFER_TILED_KERNELS",
     "FUSED_SORT_TOKENS",
@@ -779,6 +780,17 @@ def triton_fused_moe(source: Any) -> np.ndarray:
 EP_MAP_MOE = "ep_map"
 
 
+#: The dtypes whose vLLM Triton MoE behind the expert map (:data:`EP_MAP_MOE`) pays ``ep_row_s``
+#: a row of its row tile once a call: the triton_kernels MXFP4 MoE (``..._oaitriton...``), whose
+#: row tile the call fixes (:func:`triton_moe_row_tile`). Its measured H100 rows at EP 2-128
+#: step where that tile doubles and stay level between (2,880 / 2,880, 128 experts, top-4, EP
+#: 128: 68 us at 1-4 tokens with a 16-row tile, 74 at 32 rows, 85 at 64, 110-115 us at 128 rows
+#: from 32 to 1,024 tokens; EP 64 the same steps one token count later), 0.38 us a tile row at
+#: one or two local experts, where the fitted model ran level; its TP rows at the same tiles
+#: show no such cost: docs/time-model.md, "vLLM's expert map"
+EP_ROW_MOE = ("w4a16_mxfp4",)
+
+
 def vllm_expert_map(source: Any) -> np.ndarray:
     """Per ``kernel_source`` whether it names one of vLLM's Triton MoE kernels, which take the
     expert map outside the kernel (:data:`EP_MAP_MOE`)."""
@@ -1216,6 +1228,14 @@ def moe_terms(
     memory = batch.bytes / bw * ((mats - 1.0) / share[0] + 1.0 / share[1]) / mats
     memory = memory * _drawn_per_sm(batch, fig, sync)  # the warps' loads (Marlin's, Triton's)
     extra = _around_gemms_s(batch, fig, prm, pairs, mats, bw)
+    # ``ep_row_s`` a row of the row tile (block_m, :func:`triton_moe_row_tile`) once a call of
+    # the triton_kernels MXFP4 MoE behind vLLM's expert map (:data:`EP_MAP_MOE`; default 0):
+    # its EP rows step with the tile, not the tokens (:data:`EP_ROW_MOE`)
+    if batch.dtype in EP_ROW_MOE and (col(batch, EP_MAP_MOE, 0) > 0).any():
+        block_m = triton_moe_row_tile(
+            col(batch, "tokens", 1), col(batch, "topk", 1), col(batch, "experts", 1)
+        )
+        extra = extra + np.where(col(batch, EP_MAP_MOE, 0) > 0, prm["ep_row_s"] * block_m, 0.0)
     rows_tiles = m_tiles[best, np.arange(len(batch))]
     extra = extra + _weights_again_s(batch, fig, rows_tiles, active, mats, bw)
     return {"compute_s": compute, "memory_s": memory, "extra_s": extra}
