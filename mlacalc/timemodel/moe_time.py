@@ -3,9 +3,10 @@
 Terms: two grouped GEMMs (FC1: hidden -> (gate and) up, FC2: intermediate -> hidden) with
 per-expert row tiles (the library's fastest, or the one the call fixes: ``row_tile``, the
 Triton MoE), each over the touched experts' weights at the bandwidth its tiles draw; a cost
-per wave of tiles (``tile_s``); block-scaled fp8's rescale of each K block
-(``promote_cycles``); the routing of every (token, expert) pair (``route_s``); the selection
-rounds of a top-k above the fused routing's limit (``select_s``); a cost per expert of the rank
+per wave of tiles (``tile_s``); the main loops of each GEMM's first wave beyond one
+(``first_wave``); block-scaled fp8's rescale of each K block (``promote_cycles``); the routing
+of every (token, expert) pair (``route_s``); the selection rounds of a top-k above the fused
+routing's limit (``select_s``); a cost per expert of the rank
 (``expert_s``) and the streaming passes around the GEMMs (``act_passes``). The figures behind
 each rule are in docs/decisions.md ("Time model").
 """
@@ -1180,7 +1181,13 @@ def moe_terms(
     if batch.variant in TRITON_MOE_KERNELS or paired.any():
         reused = tile_rate(_MOE_TM, _MOE_TN, operand_reuse(fig))
         rate = reused if batch.variant in TRITON_MOE_KERNELS else np.where(paired, reused, rate)
-    candidates = waves * (2.0 * _MOE_TM * _MOE_TN * k / (per_sm * rate) + prm["tile_s"])
+    # each GEMM's first wave also pays ``first_wave`` main loops more: a tile alone on its SM
+    # waits on its own operand pipeline, which later waves' tiles overlap (fitted in
+    # TensorRT-LLM's B200 w4a8 MXFP4 class, TensorRT-LLM-gen's kernel: its one-wave rows ran at
+    # 0.20-0.27 of the fp8 rate per SM, its many-wave rows at 0.49; docs/time-model.md, "The
+    # first wave of TensorRT-LLM-gen's w4a8 MoE tiles"; 0 in every other class)
+    main_loop = 2.0 * _MOE_TM * _MOE_TN * k / (per_sm * rate)
+    candidates = waves * (main_loop + prm["tile_s"]) + prm.get("first_wave", 0.0) * main_loop
     # a call that fixes its tile's columns too (``col_tile``, the Triton MoE's default config)
     # takes that one tile; else the row tile's, or any tile of the library's list
     col_tile = col(batch, "col_tile", 0)
