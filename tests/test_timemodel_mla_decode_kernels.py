@@ -131,11 +131,65 @@ def test_tile_rows_by_mma(name, variant, rows):
 )
 def test_blackwell_runs_16_row_units_up_to_32_heads(name, heads, rows, units):
     # every engine's B200 rows: 32 heads take 1.5-1.6x the time of 16 or 64 heads, 1-16 heads
-    # one time: two 16-row units each streaming the cache; Hopper keeps its 64-row tile
-    got = mla_unit_rows(_decode([heads], 1024.0), _fig(name))
+    # one time: two 16-row units each streaming the cache; Hopper keeps its 64-row tile (256
+    # sequences: more 16-row CTAs than SMs, so no low-latency kernel past 32 heads)
+    got = mla_unit_rows(_decode([heads], 1024.0, batch=256.0), _fig(name))
     assert got[0] == rows and np.ceil(heads / got[0]) == units
     sparse = mla_unit_rows(_decode([32.0], 1024.0, variant="sparse"), _fig(name))[0]
     assert sparse == (128.0 if name == "B200" else 64.0)  # no 16-row unit for FlashMLA's
+
+
+@pytest.mark.parametrize(
+    "heads, batch, keys, rows",
+    [
+        (128.0, 1.0, 255.0, 16.0),  # 8 CTAs of 255 keys: the low-latency kernel
+        (64.0, 16.0, 2047.0, 16.0),  # 64 CTAs, each sequence's keys in 2 parts of 1,024
+        (128.0, 4.0, 4095.0, 16.0),  # 32 CTAs, 4 parts of 1,024
+        (64.0, 64.0, 63.0, 128.0),  # 256 CTAs: more than the SMs
+        (128.0, 16.0, 2047.0, 128.0),  # 128 CTAs, one part of 2,047 keys: past 1,024
+        (128.0, 1.0, 131072.0, 128.0),  # 8 CTAs, 18 parts of 7,282 keys
+    ],
+)
+def test_blackwell_low_latency_kernel_runs_16_row_units_past_32_heads(heads, batch, keys, rows):
+    # TensorRT-LLM-gen's launcher (from recall) keeps its 16-row kernel past 32 heads where the
+    # 16-row CTAs fit in the SMs and a CTA's part of the keys is at most 1,024: B200's bf16 rows
+    # of one sequence of 128 heads take 10.3-10.9 us at 63-255 keys, as 1-16 heads do, where
+    # one 128-row unit read 12.3-16.0 us. Hopper's tile and the sparse kernels' do not change
+    b200 = _fig("B200")
+    assert mla_unit_rows(_decode([heads], keys, batch=batch), b200)[0] == rows
+    assert mla_unit_rows(_decode([heads], keys, batch=batch), _fig("H100-SXM"))[0] == 64.0
+    sparse = _decode([heads], keys, batch=batch, variant="sparse")
+    assert mla_unit_rows(sparse, b200)[0] == 128.0
+
+
+@pytest.mark.parametrize(
+    "engine, profile, bound",
+    [
+        # median |error| of the bf16 rows the low-latency kernel runs past 32 heads (64-128
+        # heads, 135 rows): TensorRT-LLM 11.3% (p90 37.9%) with one 128-row unit, 4.9% (17.1%)
+        # with 16-row units; SGLang 11.6% (30.7%) -> 9.6% (15.6%)
+        ("trtllm", "fit-b200-sxm", 0.07),
+        ("sglang", "fit-b200-sxm-sglang", 0.11),
+    ],
+)
+def test_blackwell_low_latency_rows_past_32_heads(engine, profile, bound):
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+    from mlacalc.timemodel.mla_time import low_latency_units
+    from mlacalc.timemodel.profile import load_profile
+
+    tables = load_measured(MEASURED / "b200_sxm" / "mla", engine=engine).tables
+    t = next(x for x in tables if x.table == "generation_mla_perf")
+    mapped = map_table(t)
+    err = predict_mapped(mapped, None, load_profile(profile)) / t.seconds - 1.0
+    part = next(p for p in mapped.parts if p.batch.kind == "mla_decode" and p.batch.dtype == "bf16")
+    heads = part.batch.shape["n_heads"] * part.batch.shape["q_len"]
+    low = low_latency_units(part.batch, _fig("B200"), heads) & (heads > 32)
+    rows = part.rows[low]
+    assert rows.size >= 100
+    assert np.median(np.abs(err[rows][mapped.modelled[rows]])) <= bound
 
 
 def test_blackwell_32_heads_cost_more_than_16_and_64():
@@ -640,9 +694,11 @@ def test_blackwell_mla_decode_splits_a_sequence_into_at_most_32_parts():
     [
         # median |error| of the rows at one sequence and 16,384-131,072 keys, bf16 and fp8:
         # TensorRT-LLM 34.9% / 37.1% and SGLang 34.0% / 33.4% (all fast) with parts filling
-        # the SMs; 22.1% / 13.3% and 15.2% / 12.0% with at most 32
+        # the SMs; 22.1% / 13.3% and 15.2% / 12.0% with at most 32; SGLang 22.6% / 16.5% with
+        # the low-latency kernel's 16-row units (its 64-head rows at 16,384-32,767 keys go
+        # with the 32-head ones, both 23-28% fast) and its class refitted
         ("trtllm", "fit-b200-sxm", 0.25),
-        ("sglang", "fit-b200-sxm-sglang", 0.18),
+        ("sglang", "fit-b200-sxm-sglang", 0.24),
     ],
 )
 def test_blackwell_mla_decode_one_long_sequence(engine, profile, bound):

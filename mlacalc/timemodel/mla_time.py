@@ -36,6 +36,7 @@ __all__ = [
     "MLA_SPLIT_KEYS",
     "SGLANG_EXPANDED_PREFIX",
     "SPLIT_WAIT_GENERATIONS",
+    "TCGEN05_LOW_LATENCY_PART_KEYS",
     "TCGEN05_MLA_MAX_SPLITS",
     "TCGEN05_MLA_SPLIT_KEYS",
     "TRTLLM_MLA_DECODE",
@@ -44,6 +45,7 @@ __all__ = [
     "chain_saving_s",
     "decode_path_tokens",
     "engine_mla_kernel",
+    "low_latency_units",
     "mla_decode_terms",
     "mla_max_splits",
     "mla_split_keys",
@@ -450,24 +452,57 @@ SPARSE_VARIANTS = ("sparse", WALK_VARIANT, GEN_SPARSE_VARIANT, GEN_SPARSE_WIDE_V
 SMALL_UNIT_ROWS = 16.0
 
 
+#: Keys a part (a CTA's share of a sequence's keys) of TensorRT-LLM-gen's MLA decode holds up to
+#: which the kernel's launcher keeps its low-latency 16-row kernel for more than 32 query rows
+#: (:func:`low_latency_units`). From recall of TensorRT-LLM-gen's MLA generation kernel
+#: selection (not vendored here, not checked against a stored copy): the low-latency kernel
+#: (the MMA's operands swapped, 16 query rows a CTA) where the query heads are 32 or fewer, or
+#: where a sequence's 16-row CTAs over all sequences fit in the SMs and each CTA's part of the
+#: keys is at most 1,024; the high-throughput kernel (the 128-row ``tcgen05`` tile) otherwise.
+#: The B200 rows bear both conditions out (TensorRT-LLM bf16, 128 heads): one sequence, 8 CTAs,
+#: takes 10.3-10.9 us at 63-255 keys where one 128-row unit was predicted 12.3-16.0 us (+15% to
+#: +55%), and the rows past either bound take the 128-row
+#: time (16 sequences of 2,047 keys, 128 CTAs of 2,047 keys: 21.2 us, which 16-row units put
+#: at 2.2x). See docs/time-model.md ("TensorRT-LLM-gen's low-latency MLA decode").
+TCGEN05_LOW_LATENCY_PART_KEYS = 1024.0
+
+
+def low_latency_units(batch: KernelBatch, fig: DeviceFigures, rows: np.ndarray) -> np.ndarray:
+    """Per row whether TensorRT-LLM-gen's MLA decode (the plain latent kernel on ``tcgen05``
+    devices) runs its 16-row low-latency kernel at ``rows`` (heads x query tokens) more than 32:
+    a sequence's 16-row CTAs over all sequences fit in the SMs and each CTA's part of the keys
+    (the parts :func:`mla_decode_terms` would split them into) holds at most
+    :data:`TCGEN05_LOW_LATENCY_PART_KEYS`. False on other devices and for the sparse and
+    indexer variants."""
+    if not fig.tcgen05 or batch.variant:
+        return np.zeros(len(batch), bool)
+    a = attention_shape(batch)
+    ctas = a["b"] * np.ceil(rows / SMALL_UNIT_ROWS)
+    parts = decode_splits(batch, ctas, a["kv_eff"], fig.sm_count, mla_split_keys(batch, fig))
+    parts = np.minimum(parts, mla_max_splits(batch, fig))
+    return (ctas <= fig.sm_count) & (a["kv_eff"] / parts <= TCGEN05_LOW_LATENCY_PART_KEYS)
+
+
 def mla_unit_rows(batch: KernelBatch, fig: DeviceFigures) -> np.ndarray:
     """Query rows a latent decode unit carries, per kernel: :func:`mla_tile_rows`, except on
     ``tcgen05`` devices at 32 query rows or fewer, where the engines' Blackwell kernel runs
     units of 16 rows: up to 16 heads one unit, 17-32 two, each streaming the sequence's latent
-    rows through its shared memory. Every engine's B200 rows show it (TensorRT-LLM, SGLang,
-    vLLM's module rows; bf16 and fp8): 32 heads take 1.5-1.6x the time of 16 or of 64 heads
-    (TensorRT-LLM bf16, 128 sequences of 131K keys: 3,389 / 5,147 / 3,375 us at 16 / 32 / 64
-    heads), while 1-16 heads take one time. A kernel-selection fact read from B200's own rows,
-    not from H100's: see docs/time-model.md ("MLA decode"). The sparse kernels keep their
-    unit, but TensorRT-LLM-gen's sparse MLA where the row says it runs the small units
-    (``small_units``: vLLM's FlashInfer path,
+    rows through its shared memory; the plain kernel takes 16-row units at more rows too where
+    its launcher picks the low-latency kernel (:func:`low_latency_units`). Every engine's B200
+    rows show it (TensorRT-LLM, SGLang, vLLM's module rows; bf16 and fp8): 32 heads take
+    1.5-1.6x the time of 16 or of 64 heads (TensorRT-LLM bf16, 128 sequences of 131K keys:
+    3,389 / 5,147 / 3,375 us at 16 / 32 / 64 heads), while 1-16 heads take one time. A
+    kernel-selection fact read from B200's own rows, not from H100's: see docs/time-model.md
+    ("MLA decode"). The sparse kernels keep their unit, but TensorRT-LLM-gen's sparse MLA
+    where the row says it runs the small units (``small_units``: vLLM's FlashInfer path,
     :func:`mlacalc.timemodel.dsa_time.sparse_small_units`)."""
     tile = mla_tile_rows(batch, fig)
     rows = attention_shape(batch)["heads"] * col(batch, "q_len", 1)
     small = bool(fig.tcgen05) & (
         (batch.variant not in (*SPARSE_VARIANTS, "indexer")) | (col(batch, "small_units", 0) > 0)
     )
-    return np.where(small & (rows <= 2.0 * SMALL_UNIT_ROWS), SMALL_UNIT_ROWS, tile)
+    fits = (rows <= 2.0 * SMALL_UNIT_ROWS) | low_latency_units(batch, fig, rows)
+    return np.where(small & fits, SMALL_UNIT_ROWS, tile)
 
 
 #: The share of a unit's time the second 16-row unit of a token adds where TensorRT-LLM-gen's
