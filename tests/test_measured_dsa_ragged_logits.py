@@ -116,3 +116,51 @@ def test_a_served_sglang_prompt_runs_the_pass_its_module_rows_are_mapped_to():
                      load_hardware("B200"), engine="vllm")  # fmt: skip
     specs = vllm.specs(pf_N=np.array([64.0]), pf_q=np.array([4.0]), pf_pre=np.array([16384.0]))
     assert not [s for s in specs if s.name == "indexer_ragged_logits"]
+
+
+def test_sglangs_prompt_logits_give_the_batchs_keys_the_mapping_and_a_served_step_alike():
+    """SGLang scores a DSA prompt batch as one ragged run, a logits row as wide as all its
+    sequences' keys (attention_time.logits_row_slowdown reads them as ``batch_keys``): the
+    module row's logits, predict_time's kernel and the plan's step model give the same count;
+    a decode step and vLLM's prompt give none."""
+    pytest.importorskip("pyarrow")
+    import dataclasses
+
+    from reference_data import MEASURED
+
+    from mlacalc.cost.model_step import step_kernels
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.tables import load_measured
+    from mlacalc.models.loading import load_model
+    from mlacalc.serving.gpu_step import StepModel
+    from mlacalc.serving.layout import Layout
+    from mlacalc.words.dtypes import resolve_kv_layout
+
+    path = MEASURED / "b200_sxm" / "sparse_attention" / "sglang" / "0.5.14"
+    (t,) = load_measured(path / "dsa_context_module_perf.parquet").tables
+    c = t.columns
+    hit = (c["model"].astype(str) == "deepseek-ai/DeepSeek-V3.2") & (c["batch_size"] == 64)
+    hit &= (c["isl"] == 4) & (c["step"] == 16384)
+    hit &= c["kernel_source"].astype(str) == "sglang_dsa_indexer_trtllm"
+    row = np.flatnonzero(hit)[:1]
+    one = dataclasses.replace(t, columns={k: v[row] for k, v in c.items()}, seconds=t.seconds[row])
+    (part,) = [p for p in map_table(one).parts if p.name == "mqa_logits"]
+    assert part.batch.shape["batch_keys"].tolist() == [64 * 16388]
+    ks = step_kernels("deepseek-v3.2", "chunk", 16388, 64, 4, causal=True, kv_dtype="fp8",
+                      engine="sglang", scope="attention_layer")  # fmt: skip
+    (k,) = [k for k in ks if k.name == "indexer_scores"]
+    assert k.shape["batch_keys"] == 64 * 16388
+    ks = step_kernels("deepseek-v3.2", "chunk", 16388, 64, 4, causal=True, kv_dtype="fp8",
+                      engine="vllm", scope="attention_layer")  # fmt: skip
+    (k,) = [k for k in ks if k.name == "indexer_scores"]
+    assert "batch_keys" not in k.shape
+    m = load_model("deepseek-v3.2")
+    sm = StepModel(m, Layout(1, 1, 1, 1, 1, False, 1, 1), "fp8", resolve_kv_layout("fp8"),
+                   load_hardware("B200"), engine="sglang")  # fmt: skip
+    specs = sm.specs(pf_N=np.array([64.0, 2.0]), pf_q=np.array([4.0, 1000.0]),
+                     pf_pre=np.array([16384.0, 0.0]))  # fmt: skip
+    scores = [s for s in specs if s.name == "indexer_scores"]
+    (s,) = [s for s in scores if s.kind == "attention_prefill"]
+    assert s.shape["batch_keys"].tolist() == [64 * 16388, 2 * 1000]
+    assert all("batch_keys" not in s.shape for s in scores if s.kind != "attention_prefill")

@@ -504,6 +504,7 @@ def indexer_kernels(
     pairs = attended_pairs(q, S, None, cost.causal)
     logits = b * q * S * _LOGIT_BYTES
     decode = cost.phase == "decode"
+    ragged_keys = None if decode or engine not in RAGGED_LOGITS_ENGINES else b * S
     return [
         _gemm(
             "indexer_q_proj",
@@ -541,7 +542,10 @@ def indexer_kernels(
             bytes=packed_bytes(tokens * heads * (width + 1), a_bits) + b * S * row + logits,
             calls=calls,
             # DeepGEMM's fp8 logits, as the DSA module tables' mapping times them
-            shape=dsa_logits_shape(b, q, S if decode else pairs // q, heads, width, decode),
+            # (SGLang's prompt logits a row as wide as the batch's keys: RAGGED_LOGITS_ENGINES)
+            shape=dsa_logits_shape(
+                b, q, S if decode else pairs // q, heads, width, decode, ragged_keys
+            ),
         ),
         _engine_dsa_topk(cost, model.index_topk, act_dtype, calls, engine)
         if engine

@@ -92,6 +92,7 @@ import numpy as np
 
 from mlacalc.cost.compressed import (
     NEAR_TOPK_GEMMS,
+    RAGGED_LOGITS_ENGINES,
     dsa_ragged_logits_bytes,
     dsa_topk,
     engine_topk,
@@ -2667,7 +2668,10 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     pairs = bs * (isl * step + isl * (isl + 1) / 2)
     # the logits' shape a served step gives them too (words.kernels.dsa_logits_shape)
     mean_keys = step + (isl + 1) / 2 if context else keys
-    shape = dsa_logits_shape(bs[x], isl[x], mean_keys[x], ih[x], idim[x], not context)
+    # SGLang scores a prompt batch as one ragged run, a logits row as wide as all its keys
+    ragged = context and t.engine in RAGGED_LOGITS_ENGINES
+    wide = (bs * (step + isl))[x] if ragged else None
+    shape = dsa_logits_shape(bs[x], isl[x], mean_keys[x], ih[x], idim[x], not context, wide)
     for served in ("indexer", "rows_per_query", "pooled_ratio"):  # a served step's fields
         shape.pop(served, None)
     nb = tok * ih * (idim + 4) + bs * keys * (idim + 4) + pairs * 4

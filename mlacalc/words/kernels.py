@@ -138,7 +138,7 @@ def indexer_score_shape(batch: int, q_len: int, kv_len: int, heads: int, width: 
 
 
 def dsa_logits_shape(batch: Any, q_len: Any, keys: Any, heads: Any, width: Any,
-                     decode: bool) -> dict[str, Any]:  # fmt: skip
+                     decode: bool, batch_keys: Any = None) -> dict[str, Any]:  # fmt: skip
     """The shape of a DSA indexer's fp8 logits kernel (DeepGEMM's MQA logits), as the DSA module
     tables' mapping and a served DeepSeek-V3.2 / GLM-5 step both give it (variant
     ``indexer``, dtype fp8): in decode the paged logits (``mla_decode``: ``q_len`` next
@@ -147,15 +147,20 @@ def dsa_logits_shape(batch: Any, q_len: Any, keys: Any, heads: Any, width: Any,
     product, no RoPE pre-kernel); in a prompt the logits of a 128-row tile of (query, head)
     rows (``attention_prefill``: ``q_len x heads`` rows of one head over ``keys``, the mean
     keys a query attends; ``rows_per_query`` and ``pooled_ratio`` 1 let a served plan's step
-    recount them per chunk as DeepSeek-V4's prompt indexer, uncompressed). Arguments may be
-    arrays (the mapping's rows)."""
+    recount them per chunk as DeepSeek-V4's prompt indexer, uncompressed). ``batch_keys``: a
+    prompt's keys of all its sequences where the engine scores the batch as one ragged run
+    (SGLang: the width of its logits matrix, ``attention_time.logits_row_slowdown``); None
+    where it does not. Arguments may be arrays (the mapping's rows)."""
     base = {"n_kv": 1, "head_dim_qk": width, "head_dim_v": 0, "window": 0, "kv_bytes": 1,
             "rope_kernel": 0, "preprocess_bytes": 0, "indexer": 1, "causal": 0}  # fmt: skip
     if decode:
         return {**base, "batch": batch, "q_len": q_len, "kv_len": keys, "n_heads": heads,
                 "page_size": 64, "kv_split": 1, "operand_reads": 1}  # fmt: skip
-    return {**base, "batch": batch, "q_len": q_len * heads, "kv_len": keys, "n_heads": 1,
-            "rows_per_query": heads, "pooled_ratio": 1}  # fmt: skip
+    out = {**base, "batch": batch, "q_len": q_len * heads, "kv_len": keys, "n_heads": 1,
+           "rows_per_query": heads, "pooled_ratio": 1}  # fmt: skip
+    if batch_keys is not None:
+        out["batch_keys"] = batch_keys
+    return out
 
 
 #: The attention kernels: prefill and decode, per-head (MHA/GQA/MQA) or MLA.
