@@ -2666,32 +2666,7 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     one = (walk == 0) & (not context and t.engine in ONE_SPARSE_KERNEL)
     _dsa_small_kernels(b, rows, indexer, tok, h, ih, idim, g, _elem(kvd), (context & ~dense) | one)
     pairs = bs * (isl * step + isl * (isl + 1) / 2)
-    # the logits' shape a served step gives them too (words.kernels.dsa_logits_shape)
-    mean_keys = step + (isl + 1) / 2 if context else keys
-    # SGLang scores a prompt batch as one ragged run, a logits row as wide as all its keys
-    ragged = context and t.engine in RAGGED_LOGITS_ENGINES
-    wide = (bs * (step + isl))[x] if ragged else None
-    shape = dsa_logits_shape(bs[x], isl[x], mean_keys[x], ih[x], idim[x], not context, wide)
-    for served in ("indexer", "rows_per_query", "pooled_ratio"):  # a served step's fields
-        shape.pop(served, None)
-    nb = tok * ih * (idim + 4) + bs * keys * (idim + 4) + pairs * 4
-    b.add("mqa_logits" if context else "paged_mqa_logits",
-          "attention_prefill" if context else "mla_decode", "fp8", rows[x],
-          (2 * ih * idim * pairs)[x], nb[x], variant="indexer", **shape)  # fmt: skip
-    # the engine's top-k kernel (glm5_topk_module_perf's, or its own), as a served step runs it
-    sel, sel_bytes = dsa_topk(bs, isl, step, topk, not context, t.engine)
-    x = indexer & (sel["units"] > 0)  # no query with more keys than top-k: no selection runs
-    # TensorRT-LLM's decode rows near the top-k in the runs that show the slower path
-    near = near_topk_rows(bs, isl, step, topk, not context, t.engine)
-    near = np.where(np.isin(gt, list(NEAR_TOPK_GEMMS)), near, 0.0)
-    b.add("topk", "elementwise", "bf16", rows[x], 0.0, sel_bytes[x], elements=sel["elements"][x],
-          variant=TOPK_KERNEL_VARIANTS[max(int(sel["topk_kernel"].max()), DSA_TOPK_CODE) - 1],
-          units=sel["units"][x], ctas=sel["ctas"][x], near_rows=near[x],
-          long_elements=sel["long_elements"][x])  # fmt: skip
-    # SGLang's pass over the prompt batch's whole ragged logits matrix (cost.compressed)
-    rag = dsa_ragged_logits_bytes(bs, isl, step, topk, not context, t.engine)
-    x = indexer & (rag > 0)
-    b.add("ragged_logits", "elementwise", "bf16", rows[x], 0.0, rag[x])
+    _dsa_indexer_kernels(t, b, rows, indexer, bs, isl, step, pairs, ih, idim, topk, gt, context)
     kvb = _elem(kvd)
     d_ = dense & context
     if d_.any():
@@ -2754,6 +2729,55 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     # eager past a CUDA graph; a prompt past LONG_CACHE_TOKENS its long-context group
     labels = floor_sources(t.system, t.engine, t.table, src, bs, t.column("step"))
     b.host_floor(t, labels, t.column("gemm_type"), t.column("kv_cache_dtype"), bs)
+
+
+def _dsa_indexer_kernels(
+    t: MeasuredTable,
+    b: _Builder,
+    rows: np.ndarray,
+    indexer: np.ndarray,
+    bs: np.ndarray,
+    isl: np.ndarray,
+    step: np.ndarray,
+    pairs: np.ndarray,
+    ih: np.ndarray,
+    idim: np.ndarray,
+    topk: np.ndarray,
+    gt: np.ndarray,
+    context: bool,
+) -> None:
+    """A DSA module row's indexer past its GEMMs (:func:`_dsa_module_table`): the logits over
+    each query's keys, the engine's top-k and SGLang's pass over a prompt batch's ragged
+    logits, on the rows whose ``indexer`` ran."""
+    x = indexer
+    keys = step + isl
+    tok = bs * isl
+    # the logits' shape a served step gives them too (words.kernels.dsa_logits_shape)
+    mean_keys = step + (isl + 1) / 2 if context else keys
+    # SGLang scores a prompt batch as one ragged run, a logits row as wide as all its keys
+    ragged = context and t.engine in RAGGED_LOGITS_ENGINES
+    wide = (bs * (step + isl))[x] if ragged else None
+    shape = dsa_logits_shape(bs[x], isl[x], mean_keys[x], ih[x], idim[x], not context, wide)
+    for served in ("indexer", "rows_per_query", "pooled_ratio"):  # a served step's fields
+        shape.pop(served, None)
+    nb = tok * ih * (idim + 4) + bs * keys * (idim + 4) + pairs * 4
+    b.add("mqa_logits" if context else "paged_mqa_logits",
+          "attention_prefill" if context else "mla_decode", "fp8", rows[x],
+          (2 * ih * idim * pairs)[x], nb[x], variant="indexer", **shape)  # fmt: skip
+    # the engine's top-k kernel (glm5_topk_module_perf's, or its own), as a served step runs it
+    sel, sel_bytes = dsa_topk(bs, isl, step, topk, not context, t.engine)
+    x = indexer & (sel["units"] > 0)  # no query with more keys than top-k: no selection runs
+    # TensorRT-LLM's decode rows near the top-k in the runs that show the slower path
+    near = near_topk_rows(bs, isl, step, topk, not context, t.engine)
+    near = np.where(np.isin(gt, list(NEAR_TOPK_GEMMS)), near, 0.0)
+    b.add("topk", "elementwise", "bf16", rows[x], 0.0, sel_bytes[x], elements=sel["elements"][x],
+          variant=TOPK_KERNEL_VARIANTS[max(int(sel["topk_kernel"].max()), DSA_TOPK_CODE) - 1],
+          units=sel["units"][x], ctas=sel["ctas"][x], near_rows=near[x],
+          long_elements=sel["long_elements"][x])  # fmt: skip
+    # SGLang's pass over the prompt batch's whole ragged logits matrix (cost.compressed)
+    rag = dsa_ragged_logits_bytes(bs, isl, step, topk, not context, t.engine)
+    x = indexer & (rag > 0)
+    b.add("ragged_logits", "elementwise", "bf16", rows[x], 0.0, rag[x])
 
 
 def _dsv4_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
