@@ -2148,3 +2148,18 @@ def test_vllms_measured_moe_rows_carry_the_expert_map_from_source_and_ep():
         got = ep_map[rows]
         got = got[np.isfinite(got)]  # rows the mapping keeps
         assert got.size > 100 and np.all(got == want)
+    # the triton_kernels MXFP4 rows take the row tile the call fixes (triton_moe_row_tile), as
+    # a served step of that class does; vLLM's Triton fused MoE (bf16) rows fix none
+    from mlacalc.timemodel.moe_time import triton_moe_row_tile
+
+    c = t.columns
+    want = triton_moe_row_tile(
+        c["num_tokens"] * 1.0, c["topk"] * 1.0, (c["num_experts"] // c["moe_ep_size"]) * 1.0
+    )
+    tile = np.full(len(t), np.nan)
+    for part in map_table(t).parts:
+        tile[part.rows] = part.batch.shape["row_tile"]
+    oai = (src == "vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic") & np.isfinite(tile)
+    assert oai.sum() > 1000 and np.array_equal(tile[oai], want[oai])
+    fused = (src == "vllm_unquantizedfusedmoe_triton_tritonexperts") & np.isfinite(tile)
+    assert fused.sum() > 1000 and not np.any(tile[fused])

@@ -1979,6 +1979,10 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     # CUDA rows carry the same label) fixes its row tile from the call (:func:`~mlacalc.
     # timemodel.moe_time.triton_moe_row_tile`, the rule a model step's MXFP4 experts follow too)
     triton = (dt == "w4a16_mxfp4") & (source.astype(str) == "moe_torch_flow")
+    # and vLLM's triton_kernels MXFP4 MoE (``..._oaitriton...``), the same kernel, whose served
+    # steps on Hopper take that tile too (docs/time-model.md, "The triton_kernels MXFP4 MoE
+    # behind the expert map")
+    triton |= (dt == "w4a16_mxfp4") & (np.char.find(source.astype(str), "oaitriton") >= 0)
     tile = triton_moe_row_tile(T.astype(float), topk.astype(float), (E // ep).astype(float))
     row_tile = np.where(triton, tile, 0.0)
     # SGLang's Triton fused MoE (bf16, MXFP4) with its default config: a 16 x 32 tile while
