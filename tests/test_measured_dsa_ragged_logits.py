@@ -164,3 +164,31 @@ def test_sglangs_prompt_logits_give_the_batchs_keys_the_mapping_and_a_served_ste
     (s,) = [s for s in scores if s.kind == "attention_prefill"]
     assert s.shape["batch_keys"].tolist() == [64 * 16388, 2 * 1000]
     assert all("batch_keys" not in s.shape for s in scores if s.kind != "attention_prefill")
+
+
+def test_deepseek_v4s_prompt_indexer_under_sglang_gives_the_batchs_pooled_keys():
+    """DeepSeek-V4's CSA prompt indexer runs the same DeepGEMM logits over the pooled keys: its
+    batch keys are the sequences' pooled keys (``seq_len // ratio`` each), in a served step
+    (cost.compressed) and in the module rows' mapping alike; vLLM's give none."""
+    from mlacalc.cost.model_step import step_kernels
+
+    for engine, want in (("sglang", 64 * (16388 // 4)), ("vllm", None)):
+        ks = step_kernels("deepseek-v4-pro", "chunk", 16388, 64, 4, causal=True, kv_dtype="fp8",
+                          engine=engine, scope="model")  # fmt: skip
+        scores = [k for k in ks if k.name == "indexer_scores" and k.kind == "attention_prefill"]
+        assert scores and all(k.shape.get("batch_keys") == want for k in scores)
+    pytest.importorskip("pyarrow")
+    from reference_data import MEASURED
+
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.tables import load_measured
+
+    path = MEASURED / "b200_sxm" / "sparse_attention" / "sglang" / "0.5.14"
+    (t,) = load_measured(path / "dsv4_csa_context_module_perf.parquet").tables
+    parts = map_table(t).parts
+    (part,) = [
+        p for p in parts if p.name == "indexer_scores" and p.batch.kind == "attention_prefill"
+    ]
+    bs, isl, step = (t.column(c)[part.rows].astype(float) for c in ("batch_size", "isl", "step"))
+    want = bs * np.maximum(np.floor((step + isl) / 4), 1)
+    assert np.allclose(part.batch.shape["batch_keys"], want)

@@ -524,6 +524,9 @@ def compressed_kernels(
             # a query) of one head of ``d_i`` over the pooled keys that query sees, their
             # mean over the chunk's queries as ``kv_len``
             keys_each = (pooled_below(S, rate) - pooled_below(S - q, rate)) / q
+            # SGLang scores the batch as one ragged run, a logits row as wide as all its
+            # sequences' pooled keys (attention_time.logits_row_slowdown)
+            ragged = {"batch_keys": b * max(pooled, 1)} if engine in RAGGED_LOGITS_ENGINES else {}
             out.append(
                 _attention_kernel(
                     o.name, "attention_prefill", o, "fp8", calls, batch=b,
@@ -531,7 +534,7 @@ def compressed_kernels(
                     head_dim_qk=c.index_head_dim, head_dim_v=0, window=0, causal=0,
                     kv_bytes=1, rope_kernel=0, preprocess_bytes=0, indexer=1,
                     rows_per_query=c.index_n_heads, pooled_ratio=rate, pooled_cap=0,
-                    pooled_window=0,
+                    pooled_window=0, **ragged,
                 )
             )  # fmt: skip
         elif o.kind == "matmul":

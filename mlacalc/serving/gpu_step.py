@@ -1162,7 +1162,8 @@ class StepModel:
                     causal=one * (0.0 if decode else 1.0),  # decode attends every key
                 )
                 if "batch_keys" in shape:  # SGLang's prompt logits: all its prompts' keys
-                    sh["batch_keys"] = zero if decode else pf_N * ctx  # (words.kernels)
+                    seen = np.maximum(np.floor(ctx / shape.get("pooled_ratio", 1)), 1)
+                    sh["batch_keys"] = zero if decode else pf_N * seen  # (words.kernels)
                 if shape.get("sparse"):  # DeepSeek-V4's core: each query's keys by index
                     sh["causal"] = float(shape["causal"]) * one  # (cost.compressed: none)
                 if shape.get("rows_per_query") and not decode:
