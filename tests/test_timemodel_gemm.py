@@ -1149,3 +1149,49 @@ def test_a_served_sglang_block_scaled_gemm_pays_the_group_quantize_at_an_odd_row
     assert us(4097.0, 7168.0) - us(4096.0, 7168.0) == pytest.approx(14.8, abs=0.3)
     assert us(8191.0, 1536.0) - us(8192.0, 1536.0) == pytest.approx(19.1, abs=0.3)
     assert us(33.0, 7168.0) - us(32.0, 7168.0) < 0.5
+
+
+def test_per_tensor_quantize_rereads_its_input_from_the_l2_on_hopper():
+    """A two-pass per-tensor quantize (amax, then scaling) on H100 whose class has a
+    ``quant_l2_share``: the scaling pass reads the resident share of the bf16 input from the
+    L2 at ``l2_speedup`` (all of it within that share of the L2, none from twice it); a class
+    without it (0, the default: every profile not refitted with it) keeps both reads at the
+    HBM, whatever its ``l2_share``. Not on B200 (``tcgen05``), nor vLLM's SM-bound passes, nor
+    a one-pass quantize."""
+    prm = dict(default_params("gemm"), quant_bytes=1.0, quant_fixed_s=0.0, atomic_cycles=0.0)
+    prm.update(l2_share=0.5, l2_speedup=4.0, quant_l2_share=0.5)
+    cols = {"quantize_input": 1, "quant_passes": 2, "quant_launches": 3}
+    m, k = 4096.0, np.asarray([1024.0, 16384.0])  # an input of 8 MB, then 134 MB
+    x = m * k * 2.0
+    for name in ("H100-SXM", "B200"):
+        fig = device_figures(load_hardware(name))
+        per_byte = 1.0 / (prm["eff_memory"] * fig.hbm_bytes_per_s)
+        # the quantize's seconds: the call's extra time less the same GEMM's without it
+        base = kernel_terms(_gemm("fp8", m, 64, k), fig, prm)["extra_s"]
+
+        def quantize(p, fig=fig, base=base, **more):
+            got = kernel_terms(_gemm("fp8", m, 64, k, **dict(cols, **more)), fig, p)
+            return got["extra_s"] - base
+
+        got = quantize(prm)
+        hbm_only = m * k * 5.0 * per_byte  # two bf16 reads and the fp8 write
+        share = prm["quant_l2_share"] * fig.l2_bytes
+        if name == "H100-SXM":
+            assert x[0] < share < 2 * share < x[1]
+            l2 = x[0] / (prm["l2_speedup"] * fig.hbm_bytes_per_s)
+            assert got[0] == pytest.approx(m * k[0] * 3.0 * per_byte + l2)
+            assert got[0] < 0.75 * hbm_only[0]
+        else:
+            assert got[0] == pytest.approx(hbm_only[0])
+        assert got[1] == pytest.approx(hbm_only[1])
+        # a class without the share: the HBM twice, its GEMM's l2_share notwithstanding
+        assert quantize(dict(prm, quant_l2_share=0.0)) == pytest.approx(hbm_only)
+        # vLLM's SM-bound passes and a one-pass quantize keep their bytes
+        sm = dict(cols, quant_sm_bound=1)
+        bound = kernel_terms(_gemm("fp8", m, 64, k, **sm), fig, dict(prm, quant_sm_bytes=1.0))
+        rate = fig.sm_count * fig.clock_hz * model.QUANT_SM_BYTES_PER_CLOCK
+        walked = np.ceil(k / model.QUANT_ROW_STRIDE) * model.QUANT_ROW_STRIDE
+        want = m * walked * 5.0 * np.maximum(1.0 / rate, k / walked / fig.hbm_bytes_per_s)
+        assert bound["extra_s"] - base == pytest.approx(want)
+        single = quantize(prm, quant_passes=1, quant_launches=1)
+        assert single == pytest.approx(m * k * 3.0 * per_byte)

@@ -1067,12 +1067,31 @@ def _input_quantization(c: _Call) -> np.ndarray:
     fig = c.fig
     ctas = col(batch, "quant_ctas", 0) * MLA_QUANT_CTA_CYCLES / (fig.clock_hz * fig.sm_count)
     amax_read = c.groups * c.m * c.k * 2.0 * per_byte
+    # a two-pass per-tensor quantize (amax, then scaling) on Hopper: the scaling pass finds the
+    # share of the bf16 input the amax pass left in the L2 (``quant_l2_share`` of the L2 holds
+    # it whole, twice that none: ``l2_resident_share``'s ramp) and reads it at ``l2_speedup``,
+    # where its bytes had counted at the HBM's rate. Its own share, not the class's
+    # ``l2_share`` (the GEMM's warm operands): a class without it (0, every profile not
+    # refitted with it) keeps the HBM reads. Read from the H100 rows of few columns (the
+    # quantize most of the call): TensorRT-LLM's read +13% / +23% / +32% (signed median) at an
+    # input of 4 / 8 / 16 MB, +2% at 32 MB and -6% to -8% above; not on ``tcgen05`` (B200's
+    # rows of 4-32 MB read -3% to -10%: no such gain), nor vLLM's SM-bound passes
+    # (QUANT_SM_BOUND_ENGINES). docs/time-model.md, "The per-tensor quantize's second read of
+    # its input from the L2".
+    share = prm.get("quant_l2_share", 0.0)
+    reread = (passes >= 2) & ~sm_bound & (not fig.tcgen05) & (share > 0.0)
+    l2_s: np.ndarray | float = 0.0
+    if np.any(reread):
+        x = c.groups * c.m * c.k * 2.0
+        hit = np.where(reread, l2_resident_share(x, fig, {"l2_share": share}) * x, 0.0)
+        qbytes = qbytes - hit
+        l2_s = hit / (prm["l2_speedup"] * hbm)
     # the nvfp4 quantize gives each input row its own small CTA (a thread a 16-element
     # block), as SGLang's fp8 quantize does (QUANT_ROW_CTA_ENGINES): each row costs its CTA's
     # life, ``quant_row_cycles`` SM cycles over all the SMs, beside the bytes it moves
     row_ctas = (col(batch, QUANT_ROW_CTA_FIELD, 0) > 0) | (batch.dtype == "nvfp4")
     rows_s = c.groups * c.m * prm.get("quant_row_cycles", 0.0) / (fig.clock_hz * fig.sm_count)
-    passes_s = qbytes * per_byte + np.where(row_ctas, rows_s, 0.0)
+    passes_s = qbytes * per_byte + l2_s + np.where(row_ctas, rows_s, 0.0)
     # SGLang's 1x128 group quantize: a CTA per packed groups, GROUP_QUANT_CTA_CYCLES each
     grouped = col(batch, GROUP_QUANT_CTA_FIELD, 0) > 0
     if grouped.any():

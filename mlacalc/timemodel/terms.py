@@ -156,6 +156,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "promote_cycles": (0.0, 0.25, "SM cycles per output element and K block rescaling fp8 blocks"),
     "convert_row_cycles": (0.0, 4000.0, "SM cycles per weight row converting fp32 block scales"),
     "quant_row_cycles": (0.0, 2000.0, "SM cycles per input row of a quantize with a CTA a row"),
+    "quant_l2_share": (0.0, 1.0, "share of the L2 a two-pass quantize's input stays in"),
     "node_s": (0.0, 2e-5, "seconds of one more small kernel node of a GEMM call's graph"),
     "host_s": (0.0, 5e-4, "host seconds of an eagerly timed wrapper's call, not clocked"),
     "align_s": (0.0, 2e-4, "host seconds a wrapper spends aligning unaligned block scales"),
@@ -254,6 +255,9 @@ DEFAULTS: dict[str, float] = {
     # of it (a Hopper fit's stand-in on Blackwell): a small CTA's life as SGLang's MLA
     # quantize reads it (gemm_time.MLA_QUANT_CTA_CYCLES, 175), where the B200 fits read 115-168
     "quant_row_cycles": 175.0,
+    # a GEMM class fitted without its two-pass quantize's second read from the L2
+    # (gemm_time._input_quantization) reads it from the HBM
+    "quant_l2_share": 0.0,
     # one more small kernel in a GEMM call's graph (gemm_time.CONVERT_KERNELS): the quantize
     # kind's assumed 1 us a graph node, fitted where rows convert their scales both ways
     # (SGLang's B200, gemm_time.PAD_CONVERT_KERNELS); a profile composed for another
@@ -500,6 +504,7 @@ def fit_params(kind: str, dtype: str) -> tuple[str, ...]:
         names = (*names, "atomic_cycles")  # a per-tensor amax's atomics on its one scale
         names = (*names, "quant_sm_bytes")  # vLLM's quantize, bound per SM and clock
         names = (*names, "quant_row_cycles")  # SGLang's quantize's CTA a token (gemm_time)
+        names = (*names, "quant_l2_share")  # a two-pass quantize's second read (gemm_time)
     if kind == "gemm" and dtype == "nvfp4":
         names = (*names, "quant_row_cycles")  # its quantize's CTA a row (gemm_time)
     if kind == "gemm" and dtype in ("w4a16", "w8a16"):
