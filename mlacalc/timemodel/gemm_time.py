@@ -1067,9 +1067,11 @@ def _input_quantization(c: _Call) -> np.ndarray:
     fig = c.fig
     ctas = col(batch, "quant_ctas", 0) * MLA_QUANT_CTA_CYCLES / (fig.clock_hz * fig.sm_count)
     amax_read = c.groups * c.m * c.k * 2.0 * per_byte
-    # a two-pass per-tensor quantize (amax, then scaling) on Hopper: the scaling pass finds the
-    # share of the bf16 input the amax pass left in the L2 (``quant_l2_share`` of the L2 holds
-    # it whole, twice that none: ``l2_resident_share``'s ramp) and reads it at ``l2_speedup``,
+    # a two-pass per-tensor quantize (amax, then scaling) on a device without ``tcgen05`` (read
+    # on Hopper; an Ada or AMD device timed from such a class takes it too, by its own L2,
+    # unvalidated): the scaling pass finds the share of the bf16 input the amax pass left in
+    # the L2 (``quant_l2_share`` of the L2 holds it whole, twice that none:
+    # ``l2_resident_share``'s ramp) and reads it at ``l2_speedup``,
     # where its bytes had counted at the HBM's rate. Its own share, not the class's
     # ``l2_share`` (the GEMM's warm operands): a class without it (0, every profile not
     # refitted with it) keeps the HBM reads. Read from the H100 rows of few columns (the
