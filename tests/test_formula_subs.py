@@ -282,13 +282,30 @@ def test_formula_subs_says_attention_params_is_one_layer(run, name, variant, lay
     out, err = run("formula", "attention_params", "--variant", variant, "--subs", name)
     held = int(out) * layers
     reported = mlacalc.param_counts(name).breakdown["attention"]
-    assert "one layer's weights; " in err and f"{layers} layers with attention" in err, err
-    assert f"hold {held:,}" in err
+    assert "note: attention_params is one layer's weights; " in err, err
+    assert f"the {layers} layers with attention of " in err and f"hold {held:,}" in err, err
     # Qwen3's q/k norms: report counts them, the formula has no term for them
-    said = "(report's attention)" if held == reported else f"(report's attention: {reported:,})"
+    said = (
+        "(equal to report's attention)"
+        if held == reported
+        else f"(report's attention is {reported:,}: its q/k norms too)"
+    )
     assert said in err, err
 
 
-def test_formula_help_says_attention_params_is_one_layer(run):
+def test_formula_subs_says_kv_cache_elements_is_one_layer(run):
+    # 576 for DeepSeek-V3 is one token's latent and RoPE key in one layer; its cache holds
+    # 61 of them a token, as report's per-token cache counts
+    out, err = run("formula", "kv_cache_elements", "--variant", "mla", "--subs", "deepseek-v3")
+    assert out == "576\n"
+    assert "kv_cache_elements is one token's elements in one layer; the 61 layers" in err
+    assert "cache 35,136 a token" in err, err
+    doc = json.loads(run("report", "deepseek-v3", "-s", 1, "--format", "json")[0])
+    per_token = next(r for r in doc["kv_cache"] if r["impl"] == "absorbed")["total_bytes"]
+    assert per_token == 35_136 * 2  # bf16
+
+
+def test_formula_help_says_which_quantities_are_one_layer(run):
     out, _ = run("formula", "--help")
-    assert "attention_params is one layer's weights" in " ".join(out.split())
+    text = " ".join(out.split())
+    assert "attention_params is one layer's weights and kv_cache_elements one token's" in text

@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import click
 
-from mlacalc.cli.common import IMPL_CHOICE, VARIANT_CHOICE, load, set_option, warn
+from mlacalc.cli.common import IMPL_CHOICE, VARIANT_CHOICE, load, note, set_option, warn
 from mlacalc.cost.attention import model_dims, op_weight_bits
 from mlacalc.cost.engine import attention_cost
 from mlacalc.cost.model_step import checkpoint_stored, stored_attention_cost
@@ -77,7 +77,8 @@ def command(quantity, variant, impl, phase, stage, causal, no_q_lora, subs_model
     Symbols: d hidden, L layers, n_h heads, n_kv KV heads, d_h head width, d_c latent,
     d_cq query latent, d_nope, d_rope, d_v; B batch, S keys attended, q new tokens,
     P (query, key) pairs per head, b / b_w / b_a bytes per KV / weight / activation element.
-    attention_params is one layer's weights; the other quantities count all L layers.
+    attention_params is one layer's weights and kv_cache_elements one token's elements in one
+    layer; the other quantities count all L layers.
 
     \b
     Examples:
@@ -239,10 +240,19 @@ def _substituted(m, quantity: str, variant: str, settings: dict, no_q_lora: bool
         _say_params_left_out(m, expr)
         held = int(expr) * with_attention
         reported = param_counts(m).breakdown["attention"]
-        same = "report's attention" if reported == held else f"report's attention: {reported:,}"
-        warn(
-            f"attention_params is one layer's weights; {m.label}'s {with_attention} layers "
-            f"with attention hold {held:,} ({same})"
+        same = (
+            "equal to report's attention"
+            if reported == held
+            else f"report's attention is {reported:,}: its q/k norms too"
+        )
+        note(
+            f"attention_params is one layer's weights; the {with_attention} layers with "
+            f"attention of {m.label} hold {held:,} ({same})"
+        )
+    elif quantity == "kv_cache_elements":
+        note(
+            f"kv_cache_elements is one token's elements in one layer; the {with_attention} "
+            f"layers with attention of {m.label} cache {int(expr) * with_attention:,} a token"
         )
     elif quantity in ("fused_bytes", "unfused_bytes"):
         _say_scales_left_out(m, quantity, settings)
