@@ -1108,8 +1108,9 @@ def test_each_expert_of_the_rank_costs_expert_s_touched_or_not():
         # its nvfp4 MoE (CUTLASS, min-latency): 11.3% / 30.1% before expert_s was fitted in
         # every class, 10.7% / 29.6% after; 10.8% / 29.9% before its CUTLASS class was refitted
         # with the work on every token's hidden row (moe_time.PAIR_TILE_MOE, token_s), 10.4% /
-        # 29.6% after
-        ("nvfp4", 0.105, 0.297),
+        # 29.6% after; 8.58% / 27.1% -> 8.30% / 26.1% with the main loops of the first wave
+        # of tiles (first_wave) in its min-latency class, bound 0.105 / 0.297 -> 0.087 / 0.27
+        ("nvfp4", 0.087, 0.27),
     ],
 )
 def test_trtllm_moe_fitted_on_b200(dtype, median, p90):

@@ -1183,9 +1183,10 @@ def moe_terms(
         rate = reused if batch.variant in TRITON_MOE_KERNELS else np.where(paired, reused, rate)
     # each GEMM's first wave also pays ``first_wave`` main loops more: a tile alone on its SM
     # waits on its own operand pipeline, which later waves' tiles overlap (fitted in
-    # TensorRT-LLM's B200 w4a8 MXFP4 class, TensorRT-LLM-gen's kernel: its one-wave rows ran at
-    # 0.20-0.27 of the fp8 rate per SM, its many-wave rows at 0.49; docs/time-model.md, "The
-    # first wave of TensorRT-LLM-gen's w4a8 MoE tiles"; 0 in every other class)
+    # TensorRT-LLM's B200 w4a8 MXFP4 and min-latency nvfp4 classes, TensorRT-LLM-gen's kernel:
+    # its one-wave w4a8 rows ran at 0.20-0.27 of the fp8 rate per SM, its many-wave rows at
+    # 0.49; docs/time-model.md, "The first wave of TensorRT-LLM-gen's w4a8 MoE tiles"; 0 in
+    # every other class)
     main_loop = 2.0 * _MOE_TM * _MOE_TN * k / (per_sm * rate)
     candidates = waves * (main_loop + prm["tile_s"]) + prm.get("first_wave", 0.0) * main_loop
     # a call that fixes its tile's columns too (``col_tile``, the Triton MoE's default config)
