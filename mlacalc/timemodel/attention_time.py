@@ -847,7 +847,14 @@ def logits_row_slowdown(batch: KernelBatch, fig: DeviceFigures, units: np.ndarra
     one wave 0.87 (as below 2^19). The scale is the L2's, no fitted constant: a row of logits
     the size of the L2 doubles the products' time. Which part of the kernel pays it (the
     strided fp32 stores of a tile's queries, a logits row apart, or the L2's hold on them)
-    the tables cannot tell. No other kernel gives ``batch_keys``."""
+    the tables cannot tell. ``batch_keys`` is given by the ``glm5_mqa_logits_module_perf``
+    rows (``measured.mapping``) and, under an engine of
+    :data:`~mlacalc.cost.compressed.RAGGED_LOGITS_ENGINES` (SGLang), by two prompt logits
+    kernels: a DSA layer's (DeepSeek-V3.2, GLM-5: the DSA module rows' mapping,
+    ``cost.model_step``'s step kernels and the plan's step, through
+    ``words.kernels.dsa_logits_shape``) and DeepSeek-V4's CSA prompt indexer, its pooled keys
+    (``cost.compressed.compressed_kernels``: the V4 module rows' mapping and the plan's
+    step). No other kernel gives it."""
     keys = col(batch, "batch_keys", 0.0)
     if batch.variant != "indexer" or not np.any(keys > 0) or not fig.l2_bytes:
         return np.ones(len(batch))
