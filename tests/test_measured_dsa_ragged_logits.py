@@ -66,23 +66,16 @@ def test_sglang_prompt_rows_of_many_sequences_after_a_long_cache(system, bound_t
     assert np.percentile(np.abs(err[ok]), 90) <= bound_all  # 0.313 / 0.330
 
 
-def test_a_served_sglang_prompt_runs_the_pass_its_module_rows_are_mapped_to():
-    """A served DSA prompt under SGLang (predict_time's kernels and plan's step model) runs the
-    pass with the bytes the mapping gives the module row of its shape; a decode step, a prompt
-    that selects nothing and vLLM's prompt run none."""
+def _sglang_b200_dsa_row() -> dict:
+    """The B200 SGLang DSA prompt module row of DeepSeek-V3.2 at 64 sequences of 4 new tokens
+    after 16,384 cached (``sglang_dsa_indexer_trtllm``), mapped: its parts by name."""
     pytest.importorskip("pyarrow")
     import dataclasses
 
     from reference_data import MEASURED
 
-    from mlacalc.cost.model_step import step_kernels
-    from mlacalc.hardware.catalogue import load_hardware
     from mlacalc.measured.mapping import map_table
     from mlacalc.measured.tables import load_measured
-    from mlacalc.models.loading import load_model
-    from mlacalc.serving.gpu_step import StepModel
-    from mlacalc.serving.layout import Layout
-    from mlacalc.words.dtypes import resolve_kv_layout
 
     path = MEASURED / "b200_sxm" / "sparse_attention" / "sglang" / "0.5.14"
     (t,) = load_measured(path / "dsa_context_module_perf.parquet").tables
@@ -93,17 +86,36 @@ def test_a_served_sglang_prompt_runs_the_pass_its_module_rows_are_mapped_to():
     row = np.flatnonzero(hit)[:1]
     assert row.size == 1
     one = dataclasses.replace(t, columns={k: v[row] for k, v in c.items()}, seconds=t.seconds[row])
-    (part,) = [p for p in map_table(one).parts if p.name == "ragged_logits"]
-    want = float(part.batch.bytes[0])
-    assert want == pytest.approx(dsa_ragged_logits_bytes(64, 4, 16384, 2048, False, "sglang"))
+    return {p.name: p for p in map_table(one).parts}
+
+
+def _v32_chunk(engine: str) -> tuple[list, object]:
+    """DeepSeek-V3.2's attention layer at that row's shape under ``engine`` (predict_time's
+    step kernels) and the plan's step model of it on one B200."""
+    from mlacalc.cost.model_step import step_kernels
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.models.loading import load_model
+    from mlacalc.serving.gpu_step import StepModel
+    from mlacalc.serving.layout import Layout
+    from mlacalc.words.dtypes import resolve_kv_layout
+
     ks = step_kernels("deepseek-v3.2", "chunk", 16388, 64, 4, causal=True, kv_dtype="fp8",
-                      engine="sglang", scope="attention_layer")  # fmt: skip
+                      engine=engine, scope="attention_layer")  # fmt: skip
+    sm = StepModel(load_model("deepseek-v3.2"), Layout(1, 1, 1, 1, 1, False, 1, 1), "fp8",
+                   resolve_kv_layout("fp8"), load_hardware("B200"), engine=engine)  # fmt: skip
+    return ks, sm
+
+
+def test_a_served_sglang_prompt_runs_the_pass_its_module_rows_are_mapped_to():
+    """A served DSA prompt under SGLang (predict_time's kernels and plan's step model) runs the
+    pass with the bytes the mapping gives the module row of its shape; a decode step, a prompt
+    that selects nothing and vLLM's prompt run none."""
+    want = float(_sglang_b200_dsa_row()["ragged_logits"].batch.bytes[0])
+    assert want == pytest.approx(dsa_ragged_logits_bytes(64, 4, 16384, 2048, False, "sglang"))
+    ks, sm = _v32_chunk("sglang")
     (k,) = [k for k in ks if k.name == "indexer_ragged_logits"]
     assert (k.kind, k.dtype, k.flops) == ("elementwise", "bf16", 0)
     assert k.bytes == pytest.approx(want, abs=1.0)
-    m = load_model("deepseek-v3.2")
-    sm = StepModel(m, Layout(1, 1, 1, 1, 1, False, 1, 1), "fp8", resolve_kv_layout("fp8"),
-                   load_hardware("B200"), engine="sglang")  # fmt: skip
     # a prompt batch like the row, one of a single sequence of 1,000 keys (none selects), and
     # a decode step: the pass runs for the first alone
     specs = sm.specs(pf_N=np.array([64.0, 1.0]), pf_q=np.array([4.0, 1000.0]),
@@ -112,8 +124,7 @@ def test_a_served_sglang_prompt_runs_the_pass_its_module_rows_are_mapped_to():
     assert got[0] == pytest.approx(want) and got[1] == 0.0
     specs = sm.specs(dec_B=np.array([64.0]), dec_S=np.array([16389.0]))
     assert sum(s.bytes[0] for s in specs if s.name == "indexer_ragged_logits") == 0.0
-    vllm = StepModel(m, Layout(1, 1, 1, 1, 1, False, 1, 1), "fp8", resolve_kv_layout("fp8"),
-                     load_hardware("B200"), engine="vllm")  # fmt: skip
+    _, vllm = _v32_chunk("vllm")
     specs = vllm.specs(pf_N=np.array([64.0]), pf_q=np.array([4.0]), pf_pre=np.array([16384.0]))
     assert not [s for s in specs if s.name == "indexer_ragged_logits"]
 
@@ -123,41 +134,13 @@ def test_sglangs_prompt_logits_give_the_batchs_keys_the_mapping_and_a_served_ste
     sequences' keys (attention_time.logits_row_slowdown reads them as ``batch_keys``): the
     module row's logits, predict_time's kernel and the plan's step model give the same count;
     a decode step and vLLM's prompt give none."""
-    pytest.importorskip("pyarrow")
-    import dataclasses
-
-    from reference_data import MEASURED
-
-    from mlacalc.cost.model_step import step_kernels
-    from mlacalc.hardware.catalogue import load_hardware
-    from mlacalc.measured.mapping import map_table
-    from mlacalc.measured.tables import load_measured
-    from mlacalc.models.loading import load_model
-    from mlacalc.serving.gpu_step import StepModel
-    from mlacalc.serving.layout import Layout
-    from mlacalc.words.dtypes import resolve_kv_layout
-
-    path = MEASURED / "b200_sxm" / "sparse_attention" / "sglang" / "0.5.14"
-    (t,) = load_measured(path / "dsa_context_module_perf.parquet").tables
-    c = t.columns
-    hit = (c["model"].astype(str) == "deepseek-ai/DeepSeek-V3.2") & (c["batch_size"] == 64)
-    hit &= (c["isl"] == 4) & (c["step"] == 16384)
-    hit &= c["kernel_source"].astype(str) == "sglang_dsa_indexer_trtllm"
-    row = np.flatnonzero(hit)[:1]
-    one = dataclasses.replace(t, columns={k: v[row] for k, v in c.items()}, seconds=t.seconds[row])
-    (part,) = [p for p in map_table(one).parts if p.name == "mqa_logits"]
+    part = _sglang_b200_dsa_row()["mqa_logits"]
     assert part.batch.shape["batch_keys"].tolist() == [64 * 16388]
-    ks = step_kernels("deepseek-v3.2", "chunk", 16388, 64, 4, causal=True, kv_dtype="fp8",
-                      engine="sglang", scope="attention_layer")  # fmt: skip
+    ks, sm = _v32_chunk("sglang")
     (k,) = [k for k in ks if k.name == "indexer_scores"]
     assert k.shape["batch_keys"] == 64 * 16388
-    ks = step_kernels("deepseek-v3.2", "chunk", 16388, 64, 4, causal=True, kv_dtype="fp8",
-                      engine="vllm", scope="attention_layer")  # fmt: skip
-    (k,) = [k for k in ks if k.name == "indexer_scores"]
+    (k,) = [k for k in _v32_chunk("vllm")[0] if k.name == "indexer_scores"]
     assert "batch_keys" not in k.shape
-    m = load_model("deepseek-v3.2")
-    sm = StepModel(m, Layout(1, 1, 1, 1, 1, False, 1, 1), "fp8", resolve_kv_layout("fp8"),
-                   load_hardware("B200"), engine="sglang")  # fmt: skip
     specs = sm.specs(pf_N=np.array([64.0, 2.0]), pf_q=np.array([4.0, 1000.0]),
                      pf_pre=np.array([16384.0, 0.0]))  # fmt: skip
     scores = [s for s in specs if s.name == "indexer_scores"]

@@ -162,6 +162,21 @@ def test_blackwell_low_latency_kernel_runs_16_row_units_past_32_heads(heads, bat
     assert mla_unit_rows(sparse, b200)[0] == 128.0
 
 
+def _b200_mla_errors(engine, profile):
+    """B200's ``generation_mla_perf`` table of ``engine``, its mapping and each row's error
+    (prediction / measured - 1) under ``profile``."""
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+    from mlacalc.timemodel.profile import load_profile
+
+    tables = load_measured(MEASURED / "b200_sxm" / "mla", engine=engine).tables
+    t = next(x for x in tables if x.table == "generation_mla_perf")
+    mapped = map_table(t)
+    return t, mapped, predict_mapped(mapped, None, load_profile(profile)) / t.seconds - 1.0
+
+
 @pytest.mark.parametrize(
     "engine, profile, bound",
     [
@@ -173,17 +188,9 @@ def test_blackwell_low_latency_kernel_runs_16_row_units_past_32_heads(heads, bat
     ],
 )
 def test_blackwell_low_latency_rows_past_32_heads(engine, profile, bound):
-    pytest.importorskip("pyarrow")
-    from mlacalc.measured.mapping import map_table
-    from mlacalc.measured.observations import predict_mapped
-    from mlacalc.measured.tables import load_measured
     from mlacalc.timemodel.mla_time import low_latency_units
-    from mlacalc.timemodel.profile import load_profile
 
-    tables = load_measured(MEASURED / "b200_sxm" / "mla", engine=engine).tables
-    t = next(x for x in tables if x.table == "generation_mla_perf")
-    mapped = map_table(t)
-    err = predict_mapped(mapped, None, load_profile(profile)) / t.seconds - 1.0
+    _, mapped, err = _b200_mla_errors(engine, profile)
     part = next(p for p in mapped.parts if p.batch.kind == "mla_decode" and p.batch.dtype == "bf16")
     heads = part.batch.shape["n_heads"] * part.batch.shape["q_len"]
     low = low_latency_units(part.batch, _fig("B200"), heads) & (heads > 32)
@@ -702,16 +709,7 @@ def test_blackwell_mla_decode_splits_a_sequence_into_at_most_32_parts():
     ],
 )
 def test_blackwell_mla_decode_one_long_sequence(engine, profile, bound):
-    pytest.importorskip("pyarrow")
-    from mlacalc.measured.mapping import map_table
-    from mlacalc.measured.observations import predict_mapped
-    from mlacalc.measured.tables import load_measured
-    from mlacalc.timemodel.profile import load_profile
-
-    tables = load_measured(MEASURED / "b200_sxm" / "mla", engine=engine).tables
-    t = next(x for x in tables if x.table == "generation_mla_perf")
-    mapped = map_table(t)
-    err = predict_mapped(mapped, None, load_profile(profile)) / t.seconds - 1.0
+    t, mapped, err = _b200_mla_errors(engine, profile)
     kv = t.column("isl") + t.column("step")
     for dtype in ("bf16", "fp8"):
         keep = rows_running(mapped, dtype, "mla_decode") & mapped.modelled
