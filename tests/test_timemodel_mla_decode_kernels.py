@@ -162,9 +162,13 @@ def test_blackwell_low_latency_kernel_runs_16_row_units_past_32_heads(heads, bat
     assert mla_unit_rows(sparse, b200)[0] == 128.0
 
 
-def _b200_mla_errors(engine, profile):
+#: the B200 profile each engine's MLA decode rows are fitted in
+_B200_PROFILE = {"trtllm": "fit-b200-sxm", "sglang": "fit-b200-sxm-sglang"}
+
+
+def _b200_mla_errors(engine):
     """B200's ``generation_mla_perf`` table of ``engine``, its mapping and each row's error
-    (prediction / measured - 1) under ``profile``."""
+    (prediction / measured - 1) under that engine's profile (:data:`_B200_PROFILE`)."""
     pytest.importorskip("pyarrow")
     from mlacalc.measured.mapping import map_table
     from mlacalc.measured.observations import predict_mapped
@@ -174,23 +178,24 @@ def _b200_mla_errors(engine, profile):
     tables = load_measured(MEASURED / "b200_sxm" / "mla", engine=engine).tables
     t = next(x for x in tables if x.table == "generation_mla_perf")
     mapped = map_table(t)
-    return t, mapped, predict_mapped(mapped, None, load_profile(profile)) / t.seconds - 1.0
+    pred = predict_mapped(mapped, None, load_profile(_B200_PROFILE[engine]))
+    return t, mapped, pred / t.seconds - 1.0
 
 
 @pytest.mark.parametrize(
-    "engine, profile, bound",
+    "engine, bound",
     [
         # median |error| of the bf16 rows the low-latency kernel runs past 32 heads (64-128
         # heads, 135 rows): TensorRT-LLM 11.3% (p90 37.9%) with one 128-row unit, 4.9% (17.1%)
         # with 16-row units; SGLang 11.6% (30.7%) -> 9.6% (15.6%)
-        ("trtllm", "fit-b200-sxm", 0.07),
-        ("sglang", "fit-b200-sxm-sglang", 0.11),
+        ("trtllm", 0.07),
+        ("sglang", 0.11),
     ],
 )
-def test_blackwell_low_latency_rows_past_32_heads(engine, profile, bound):
+def test_blackwell_low_latency_rows_past_32_heads(engine, bound):
     from mlacalc.timemodel.mla_time import low_latency_units
 
-    _, mapped, err = _b200_mla_errors(engine, profile)
+    _, mapped, err = _b200_mla_errors(engine)
     part = next(p for p in mapped.parts if p.batch.kind == "mla_decode" and p.batch.dtype == "bf16")
     heads = part.batch.shape["n_heads"] * part.batch.shape["q_len"]
     low = low_latency_units(part.batch, _fig("B200"), heads) & (heads > 32)
@@ -697,19 +702,19 @@ def test_blackwell_mla_decode_splits_a_sequence_into_at_most_32_parts():
 
 
 @pytest.mark.parametrize(
-    "engine, profile, bound",
+    "engine, bound",
     [
         # median |error| of the rows at one sequence and 16,384-131,072 keys, bf16 and fp8:
         # TensorRT-LLM 34.9% / 37.1% and SGLang 34.0% / 33.4% (all fast) with parts filling
         # the SMs; 22.1% / 13.3% and 15.2% / 12.0% with at most 32; SGLang 22.6% / 16.5% with
         # the low-latency kernel's 16-row units (its 64-head rows at 16,384-32,767 keys go
         # with the 32-head ones, both 23-28% fast) and its class refitted
-        ("trtllm", "fit-b200-sxm", 0.25),
-        ("sglang", "fit-b200-sxm-sglang", 0.24),
+        ("trtllm", 0.25),
+        ("sglang", 0.24),
     ],
 )
-def test_blackwell_mla_decode_one_long_sequence(engine, profile, bound):
-    t, mapped, err = _b200_mla_errors(engine, profile)
+def test_blackwell_mla_decode_one_long_sequence(engine, bound):
+    t, mapped, err = _b200_mla_errors(engine)
     kv = t.column("isl") + t.column("step")
     for dtype in ("bf16", "fp8"):
         keep = rows_running(mapped, dtype, "mla_decode") & mapped.modelled
