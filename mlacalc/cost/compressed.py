@@ -441,6 +441,18 @@ def compressed_cost(
     )
 
 
+def core_head_bytes(shape: Any, act: str) -> Any:
+    """The bytes of a DeepSeek-V4 prompt core (:func:`compressed_kernels`' ``attention``, of
+    shape ``shape`` in activation dtype ``act``) that each query head moves: its queries and
+    outputs (``batch`` x ``q_len`` tokens of ``head_dim_qk`` and ``head_dim_v`` a head) and
+    its attention sink (32 bits), over the shape's (padded) ``n_heads``; the rest of the
+    core's bytes, the window's and pooled keys' read, all heads share. Works on numbers or
+    on a batch's numpy columns."""
+    tokens = shape["batch"] * shape["q_len"]
+    per_head = tokens * (shape["head_dim_qk"] + shape["head_dim_v"]) * dtype_bits(act) / 8
+    return shape["n_heads"] * (per_head + 4)
+
+
 def _attention_kernel(name: str, kind: str, o: OpCost, act: str, calls: int, **shape) -> Kernel:
     return Kernel(name, kind, act, o.flops, o.bytes, calls=calls, shape=shape)
 

@@ -33,6 +33,7 @@ from mlacalc.cost.compressed import (
     RAGGED,
     RAGGED_CORE,
     WIDE_TILE_CORE,
+    core_head_bytes,
     ragged_core_shape,
 )
 from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
@@ -200,17 +201,19 @@ def engine_v4_prompt_core(
 def _wide_tile_core(batch: KernelBatch, rows: float) -> KernelBatch:
     """``batch`` (a DeepSeek-V4 prompt core of ``n_heads`` padded heads, 64 a tile) as a kernel
     that takes up to ``rows`` heads in one tile at a 64-head tile's time: ``ceil(n_heads /
-    rows)`` 64-head calls' work (products, bytes, units), so on ``tcgen05`` 128 heads time as
-    64, and 64 or fewer as before."""
+    rows)`` 64-head calls' products, units and per-head bytes (queries, sinks, outputs:
+    :func:`~mlacalc.cost.compressed.core_head_bytes`), the keys' read, which every head
+    shares, whole; so on ``tcgen05`` 128 heads time as 64 (never less), and 64 or fewer as
+    before."""
     heads = np.asarray(batch.shape["n_heads"], dtype=np.float64)
     run = np.maximum(np.ceil(heads / rows), 1.0) * HEAD_TILE
     share = np.minimum(run / np.maximum(heads, 1.0), 1.0)
     if np.all(share == 1.0):
         return batch
+    per_head = np.minimum(core_head_bytes(batch.shape, batch.dtype), batch.bytes)
     shape = {**batch.shape, "n_heads": np.minimum(heads, run)}
-    return dataclasses.replace(
-        batch, shape=shape, flops=batch.flops * share, bytes=batch.bytes * share
-    )
+    nbytes = batch.bytes - per_head * (1.0 - share)
+    return dataclasses.replace(batch, shape=shape, flops=batch.flops * share, bytes=nbytes)
 
 
 def engine_batch(batch: KernelBatch, engine: str, fig: DeviceFigures) -> KernelBatch:
