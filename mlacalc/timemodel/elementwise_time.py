@@ -151,14 +151,18 @@ L2_PER_SM_KINDS = ("quantize",)
 #: csrc/quantization/fp8/common.cu: 4,096 is 1,024 threads of 4 elements; not checked.)
 QUANT_CTA_ELEMENTS = 4096
 
-#: Elements of a token's row up to which vLLM's dynamic per-token quantize (its amax table,
-#: ``computescale_perf``: ``dynamic_per_token_scaled_fp8_quant`` less the static call) reads
-#: the row again from the L2 for its scaling pass; a longer row's second read comes from the
-#: HBM. Inferred from H100's rows, not the source: past 50 MB of input, where both calls stream
-#: from the HBM, the dynamic call moves its 3 bytes an element at 2.8-3.0 TB/s (the static
-#: call's rate) up to k = 8,192 and at 2.6, 2.3, 1.9 TB/s at 12,288, 16,384, 65,536 (1.8 TB/s
-#: is the HBM's rate for 5 bytes an element: a second bf16 read).
-L2_REREAD_ELEMENTS = 10240
+#: CTAs of vLLM's per-token quantize kernels an SM holds at once (a wave: 1,056 on H100), inferred
+#: from its amax table's steps of about 1 us each 1,056 tokens on H100 at k >= 256 (1,280, 2,304,
+#: 3,328, 4,352 tokens), not from the source. Its dynamic call (the amax table,
+#: ``computescale_perf``: ``dynamic_per_token_scaled_fp8_quant`` less the static call) reads a
+#: token's row a second time while the L2 still holds it: the rows of a wave, read and written (3
+#: bytes an element), against the share of the L2 a kernel's operands keep (``l2_resident_share``).
+#: H100's rows: at 1,025-4,352 tokens the difference is flat in the tokens at k = 10,240-12,288 (a
+#: wave's rows 32-39 MB: the L2, the fits' share of it 35 MB) and grows 6 us a 1,000 tokens at
+#: 16,384 (52 MB: about half from the HBM), and past 50 MB of input the dynamic call moves its 3
+#: bytes an element at the static call's 2.8-3.0 TB/s up to k = 8,192, at 2.6, 2.3, 1.9 TB/s at
+#: 12,288, 16,384, 65,536 (1.8 TB/s: the HBM's rate for 5 bytes an element).
+QUANT_WAVE_CTAS_PER_SM = 8
 
 #: Streaming kernels whose CTAs' waits overlap their traffic (not added after it): TensorRT-LLM's
 #: prompt conv1d, one kernel for Mamba-2's and Gated DeltaNet's convs (their fits agree: a
@@ -282,24 +286,29 @@ def _resident_state(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float
 
 
 def _token_amax(batch, fig, prm, rows, bw, l2_bw) -> np.ndarray:
-    """vLLM's amax table (``computescale_perf``: its dynamic per-token call less its static
-    one, :data:`L2_REREAD_ELEMENTS`) as the difference of two calls' memory times, not one more
-    pass: the static call moves 3 bytes an element (the bf16 read, the fp8 write), the dynamic
-    one the same and a second read of each token's row from the L2 (from the HBM past
-    :data:`L2_REREAD_ELEMENTS`). All of a call's bytes pass the L2, at ``l2_speedup`` times
-    Hopper's HBM bytes a SM and clock (:data:`L2_PER_SM_KINDS`), its HBM bytes at ``bw``, and a
-    call takes the longer (each resource streams while the other does). So where the HBM binds
-    the static call, the second read hides in it (H100 past 50 MB: 3-4 us of 100-300 us), and
-    where the L2 binds (B200, whose L2 per SM and clock is H100's where its HBM is 2.3x) it costs
-    its share of the L2's time. ``bw`` / ``l2_bw``: the rates of :func:`streaming_terms`, capped
-    by the CTAs' walk (few tokens: the second read at the walk's rate, as before)."""
+    """vLLM's amax table (``computescale_perf``: its dynamic per-token call less its static one) as
+    the difference of two calls' memory times, not one more pass: the static call moves 3 bytes
+    an element (the bf16 read, the fp8 write), the dynamic one the same and a second read of
+    each token's row from the L2 (from the HBM by the share of a wave's rows the L2 no longer
+    holds, :data:`QUANT_WAVE_CTAS_PER_SM`). All of a call's bytes pass the L2, at ``l2_speedup``
+    times Hopper's HBM bytes a SM and clock (:data:`L2_PER_SM_KINDS`), its HBM bytes at ``bw``,
+    and a call takes the longer (each resource streams while the other does). So where the HBM
+    binds the static call, the second read hides in it (H100 past 50 MB: 3-4 us of 100-300 us),
+    and where the L2 binds (B200, whose L2 per SM and clock is H100's where its HBM is 2.3x) it
+    costs its share of the L2's time. ``bw`` / ``l2_bw``: the rates of :func:`streaming_terms`,
+    capped by the CTAs' walk (few tokens: the second read at the walk's rate, as before)."""
     e = col(batch, "elements", 0)
     warm = col(batch, "warm_l2", 0) > 0
     share = np.where(warm, l2_resident_share(3.0 * e, fig, prm), 0.0)
     hbm = (3.0 * e - share * 2.0 * e) / bw  # the static call's HBM bytes (its resident reads not)
-    long_row = e / np.maximum(rows, 1.0) > L2_REREAD_ELEMENTS
+    # the share of the second read the L2 no longer holds: the footprint of the rows a wave of
+    # CTAs holds (:data:`QUANT_WAVE_CTAS_PER_SM` an SM; a row's bf16 read and fp8 write, 3
+    # bytes an element, as a warm replay's footprint) against the L2, the one rule of a
+    # kernel's operands in the L2 (``l2_resident_share``)
+    wave = np.minimum(rows, QUANT_WAVE_CTAS_PER_SM * fig.sm_count) * 3.0 * e / np.maximum(rows, 1.0)
+    missed = 1.0 - l2_resident_share(wave, fig, prm)
     static = np.maximum(hbm + share * 2.0 * e / l2_bw, 3.0 * e / l2_bw)
-    reread = np.where(long_row, 2.0 * e * ((1.0 - share) / bw + share / l2_bw), 0.0)
+    reread = missed * 2.0 * e * ((1.0 - share) / bw + share / l2_bw)
     dynamic = np.maximum(hbm + share * 2.0 * e / l2_bw + reread, 5.0 * e / l2_bw)
     return dynamic - static
 
