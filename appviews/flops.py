@@ -44,7 +44,7 @@ def formulas_latex(q_lora: bool, variant: str) -> dict:
         out["decode core FLOPs, absorbed"] = mlacalc.formula(
             "attention_flops", "mla", "absorbed", phase="decode", stage="core", q_lora=q_lora
         )
-        out["decode core FLOPs, expanded (naive)"] = mlacalc.formula(
+        out["decode core FLOPs, over expanded K/V (naive, compressed)"] = mlacalc.formula(
             "attention_flops", "mla", "naive", phase="decode", stage="core", q_lora=q_lora
         )
         out["decode FLOPs, absorbed (all stages)"] = mlacalc.formula(

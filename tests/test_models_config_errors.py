@@ -461,3 +461,22 @@ def test_hf_config_without_model_type_names_that_field(tmp_path):
         load_model(path)
     text = str(err.value)
     assert "model_type" in text and "falcon" in text and "is not a field" not in text
+
+
+def test_a_what_if_name_keeps_whole_changes():
+    # a learner's trial: nine --set changes cut the name at 200 characters mid-word
+    # ("... first_k_dense_replace=1, num_key declares 256 routed experts")
+    import mlacalc
+
+    changes = dict(
+        hidden_size=256, num_attention_heads=4, q_lora_rank=96, kv_lora_rank=64,
+        qk_nope_head_dim=32, qk_rope_head_dim=16, v_head_dim=32, num_hidden_layers=1,
+        first_k_dense_replace=1,
+    )  # fmt: skip
+    m = mlacalc.load_model("deepseek-v3").with_changes(**changes)
+    assert len(m.label) <= 200 and m.label.endswith(" and 2 more"), m.label
+    assert m.label.startswith("DeepSeek-V3 with hidden_size=256, num_attention_heads=4, ")
+    shown = m.label.removeprefix("DeepSeek-V3 with ").removesuffix(" and 2 more").split(", ")
+    assert all(part.split("=")[0] in changes for part in shown), shown
+    short = mlacalc.load_model("deepseek-v3").with_changes(kv_lora_rank=256)
+    assert short.label == "DeepSeek-V3 with kv_lora_rank=256"

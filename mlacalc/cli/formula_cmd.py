@@ -128,11 +128,22 @@ def command(quantity, variant, impl, phase, stage, causal, no_q_lora, subs_model
         "--no-q-lora": ("q_lora", True),
     }
     where = f" in {phase}" if phase else ""
+    # a stage's formula may not depend on a flag the whole quantity does (MLA's kv_up: no q)
+    what = f"stage {stage} of {quantity}" if stage else quantity
     for flag, (key, neutral) in given.items():
         if settings[key] == neutral:
             continue
         if build(quantity, variant, **{**settings, key: neutral}) == expr:
-            warn(f"{flag} does not change {quantity} of {variant.upper()}{where}; ignored")
+            if stage and build(quantity, variant, **{**settings, key: neutral, "stage": None}) != (
+                build(quantity, variant, **{**settings, "stage": None})
+            ):
+                impl_words = f" ({impl})" if impl else ""
+                warn(
+                    f"{flag} does not change {what} of {variant.upper()}{impl_words}: the "
+                    f"formula is the same without it (it changes the whole {quantity})"
+                )
+            else:
+                warn(f"{flag} does not change {what} of {variant.upper()}{where}; ignored")
     if m is not None:
         expr = _substituted(m, quantity, variant, settings, no_q_lora)
     if style == "latex":

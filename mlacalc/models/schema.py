@@ -967,7 +967,7 @@ class ModelConfig:
                 changes["name"] = _slug(
                     "-".join([self.name, *(_name_part(k, changes[k]) for k in changed)])
                 )
-                changes.setdefault("display_name", f"{self.label} with {what}"[:200])
+                changes.setdefault("display_name", _with_words(self.label, changed, changes))
             if "source" not in changes:
                 line = f"derived from {self.name} by with_changes({what})"[:MAX_TEXT]
                 changes["source"] = (line, *self.source[: MAX_ITEMS - 1])
@@ -1029,6 +1029,18 @@ _MLA_WIDTHS = ("q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_di
 
 #: the fields that say what a model is called and where it comes from, not what it is
 _IDENTITY = ("name", "display_name", "source", "aliases", "notes")
+
+
+def _with_words(label: str, changed: list[str], changes: dict[str, Any], limit: int = 200) -> str:
+    """``'DeepSeek-V3 with kv_lora_rank=256, ...'``: as many whole ``field=value`` changes as
+    fit in ``limit`` characters, then how many more (never a field cut mid-word)."""
+    parts = [f"{k}={_show(changes[k])}" for k in changed]
+    for n in range(len(parts), 0, -1):
+        more = f" and {len(parts) - n} more" if n < len(parts) else ""
+        text = f"{label} with {', '.join(parts[:n])}{more}"
+        if len(text) <= limit:
+            return text
+    return f"{label} with {len(parts)} changes"[:limit]
 
 
 def _name_part(key: str, value: Any) -> str:
