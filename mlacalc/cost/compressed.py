@@ -144,6 +144,14 @@ RAGGED_CORE = "sparse_ragged"
 #: Blackwell's ``tcgen05``, 64 on Hopper), each tile the time of the 64-head call, as the MLA
 #: decode and sparse kernels' units are (``mlacalc.timemodel.mla_time.mla_tile_rows``): on B200
 #: 128 heads take the 64-head call's time (``mlacalc.timemodel.kernel_time.engine_v4_prompt_core``).
+#: The tile takes the products and the per-head bytes (queries, sinks, outputs:
+#: :func:`core_head_bytes`) of 64 heads; the keys' read, which every head shares, stays whole, so
+#: 128 heads never time faster than 64 (as first written, halving all the bytes, one sequence of
+#: 16 CSA tokens after 131,072 cached took 28.71 us at 128 heads against 30.11 at 64 under
+#: ``fit-b200-sxm-vllm``; now 30.11 at both). vLLM B200 median / p90 |error| (from H100's fit):
+#: CSA prompt module 9.06% / 23.96% (7.49%), HCA 4.33% / 10.93% (6.23%), unchanged by that fix
+#: to 0.01 point (``bench_timemodel.py --engines --engine vllm --loo-profile
+#: H100-SXM=fit-b200-sxm --only dsv4``).
 #: From vLLM's B200 module rows: DeepSeek-V4-Pro's rows at 128 local heads (TP 1) less those at
 #: 64, less twice the step from 32 to 64 heads (where the core is the same 64-head call) and the
 #: other kernels' predicted step, leave 0.15-0.25 of the 64-head core's predicted time (HCA,
