@@ -840,8 +840,18 @@ def test_roofline_starts_without_sympy():
         # a learner's trial: "--phase does not change attention_flops of MLA in decode;
         # ignored" for one stage that has no q, where the whole quantity's does change
         (
-            ["formula", "attention_flops", "--variant", "mla", "--impl", "absorbed"]
-            + ["--phase", "decode", "--stage", "kv_up"],
+            [
+                "formula",
+                "attention_flops",
+                "--variant",
+                "mla",
+                "--impl",
+                "absorbed",
+                "--phase",
+                "decode",
+                "--stage",
+                "kv_up",
+            ],
             "--phase does not change stage kv_up of attention_flops of MLA (absorbed): the "
             "formula is the same without it (it changes the whole attention_flops)",
         ),
