@@ -337,20 +337,14 @@ def test_compare_warns_past_the_positions_and_says_window_full(run):
     assert err.count("\n") == 1  # the model's own warning, not one for each equivalent
 
 
+#: ``formula`` of MLA's absorbed decode FLOPs (a ``--stage`` picks one part)
+ABSORBED_DECODE = ("formula", "attention_flops", "--variant", "mla", "--impl", "absorbed")
+ABSORBED_DECODE += ("--phase", "decode")
+
+
 def test_formula(run):
     assert run("formula", "kv_cache_elements", "--variant", "mla")[0].strip() == "d_c + d_rope"
-    out, _ = run(
-        "formula",
-        "attention_flops",
-        "--variant",
-        "mla",
-        "--impl",
-        "absorbed",
-        "--phase",
-        "decode",
-        "--stage",
-        "core",
-    )
+    out, _ = run(*ABSORBED_DECODE, "--stage", "core")
     assert out.strip() == "2*B*L*S*n_h*(2*d_c + d_rope)"
     assert (
         run("formula", "kv_cache_elements", "--variant", "mla", "--subs", "deepseek-v3")[0].strip()
@@ -840,18 +834,7 @@ def test_roofline_starts_without_sympy():
         # a learner's trial: "--phase does not change attention_flops of MLA in decode;
         # ignored" for one stage that has no q, where the whole quantity's does change
         (
-            [
-                "formula",
-                "attention_flops",
-                "--variant",
-                "mla",
-                "--impl",
-                "absorbed",
-                "--phase",
-                "decode",
-                "--stage",
-                "kv_up",
-            ],
+            [*ABSORBED_DECODE, "--stage", "kv_up"],
             "--phase does not change stage kv_up of attention_flops of MLA (absorbed): the "
             "formula is the same without it (it changes the whole attention_flops)",
         ),
