@@ -242,12 +242,12 @@ def _takes_time(x: Any) -> bool:
 #: fitted" and "H100 from A100 only"). ``tests/test_plan_prediction_route.py`` reads the README
 #: and fails where these drift.
 ROUTE_ERRORS: dict[tuple[str, str], tuple[float, float, float]] = {
-    ("trtllm", "H100-SXM"): (4.7, 15.1, 11.3),
-    ("trtllm", "B200"): (5.4, 18.0, 10.0),
-    ("sglang", "H100-SXM"): (5.3, 18.9, 10.9),
+    ("trtllm", "H100-SXM"): (4.7, 15.1, 11.2),
+    ("trtllm", "B200"): (5.4, 17.6, 10.0),
+    ("sglang", "H100-SXM"): (5.2, 18.8, 10.9),
     ("sglang", "B200"): (6.3, 21.4, 10.3),
-    ("vllm", "H100-SXM"): (5.2, 15.8, 11.1),
-    ("vllm", "B200"): (5.4, 17.8, 11.1),
+    ("vllm", "H100-SXM"): (5.2, 15.8, 11.0),
+    ("vllm", "B200"): (5.4, 17.7, 11.1),
     ("trtllm", "A100-SXM-80GB"): (5.9, 20.0, 10.3),
 }
 
