@@ -2,7 +2,10 @@
 ``mlacalc search --engine`` do (one rule, scheduler.with_engine_defaults; the CLI had its own
 loop). Before, the API's search took the engine's kernels only: llama-3-8b on one H100, isl
 100, osl 100, TTFT 2 s, TPOT 0.2 s, vLLM: best batch 1745 (past vLLM's 1,024 running cap),
-TPOT 71.1 ms, 24,412 tok/s, while the CLI's picked batch 1,024, TPOT 42.5 ms, 24,022 tok/s."""
+TPOT 71.1 ms, 24,412 tok/s, while the CLI's picked batch 1,024, TPOT 42.5 ms, 24,022 tok/s.
+Without the engine's defaults the API's best is batch 1,792, TPOT 71.08 ms, 25,163.6 tok/s
+(1,745, 69.61 ms, 24,941.8 before refinement went on next to a setup's best while a gap
+beside it could pass the best found, search.refine_gaps; 280 -> 402 points)."""
 
 from __future__ import annotations
 
@@ -53,7 +56,7 @@ def test_api_search_takes_the_engine_s_defaults_as_the_cli_to_the_digit(run):
 def test_engine_defaults_none_is_the_kernels_alone_as_the_cli():
     bare = search("llama-3-8b", "H100-SXM", [1], **ASK, engine="vllm", engine_defaults="none")
     assert bare.scheduler_defaults is None and bare.scheduler_defaults_applied == {}
-    assert bare.best["batch_per_group"] == 1745  # the figure the API gave before
+    assert bare.best["batch_per_group"] == 1792  # 1,745 before search.refine_gaps
     other = search("llama-3-8b", "H100-SXM", [1], **ASK, engine_defaults="vllm")
     assert other.scheduler_defaults == "vllm" and other.engine == "trtllm"
     assert other.scheduler_defaults_applied["max_running"] == 1024

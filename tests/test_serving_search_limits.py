@@ -31,9 +31,13 @@ FIGURES = ("ttft_s", "tpot_s", "output_tokens_per_s_per_gpu", "output_tokens_per
 
 def test_no_limits_keep_the_search_as_it_was():
     """Unlimited, the search's best is what it was before the limits existed, and it says it
-    ran unlimited: TP1 DP8 aggregated, batch 512, TPOT 49.674 ms, TTFT 97.13 ms, 10,287.5
-    tok/s/GPU, 5,586 points, 1,722 ruled out; with the limits of ``ONE`` (DP-attention on, EP8)
-    TP1 DP-attention8 EP8 at batch 512, TPOT 49.772 ms, 10,277.1 (before Hopper's fp8 XQA waited
+    ran unlimited: TP1 DP-attention8 EP8 aggregated, batch 506, TPOT 48.271 ms, TTFT 72.29 ms,
+    10,472.1 tok/s/GPU, 5,738 points, 1,722 ruled out; with the limits of ``ONE``
+    (DP-attention on, EP8) the same point (before refinement went on next to a setup's best
+    while a gap beside it could pass the best found, search.refine_gaps: TP1 DP8 at batch 512,
+    TPOT 49.674 ms, TTFT 97.13 ms, 10,287.5, 5,586 points, where TPOT 49.5 ms found b506, a
+    looser target's best the worse; limited, TP1 DP-attention8 EP8's b512, 10,277.1; before
+    Hopper's fp8 XQA waited
     once its cache outgrows the L2, attention_time._spill_share, its fp8 decode class refitted
     with a fuller overlap of its walk and stream: batch 512's decode steps shorter, both
     layouts now meet the 50 ms TPOT there, which none did, so fewer setups are refined below
@@ -74,15 +78,16 @@ def test_no_limits_keep_the_search_as_it_was():
     moved again, the best's layout, batch and points unchanged)."""
     r = search(MOE, "H200", [8], **ASK)
     b = r.best
-    assert (b["layout"], b["mode"], b["batch_per_group"]) == ("TP1 DP8", "aggregated", 512)
-    assert b["tpot_s"] == pytest.approx(0.0496741629999225, rel=1e-12)
-    assert b["ttft_s"] == pytest.approx(0.09713100158837121, rel=1e-12)
-    assert b["output_tokens_per_s_per_gpu"] == pytest.approx(10287.512531563405, rel=1e-12)
+    assert (b["layout"], b["mode"], b["batch_per_group"]) == (
+        "TP1 DP-attention8 EP8", "aggregated", 506)  # fmt: skip
+    assert b["tpot_s"] == pytest.approx(0.048270671542604476, rel=1e-12)
+    assert b["ttft_s"] == pytest.approx(0.07228849903097434, rel=1e-12)
+    assert b["output_tokens_per_s_per_gpu"] == pytest.approx(10472.134486771405, rel=1e-12)
     limited = search(MOE, "H200", [8], modes="aggregated", **ONE, **ASK).best
-    assert (limited["layout"], limited["batch_per_group"]) == ("TP1 DP-attention8 EP8", 512)
-    assert limited["output_tokens_per_s_per_gpu"] == pytest.approx(10277.119295785384, rel=1e-12)
+    assert (limited["layout"], limited["batch_per_group"]) == ("TP1 DP-attention8 EP8", 506)
+    assert limited["output_tokens_per_s_per_gpu"] == pytest.approx(10472.134486771405, rel=1e-12)
     assert limited["output_tokens_per_s_per_gpu"] <= b["output_tokens_per_s_per_gpu"]
-    assert (len(r.points), sum(r.ruled_out.values())) == (5586, 1722)
+    assert (len(r.points), sum(r.ruled_out.values())) == (5738, 1722)
     assert r.constraints() == {
         "tp": None,
         "pp": None,
@@ -167,7 +172,8 @@ def test_the_routing_options_change_the_points_with_experts_ranks():
     wave, 979409f; the routing was not search's to take before; 23.41 -> 30.70 ms before the MMHA
     split refit of attention_decode, attention_time.MMHA_SPLIT_UNITS_PER_SM; the figures at
     1e-5 moved when TensorRT-LLM's MMHA and mma.sync XQA overlapped more with the units an SM
-    runs in turn, attention_time.turn_overlap)."""
+    runs in turn, attention_time.turn_overlap). The points compared are the batches both
+    searches timed (the same batches before refinement's later passes, search.refine_gaps)."""
 
     def tpots(**kw):
         r = search(MOE, "H200", [8], modes="aggregated", batches=(64,), **ONE, **ASK, **kw)
@@ -175,8 +181,11 @@ def test_the_routing_options_change_the_points_with_experts_ranks():
                 for p in r.points}  # fmt: skip
 
     base, skew = tpots(), tpots(expert_skew=1.0)
-    assert base.keys() == skew.keys()
-    assert all(skew[k] > base[k] for k in base)
+    # the batches both timed (refinement's later passes, search.refine_gaps, go where each
+    # search's own best and gaps lead: the two need not refine the same batches)
+    both = base.keys() & skew.keys()
+    assert {("none", None, 64), ("tbo", None, 64)} <= both and len(both) > 10
+    assert all(skew[k] > base[k] for k in both)
     assert base[("none", None, 64)] == pytest.approx(0.0236167, rel=1e-5)
     assert skew[("none", None, 64)] == pytest.approx(0.0310328, rel=1e-5)
 

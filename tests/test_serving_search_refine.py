@@ -94,6 +94,24 @@ def test_a_setup_missing_the_targets_at_every_searched_batch_is_refined_below_th
     assert r.best["output_tokens_per_s_per_gpu"] >= 10_400  # 9,868.7, then 10,076.2 before
 
 
+@pytest.mark.parametrize("grid", [BATCHES, (512, 784)], ids=["searched-batches", "512-784"])
+def test_a_looser_target_finds_no_worse_best(grid):
+    """A brief's case (Qwen3-30B-A3B on 8 H200, 2,000 in / 500 out, aggregated): TP1
+    DP-attention8 EP8 met TPOT 50 ms at its searched b512 (10,277.1 tok/s/GPU), so only the
+    gaps next to it were refined once (b485 below it on the searched batches, nothing below
+    512 on 512 / 784), and the best was TP1 DP8's b512, 10,287.5, where TPOT 49.5 ms found
+    the setup's b506, 10,472.1 at 48.27 ms: its TPOT rises 48.27 -> 49.35 ms from b506 to
+    b507, where each attention group's prompts a step pass one (``ranks.synced_prompts``).
+    Refinement now goes on next to a setup's best while a gap could pass the best found
+    (``search.refine_gaps``): both targets give b506, and the looser's best is no worse."""
+    ask = dict(isl=2000, osl=500, ttft=2.0, modes=("aggregated",), batches=grid)
+    loose = search("qwen3-30b-a3b", "H200", (8,), tpot=0.05, **ask).best
+    tight = search("qwen3-30b-a3b", "H200", (8,), tpot=0.0495, **ask).best
+    assert loose["tpot_s"] <= 0.05 and tight["tpot_s"] <= 0.0495
+    assert _rate(loose) >= _rate(tight) >= 10_400
+    assert (loose["layout"], loose["batch_per_group"]) == ("TP1 DP-attention8 EP8", 506)
+
+
 def test_a_gap_is_refined_while_it_could_pass_the_best():
     """A batch y above a timed x gives at most key(x) y / x (a step takes no less time at a
     larger batch): best at 400 (100), timed 380 (96) and 420 (104, missing the targets)."""

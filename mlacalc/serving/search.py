@@ -1660,10 +1660,18 @@ def refined(
     refined, their points joining ``found``."""
     first = len(found.points)
     if best is not None:
-        for seed in refine_seeds(req, found.points, req.budget is not None):
+        seeds = refine_seeds(req, found.points, req.budget is not None)
+        for seed in seeds:
             refine(req, seed, pools, found)
-        spend(req, found.points[first:])  # (refine_below weighs its gaps against them)
+        spend(req, found.points[first:])  # (refine_gaps weighs its gaps against them)
         mark_targets(found.points[first:], req.ttft, req.tpot)
+        top = best_point(found.points, req.budget is not None)
+        by_setup: dict[tuple, list[dict[str, Any]]] = {}
+        for p in found.points:
+            by_setup.setdefault(setup_of(p), []).append(p)
+        for seed in seeds:
+            mine = by_setup[setup_of(seed)]
+            top = refine_gaps(req, seed, pools, found, BELOW_PASSES - 1, mine, top)
     for low in unmet_seeds(found.points[:first], req.budget is not None):
         refine_below(req, low, pools, found)
     if len(found.points) == first:
@@ -1843,29 +1851,59 @@ def refine_below(
     req: SearchRequest, low: dict[str, Any], pools: dict[Any, list[Any]], found: Points
 ) -> None:
     """Batches below ``low`` (an :func:`unmet_seeds` point) for its setup, in passes as
-    :func:`refine` spaces them: from 1 up to its batch, then between the batches timed next
-    to the best of them meeting the targets (none: nothing more), again until no gap left
-    beside it could pass the best found (:func:`gap_bounds`) or it is under two batches wide,
-    at most :data:`BELOW_PASSES` passes (each narrows a gap about 13-fold: 2,048 is spent in
-    four). Two passes left the review's Qwen3-30B-A3B on 8 H200 (batches 512, 784) at b493,
-    10,076.2 tok/s/GPU, where b510 gives 10,232.9."""
-    setup, budget = setup_of(low), req.budget is not None
-    seed, edges = low, (1, low["batch_per_group"])
-    for _ in range(BELOW_PASSES):
+    :func:`refine` spaces them: from 1 up to its batch, then as :func:`refine_gaps` goes on,
+    at most :data:`BELOW_PASSES` passes in all (each narrows a gap about 13-fold: 2,048 is
+    spent in four). Two passes left the review's Qwen3-30B-A3B on 8 H200 (batches 512, 784)
+    at b493, 10,076.2 tok/s/GPU, where b510 gives 10,232.9."""
+    first = len(found.points)
+    refine(req, low, pools, found, edges=(1, low["batch_per_group"]))
+    spend(req, found.points[first:])
+    mark_targets(found.points[first:], req.ttft, req.tpot)
+    mine = [p for p in found.points if setup_of(p) == setup_of(low)]
+    top = best_point(found.points, req.budget is not None)
+    refine_gaps(req, low, pools, found, BELOW_PASSES - 1, mine, top)
+
+
+def refine_gaps(
+    req: SearchRequest, seed: dict[str, Any], pools: dict[Any, list[Any]], found: Points,
+    passes: int, mine: list[dict[str, Any]], top: dict[str, Any] | None,
+) -> dict[str, Any] | None:  # fmt: skip
+    """Further passes of :func:`refine` for the setup of ``seed`` (:func:`setup_of`; ``mine``:
+    its points, timed and marked, a list the new ones join; ``top``: the best point found,
+    :func:`best_point`, returned as the passes leave it): between the batches timed next to
+    the setup's best point meeting the targets (none: nothing more), while a gap beside it
+    could pass the best found (:func:`gap_bounds`) and is two batches wide or more, at most
+    ``passes`` passes. Where that best is the setup's smallest timed batch, the batches from 1
+    up to it count as a gap where :data:`DIP_MARGIN` times its figure reaches the best's
+    (tokens/s fall with the batch, save a dip). Without these passes next to a best meeting
+    the targets at a searched batch, a looser target gave a worse best (a brief's Qwen3-30B-A3B
+    on 8 H200, 2,000 in / 500 out: TPOT <= 50 ms gave TP1 DP8's b512, 10,287.5 tok/s/GPU, and
+    <= 49.5 ms TP1 DP-attention8 EP8's b506, 10,472.1 at 48.27 ms, which meets 50 ms too:
+    that setup's TPOT rises 48.27 -> 49.35 ms from b506 to b507, where its attention groups'
+    prompts a step pass one and each takes two in half its steps, ``ranks.synced_prompts``)."""
+    setup, budget = setup_of(seed), req.budget is not None
+    for _ in range(passes):
+        met = [p for p in mine if p["meets_targets"]]
+        if not met or top is None:
+            return top
+        best = max(met, key=lambda p: best_key(p, budget))
+        bar = best_key(top, budget)
+        lo, hi = gap_bounds(best, mine, bar, budget)
+        b = best["batch_per_group"]
+        if b > 1 and b == min(p["batch_per_group"] for p in mine):
+            lo = 1 if DIP_MARGIN * best_key(best, budget) >= bar else None
+        if (lo, hi) == (None, None):
+            return top
         first = len(found.points)
-        refine(req, seed, pools, found, edges=edges)
+        refine(req, best, pools, found, edges=(lo, hi))
         new = found.points[first:]
+        if not new:
+            return top
         spend(req, new)
         mark_targets(new, req.ttft, req.tpot)
-        mine = [p for p in found.points if setup_of(p) == setup]
-        met = [p for p in mine if p["meets_targets"]]
-        if not met:
-            return
-        seed = max(met, key=lambda p: best_key(p, budget))
-        top = best_key(best_point(found.points, budget), budget)
-        edges = gap_bounds(seed, mine, top, budget)
-        if edges == (None, None):
-            return
+        mine += [p for p in new if setup_of(p) == setup]
+        top = best_point([top, *new], budget)
+    return top
 
 
 def gap_bounds(
