@@ -82,9 +82,14 @@ def test_search_separate_pass_costs_the_running_batch_its_prefill():
     )
     fused = search("llama-3-8b", "H100-SXM", [1], **kw)
     apart = search("llama-3-8b", "H100-SXM", [1], prefill_pass="separate", **kw)
-    whole = [p for p in fused.points if not p["chunked_prefill"]]  # apart runs no chunks
-    assert len(whole) == len(apart.points)
-    for a, b in zip(whole, apart.points):
+    # apart runs no chunks; the batches both timed (refinement's later passes,
+    # search.refine_gaps, go where each search's best and gaps lead: 28 shared of 53 and 40)
+    whole = {(p["overlap"], p["batch_per_group"]): p for p in fused.points
+             if not p["chunked_prefill"]}  # fmt: skip
+    other = {(p["overlap"], p["batch_per_group"]): p for p in apart.points}
+    both = whole.keys() & other.keys()
+    assert {("none", 1), ("none", 2), ("none", 64)} <= both and len(both) >= 20
+    for a, b in ((whole[k], other[k]) for k in sorted(both)):
         # one request a group: its gaps are decode steps either way (its prompt is before
         # its first token); more: the others' prompts' passes fall between its tokens
         more = a["batch_per_group"] > 1
