@@ -1236,14 +1236,12 @@ def moe_terms(
     memory = batch.bytes / bw * ((mats - 1.0) / share[0] + 1.0 / share[1]) / mats
     memory = memory * _drawn_per_sm(batch, fig, sync)  # the warps' loads (Marlin's, Triton's)
     extra = _around_gemms_s(batch, fig, prm, pairs, mats, bw)
-    # ``ep_row_s`` a row of the row tile (block_m, :func:`triton_moe_row_tile`) once a call of
-    # the triton_kernels MXFP4 MoE behind vLLM's expert map (:data:`EP_MAP_MOE`; default 0):
-    # its EP rows step with the tile, not the tokens (:data:`EP_ROW_MOE`)
+    # ``ep_row_s`` a row of the row tile (block_m: ``row_tile`` above, the call's or
+    # :func:`triton_moe_row_tile`'s) once a call of the triton_kernels MXFP4 MoE behind vLLM's
+    # expert map (:data:`EP_MAP_MOE`; default 0): its EP rows step with the tile, not the
+    # tokens (:data:`EP_ROW_MOE`)
     if batch.dtype in EP_ROW_MOE and (col(batch, EP_MAP_MOE, 0) > 0).any():
-        block_m = triton_moe_row_tile(
-            col(batch, "tokens", 1), col(batch, "topk", 1), col(batch, "experts", 1)
-        )
-        extra = extra + np.where(col(batch, EP_MAP_MOE, 0) > 0, prm["ep_row_s"] * block_m, 0.0)
+        extra = extra + np.where(col(batch, EP_MAP_MOE, 0) > 0, prm["ep_row_s"] * row_tile, 0.0)
     rows_tiles = m_tiles[best, np.arange(len(batch))]
     extra = extra + _weights_again_s(batch, fig, rows_tiles, active, mats, bw)
     return {"compute_s": compute, "memory_s": memory, "extra_s": extra}
