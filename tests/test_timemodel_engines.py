@@ -1418,12 +1418,14 @@ def _dsa(system: str, engine: str, table: str):
         # 11.9% / 24.0% with that top-k; 12.3% / 24.5% -> 6.2% / 14.1% with the walk's class;
         # 4.5% / 14.1% with no floor and the class refitted on every row; 4.3% / 14.0% ->
         # 2.9% / 8.0% with its own decode top-k fitted on these rows' residuals at 10% of a
-        # row (observations.RESIDUAL_SHARES; SGLang's top-k class stood in before)
+        # row (observations.RESIDUAL_SHARES; SGLang's top-k class stood in before);
+        # 2.6% / 6.4% -> 2.5% / 5.8% with the call's stage past 16 sequences (WIDE_BATCH_S)
         ("dsa_generation_module_perf", 0.035, 0.09),
     ],
 )
 def test_trtllm_dsa_module_rows_are_kernels_under_the_host_floor(table, median, p90):
-    """Every row of TensorRT-LLM's H100 DSA module tables is predicted: its kernels' sum. The
+    """Every row of TensorRT-LLM's H100 DSA module tables is predicted: its kernels' sum (a
+    decode row of more than 16 sequences with the call's stage, host_floor.WIDE_BATCH_S). The
     engine's host floor of the module (mlacalc.timemodel.host_floor, 0.24-0.28 ms) held its
     one-token rows until the walk had its own class (mla_time.WALK_VARIANT): their kernels now
     take over HOST_BOUND_SHARE of them, so by the floors' rule the groups have none."""
@@ -1439,7 +1441,9 @@ def test_trtllm_dsa_module_rows_are_kernels_under_the_host_floor(table, median, 
     assert mapped.modelled.all() and np.isfinite(pred).all()
     labels = (t.column(c) for c in ("kernel_source", "gemm_type", "kv_cache_dtype"))
     assert np.isnan(host_floor_seconds("h100_sxm", "trtllm", table, *labels)).all()
-    np.testing.assert_allclose(pred, kernel_seconds(mapped, load_profile("default")))
+    call = mapped.call_for()  # the decode call's stage past 16 sequences (WIDE_BATCH_S)
+    kernels = kernel_seconds(mapped, load_profile("default"))
+    np.testing.assert_allclose(pred, kernels if call is None else kernels + call)
     e = np.abs(pred / t.seconds - 1.0)
     assert np.median(e) <= median and np.percentile(e, 90) <= p90
 
@@ -1710,6 +1714,39 @@ def test_vllms_eager_dsa_decode_call_grows_by_a_cost_a_doubling_of_its_sequences
         assert abs(np.median(err[bs == n])) <= 0.04
     for n in np.unique(bs[bs <= 256]):
         assert np.median(np.abs(err[bs == n])) <= 0.08
+
+
+def test_trtllm_dsa_decode_call_steps_up_past_16_sequences():
+    """TensorRT-LLM's DSA decode module rows step up between 16 and 32 sequences beyond their
+    kernels (host_floor.WIDE_BATCH_S): 10-16 us on B200 and 6-10 us on H100 where the kernels
+    grow by 1-2 us; the shipped figures are what fit_wide_batch_s gives under each device's
+    shipped profile, nothing up to 16 sequences, and B200's table reads 6.0% / 19.2% -> 5.4% /
+    18.7% (H100 2.6% / 6.4% -> 2.5% / 5.8%)."""
+    from mlacalc.measured.host_floors import fit_wide_batch_s
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.timemodel.host_floor import WIDE_BATCH_S, call_seconds
+    from mlacalc.timemodel.profile import load_profile
+
+    table = "dsa_generation_module_perf"
+    wide = WIDE_BATCH_S[("b200_sxm", "trtllm", table)]
+    assert call_seconds("b200_sxm", "trtllm", table, [1, 16, 17, 1024]) == pytest.approx(
+        [0, 0, wide, wide]
+    )
+    assert call_seconds("b200_sxm", "sglang", table, [32]) is None
+    pytest.importorskip("pyarrow")  # the measured rows below; the arithmetic above ran
+    for system, profile, low in (("b200_sxm", "fit-b200-sxm", 8e-6), ("h100_sxm", "default", 4e-6)):
+        mapped = _dsa(system, "trtllm", table)
+        t = mapped.table
+        bs, step = t.column("batch_size"), t.column("step")
+        small = step <= 1024
+        grown = np.median(t.seconds[small & (bs == 32)]) - np.median(t.seconds[small & (bs == 16)])
+        assert grown >= low  # the step in the rows themselves, before any kernel
+        fitted, pairs = fit_wide_batch_s(mapped, load_profile(profile))
+        assert pairs >= 300
+        assert fitted == pytest.approx(WIDE_BATCH_S[(system, "trtllm", table)], rel=1e-3)
+    mapped = _dsa("b200_sxm", "trtllm", table)
+    err = predict_mapped(mapped, None, "fit-b200-sxm") / mapped.table.seconds - 1.0
+    assert np.median(np.abs(err)) <= 0.056 and np.percentile(np.abs(err), 90) <= 0.19
 
 
 def test_a_host_floor_is_never_a_prediction_of_a_row_its_kernels_cannot_predict():

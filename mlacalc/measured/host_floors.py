@@ -22,6 +22,7 @@ from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.measured.mapped import MappedTable
 from mlacalc.timemodel.host_floor import (
     LONG,
+    WIDE_BATCH_SEQUENCES,
     floor_sources,
     floor_structure,
     graphed,
@@ -36,6 +37,7 @@ __all__ = [
     "fit_doubling_s",
     "fit_host_floors",
     "fit_long_sequence_s",
+    "fit_wide_batch_s",
     "kernel_seconds",
 ]
 
@@ -176,3 +178,32 @@ def fit_doubling_s(mapped: MappedTable, profile: Profile) -> tuple[float | None,
         return None, 0
     per = (t.seconds[rows] - kern[rows]) / np.log2(bs[rows])
     return float(np.median(per)), int(rows.sum())
+
+
+def fit_wide_batch_s(
+    mapped: MappedTable, profile: Profile, max_cached: int = 1024
+) -> tuple[float | None, int]:
+    """The seconds a module's call takes beyond its kernels past
+    :data:`~mlacalc.timemodel.host_floor.WIDE_BATCH_SEQUENCES` sequences
+    (:data:`mlacalc.timemodel.host_floor.WIDE_BATCH_S`): the median, over the table's rows of
+    twice that many sequences and at most ``max_cached`` cached tokens that have a row of the
+    same labels, heads and cached tokens at that many, of the measured step between the two
+    less the kernels' step (``profile``, no floor: :func:`kernel_seconds`); and how many row
+    pairs it is over (None, 0 where the table has none)."""
+    t = mapped.table
+    n = WIDE_BATCH_SEQUENCES
+    bs = t.column("batch_size")
+    kern = kernel_seconds(mapped, profile)
+    ok = mapped.modelled & np.isfinite(kern) & (t.column("step") <= max_cached)
+    labels = [c for c in ("model", "gemm_type", "kv_cache_dtype", "num_heads", "step", "tp_size")
+              if c in t.columns]  # fmt: skip
+    key = np.array(["|".join(str(t.column(c)[i]) for c in labels) for i in range(len(t))])
+    narrow = {k: i for i, k in enumerate(key) if ok[i] and bs[i] == n}
+    steps = [
+        (t.seconds[i] - t.seconds[narrow[k]]) - (kern[i] - kern[narrow[k]])
+        for i, k in enumerate(key)
+        if ok[i] and bs[i] == 2 * n and k in narrow
+    ]
+    if not steps:
+        return None, 0
+    return float(np.median(steps)), len(steps)

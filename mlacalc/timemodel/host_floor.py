@@ -47,6 +47,8 @@ __all__ = [
     "LONG_CACHE_TOKENS",
     "LONG_SEQUENCE_S",
     "SEQUENCE_DOUBLING_S",
+    "WIDE_BATCH_S",
+    "WIDE_BATCH_SEQUENCES",
     "call_seconds",
     "floor_sources",
     "floor_structure",
@@ -150,6 +152,33 @@ SEQUENCE_DOUBLING_S: dict[tuple[str, str, str], float] = {
     # H100: chosen with its sparse classes refitted under it (above), not fit_doubling_s's
     # median over them (which falls as the classes give the growth back: 11.7 -> 7.6 -> 5.5 us)
     (_H100, "vllm", _GEN): 6.0e-06,
+}
+
+#: The most sequences a TensorRT-LLM DSA decode module call takes without its wide-batch stage
+#: (:data:`WIDE_BATCH_S`): the rows step up between 16 and 32 sequences (no row lies between).
+WIDE_BATCH_SEQUENCES = 16
+
+#: ``(system, engine, table) ->`` the seconds a module's call takes beyond its kernels once it
+#: holds more than :data:`WIDE_BATCH_SEQUENCES` sequences (:func:`call_seconds`). The rows show
+#: it in TensorRT-LLM's DSA decode module (``dsa_generation_module_perf``): from 16 to 32
+#: sequences its time steps up by 10.5-15.6 us on B200 and 6-10 us on H100 (median over each
+#: model and GEMM dtype, up to 1,024 cached tokens) where its kernels grow by 1-2 us, and by
+#: 1-3 us (B200) and 4-5 us (H100) from 8 to 16 and 4-8 us from 32 to 64; at every head count
+#: (8-128), model (DeepSeek-V3.2, GLM-5), GEMM dtype (bf16, fp8 block, nvfp4) and cache dtype,
+#: flat in the cached length from 2 to 8,192 tokens on B200 (9.8-12.4 us a length; 2-7 us past
+#: it, where the kernels' own errors are larger than it) and to 1,024 on H100 (4.6-6.9 us).
+#: SGLang's and vLLM's DSA decode rows show no such step (SGLang B200's indexer part grows by
+#: 1.7 us from 16 to 32 sequences). A fixed stage, not work on the keys or the heads; which
+#: op of TensorRT-LLM's call switches past 16 sequences the tables do not say (none times its
+#: decode indexer's top-k or metadata alone), so a served step takes none, as it takes no
+#: :data:`SEQUENCE_DOUBLING_S`. Fitted by :func:`mlacalc.measured.host_floors.fit_wide_batch_s`
+#: (the median, over the rows of 32 sequences of up to 1,024 cached tokens, of their step over
+#: the same shape's 16-sequence row less the kernels' step, under the device's shipped
+#: profile: 10.29 us over 600 row pairs on B200, 6.16 us over 320 on H100); a device predicted
+#: from another's fit takes none (``MappedTable.call_for``).
+WIDE_BATCH_S: dict[tuple[str, str, str], float] = {
+    (_B200, "trtllm", _GEN): 1.029e-05,
+    (_H100, "trtllm", _GEN): 6.16e-06,
 }
 
 #: (system, engine, table, kernel_source, gemm_type, kv_cache_dtype) -> the module's host
@@ -360,11 +389,18 @@ def host_floor_seconds(
 
 
 def call_seconds(system: str, engine: str, table: str, sequences) -> np.ndarray | None:
-    """Per-row seconds of an eagerly launched module's call beyond its kernels on ``system``,
-    :data:`SEQUENCE_DOUBLING_S` for each doubling of its ``sequences`` (None where the table has
-    no such cost there or no sequences column)."""
+    """Per-row seconds of a module's call beyond its kernels on ``system``:
+    :data:`SEQUENCE_DOUBLING_S` for each doubling of its ``sequences`` and :data:`WIDE_BATCH_S`
+    past :data:`WIDE_BATCH_SEQUENCES` of them (None where the table has no such cost there or
+    no sequences column)."""
     per = SEQUENCE_DOUBLING_S.get((system, engine, table))
-    if per is None or sequences is None:
+    wide = WIDE_BATCH_S.get((system, engine, table))
+    if (per is None and wide is None) or sequences is None:
         return None
     n = np.maximum(np.asarray(sequences, dtype=np.float64), 1.0)
-    return per * np.log2(n)
+    out = np.zeros(n.shape)
+    if per is not None:
+        out = out + per * np.log2(n)
+    if wide is not None:
+        out = out + np.where(n > WIDE_BATCH_SEQUENCES, wide, 0.0)
+    return out
