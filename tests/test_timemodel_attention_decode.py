@@ -620,7 +620,7 @@ def test_blackwell_decode_runs_rope_apart_and_merges_splits_in_kernel():
         other.bytes,
         other.calls,
         other.shape,
-        variant="triton",
+        variant="flashinfer",
     )
     extra = M.kernel_terms(other, b200, prm)["extra_s"]
     assert extra[1] - extra[0] == pytest.approx(launch * scale, rel=1e-9)
@@ -892,16 +892,17 @@ def test_a_fit_leaves_the_parameters_of_a_kernel_it_never_saw_at_their_start(spl
         assert "walk_overlap" in fitted and "overlap" not in fitted
 
 
-def _as_variant(b: KernelBatch, **cols) -> KernelBatch:
+def _as_variant(b: KernelBatch, variant: str = "triton", **cols) -> KernelBatch:
     shape = {**b.shape, **{k: np.full(len(b), v) for k, v in cols.items()}}
-    return KernelBatch(b.kind, b.dtype, b.flops, b.bytes, b.calls, shape, variant="triton")
+    return KernelBatch(b.kind, b.dtype, b.flops, b.bytes, b.calls, shape, variant=variant)
 
 
 def test_packing_decode_unit_work_runs_at_the_sms_tensor_width():
     # FlashAttention-3 on Hopper and TensorRT-LLM-gen on Blackwell (head_pack 0, no variant):
     # a unit's per-unit and per-block work is its MMAs at the SM's tensor rate, which B200's
     # SM doubles a clock (0.5 of the fitted work), H20's cut tensor cores quarter (4x); A100
-    # (other tile rules, other kernels), a kernel the table names as another (a variant) and
+    # (other tile rules, other kernels), a kernel the table names as another (a variant:
+    # FlashInfer's own here; SGLang's Triton decode counts its own splits, triton_kv_splits) and
     # TensorRT-LLM's XQA (head_pack 32) keep the fitted work
     # (8 sequences of 8 KV heads at 128 keys: enough blocks for TensorRT-LLM's XQA,
     # attention_time.xqa_dispatched)
@@ -914,7 +915,7 @@ def test_packing_decode_unit_work_runs_at_the_sms_tensor_width():
     for device, factor in (("H100-SXM", 1.0), ("B200", 0.5), ("H20", 4.0), ("A100-SXM-80GB", 1.0)):
         fig = device_figures(load_hardware(device))
         own = M.kernel_terms(packing, fig, prm)["compute_s"]
-        other = M.kernel_terms(_as_variant(packing), fig, prm)["compute_s"]
+        other = M.kernel_terms(_as_variant(packing, "flashinfer"), fig, prm)["compute_s"]
         assert np.all(own > 0)
         np.testing.assert_allclose(own, factor * other, rtol=1e-6)
         # TensorRT-LLM's XQA keeps it but on Blackwell, where its own rule halves a bf16
@@ -922,7 +923,7 @@ def test_packing_decode_unit_work_runs_at_the_sms_tensor_width():
         # (the rows whose key splits the variant shares: off Blackwell the mma.sync XQA splits
         # the second row's 4,096 keys in two, its own count, xqa_splits)
         xqa = M.kernel_terms(b, fig, prm)["compute_s"] / (factor if device == "B200" else 1.0)
-        var = M.kernel_terms(_as_variant(b), fig, prm)["compute_s"]
+        var = M.kernel_terms(_as_variant(b, "flashinfer"), fig, prm)["compute_s"]
         same = [0, 1, 2] if device == "B200" else [0, 2]
         np.testing.assert_allclose(xqa[same], var[same])
 
@@ -1003,6 +1004,27 @@ def test_sglangs_triton_decode_splits_a_sequence_into_at_most_eight_parts():
     assert t[1] / t[0] == pytest.approx(2.0, rel=0.02)
     assert p[1] / p[0] == pytest.approx(1.0, rel=0.02)
     assert t[1] > 6 * p[1]
+
+
+def test_sglangs_triton_decode_splits_by_its_grid_and_the_caches_length():
+    # SGLang's Triton decode takes min(ceil(SMs x max(log2(keys / 64), 1) / grid), 8) splits
+    # (grid: sequences x query-head groups of at most 16 heads), each rounded up to whole
+    # 32-key blocks (attention_time.triton_kv_splits): one sequence of one KV head splits 255
+    # keys 8 ways (parts of 32), 100 keys 4 ways (the count's 8 rounded to 32-key parts), 31
+    # keys not at all; on H100 (132 SMs) 2,048 units at 4,096 keys take one part (ceil(792 /
+    # 2,048)), 64 units at 1,024 keys 8 (ceil(528 / 64) = 9, capped); an MHA call's grid is a
+    # head each, a group of 32 query heads two 16-head groups
+    rows = dict(
+        batch=[1.0, 1.0, 1.0, 2048.0, 64.0, 16.0, 8.0],
+        n_kv=[1.0, 1.0, 1.0, 1.0, 1.0, 16.0, 1.0],
+        n_heads=[16.0, 16.0, 16.0, 8.0, 8.0, 16.0, 32.0],
+        kv_len=[255.0, 100.0, 31.0, 4096.0, 1024.0, 8192.0, 8192.0],
+    )
+    b = dataclasses.replace(_decode(**rows, head_pack=0.0), variant="triton")
+    a = attention_time.attention_shape(b)
+    got = attention_time.triton_kv_splits(b, H100, a, a["kv"])
+    # 16 x 16 MHA units at 8,192 keys: ceil(924 / 256) = 4; 8 x 2 groups: ceil(924 / 16) -> 8
+    assert got == pytest.approx([8.0, 4.0, 1.0, 1.0, 8.0, 4.0, 8.0])
 
 
 def test_fp8_xqa_merge_waits_a_part_at_every_head_dim():

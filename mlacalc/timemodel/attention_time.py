@@ -90,6 +90,8 @@ __all__ = [
     "SM_RESIDENT_THREADS",
     "TENSOR_WALK_VARIANTS",
     "TRITON_MAX_KV_SPLITS",
+    "TRITON_SPLIT_HEAD_BLOCK",
+    "TRITON_SPLIT_MIN_KEYS",
     "TRITON_SPLIT_VARIANTS",
     "TRTLLM_FURTHER_KERNEL_S",
     "TRTLLM_GEN_DISPATCH_KERNELS",
@@ -112,6 +114,7 @@ __all__ = [
     "paired_tile_waves",
     "prefill_terms",
     "query_convert_s",
+    "triton_kv_splits",
 ]
 
 #: (engine, tensor-core generation) whose prompt attention kernel packs the query heads of a KV
@@ -1577,6 +1580,36 @@ def xqa_splits(kv: np.ndarray, heads_units: np.ndarray, fig: DeviceFigures) -> n
     return np.maximum(np.minimum(n, cap), 1.0)
 
 
+#: SGLang's Triton decode sizes its key splits by the call's CTAs and the cache's length (as
+#: recalled of its Triton backend's ``get_num_kv_splits``, not checked against a stored copy of
+#: the source): ``min(ceil(SMs x max(log2(keys / 64), 1) / grid), 8)`` splits, ``grid`` the
+#: sequences x query-head groups (a KV head's query heads, 16 at most, a group; MHA a head
+#: each), and each split rounded up to whole :data:`TRITON_SPLIT_MIN_KEYS` keys, so a
+#: short cache fills fewer parts than the count. The parts hold no least number of keys
+#: beyond that: at one sequence of one KV head B200's bf16 rows at head dim 256 grow from 511
+#: keys on (16.5, 22.7, 39.2, 68.0 us at 511-4,095), as 8 parts of 64-512 keys do, where
+#: parts of at least 256 keys (the other decode kernels') stayed flat to 2,047
+#: (docs/time-model.md, "SGLang's Triton decode splits every cache eight ways").
+TRITON_SPLIT_MIN_KEYS = 32.0
+TRITON_SPLIT_HEAD_BLOCK = 16.0
+
+
+def triton_kv_splits(
+    batch: KernelBatch, fig: DeviceFigures, a: dict[str, np.ndarray], keys: np.ndarray
+) -> np.ndarray:
+    """Parts holding keys of SGLang's Triton decode (:data:`TRITON_SPLIT_MIN_KEYS`): its
+    split count over ``keys`` (the window's, where one), each part whole 32-key blocks."""
+    b, heads, group = a["b"], a["heads"], np.maximum(a["group"], 1.0)
+    groups = np.ceil(heads / np.minimum(TRITON_SPLIT_HEAD_BLOCK, group))
+    grid = b * np.where(group > 1, groups, heads)
+    keys = np.maximum(np.asarray(keys, dtype=np.float64), 1.0)
+    cores = np.floor(fig.sm_count * np.maximum(np.log2(keys / 64.0), 1.0))
+    count = np.clip(np.ceil(cores / np.maximum(grid, 1.0)), 1.0, TRITON_MAX_KV_SPLITS)
+    count = np.ceil(keys / np.ceil(keys / count))
+    part = np.ceil(np.ceil(keys / count) / TRITON_SPLIT_MIN_KEYS) * TRITON_SPLIT_MIN_KEYS
+    return np.ceil(keys / part)
+
+
 def _max_splits(batch: KernelBatch) -> float:
     """Most parts a decode kernel splits a unit's keys into: :data:`TRITON_MAX_KV_SPLITS` for
     the variants of :data:`TRITON_SPLIT_VARIANTS` (SGLang's Triton decode), else no cap."""
@@ -2262,10 +2295,10 @@ def _decode_unit_splits(
     pack: np.ndarray,
 ) -> np.ndarray:
     """The parts :func:`decode_terms` splits each unit's keys into: the multi-block count over
-    the window's keys (``window_split``) or the whole cache's (:func:`decode_splits`, SGLang's
-    Triton decode at most 8), TensorRT-LLM's mma.sync XQA its own count over the whole cache
-    (:func:`xqa_splits`; Hopper's fp8 XQA keeps the model's: its count tried, not kept), its
-    MMHA units (a query head each) up to one part an SM over them."""
+    the window's keys (``window_split``) or the whole cache's (:func:`decode_splits`; SGLang's
+    Triton decode its own count, :func:`triton_kv_splits`), TensorRT-LLM's mma.sync XQA its own
+    count over the whole cache (:func:`xqa_splits`; Hopper's fp8 XQA keeps the model's: its
+    count tried, not kept), its MMHA units (a query head each) up to one part an SM over them."""
     sms = fig.sm_count
     split_keys = np.where(window_split, a["kv_eff"], a["kv"])
     splits = decode_splits(
@@ -2276,6 +2309,8 @@ def _decode_unit_splits(
         _split_part_keys(batch, fig),
     )
     splits = np.minimum(splits, _max_splits(batch))
+    if batch.variant in TRITON_SPLIT_VARIANTS:  # SGLang's Triton decode: its own count
+        splits = triton_kv_splits(batch, fig, a, split_keys)
     xqa = grouped & _trtllm_own_decode(batch, fig, pack) & ~sm90
     splits = np.where(xqa, xqa_splits(a["kv"], heads_units, fig), splits)
     mmha_cap = np.maximum(1.0, np.ceil(sms * MMHA_SPLIT_UNITS_PER_SM / heads_units))
