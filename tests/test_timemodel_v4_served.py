@@ -235,3 +235,28 @@ def test_vllms_blackwell_prompt_core_at_128_heads_takes_no_less_than_at_64(kind,
     assert keys[0] > (0.5 * b128.bytes[0] if (kind, isl) == ("csa", 16) else 0)
     assert keys == pytest.approx(b64.bytes - core_head_bytes(b64.shape, b64.dtype))
     assert run.bytes == pytest.approx(b64.bytes)  # the 64-head call's bytes, keys whole
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_vllm_runs_no_prompt_logits_where_no_query_selects(engine):
+    """DeepSeek-V4-Pro's top-k takes 1,024 of its pooled keys (one per 4 tokens): in a prompt of
+    2,048 tokens no query has more, so vLLM launches no indexer logits kernel for it
+    (``compressed.SELECTING_LOGITS``), in the module rows' mapping, ``predict_time``'s step and
+    ``plan``'s step alike; SGLang does. Past the onset (8,192 tokens) both run it, and a decode
+    step of 2,048 keys runs its paged logits under both."""
+    m = load_model("deepseek-v4-pro")
+    prof = load_profile(f"fit-b200-sxm-{engine}")
+    sm = StepModel(m, Layout(1, 1, 1, 1, 1, False, 1, 1), "fp8", resolve_kv_layout("fp8"),
+                   load_hardware("B200"), prof)  # fmt: skip
+    for seq, runs in ((2048, engine != "vllm"), (8192, True)):
+        assert ("indexer_scores" in _mapped(engine, "prefill", seq, 1, seq)) == runs
+        ks = step_kernels(m, "prefill", seq, 1, seq, causal=True, weight_dtype="fp8",
+                          kv_dtype="fp8", engine=engine)  # fmt: skip
+        assert ("indexer_scores" in {k.name for k in ks}) == runs
+        (logits,) = [s for s in sm.specs(pf_N=1, pf_q=seq) if s.name == "indexer_scores"
+                     and s.kind == "attention_prefill"]  # fmt: skip
+        assert (logits.flops[0] > 0) == runs
+    assert "indexer_scores" in _mapped(engine, "decode", 2048, 64, 1)
+    decode = step_kernels(m, "decode", 2048, 64, causal=True, weight_dtype="fp8",
+                          kv_dtype="fp8", engine=engine)  # fmt: skip
+    assert "indexer_scores" in {k.name for k in decode}

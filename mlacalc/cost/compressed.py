@@ -75,6 +75,7 @@ __all__ = [
     "RAGGED_LOGITS_BYTES",
     "RAGGED_LOGITS_ENGINES",
     "ROW_TOPK_PROMPT",
+    "SELECTING_LOGITS",
     "attention_flops",
     "cache_bytes",
     "causal_keys",
@@ -200,6 +201,17 @@ FLAT_TOPK_ENGINES = frozenset({"sglang"})
 #: us. The stand-in class gave a selecting query about a sixth of what the rows add
 #: (docs/time-model.md, "DeepSeek-V4's CSA prompt top-k").
 ROW_TOPK_PROMPT = frozenset({"vllm"})
+#: The engines whose CSA prompt indexer runs its MQA logits only where some query selects (has
+#: more pooled keys than ``index_topk``): a chunk whose every query takes its keys whole launches
+#: no logits kernel (nor a top-k), in a prompt of any length (one new token too); a decode step
+#: runs its paged logits whatever the keys. vLLM's module rows show it on both devices: the CSA
+#: row less the HCA row of the same shape, less the predictions of the other CSA-only kernels
+#: (the indexer's three projections, the wider compressor, the core's extra keys), is -10 to -12
+#: ns a new token (medians, B200 / H100) where no query selects, against 14-16 ns a token of
+#: predicted logits, and grows with the selecting queries past the onset; its decode rows keep
+#: their logits (the same difference there is -10 to +11 us a row, the paged logits 5-6 us).
+#: SGLang's rows do not (32-42 ns a token left where none selects: its logits run).
+SELECTING_LOGITS = frozenset({"vllm"})
 #: Past this many pooled keys a row the top-k kernels take another path: the v2 kernel's time
 #: then does not depend on the logits' spread (timed by its top-last variant), the v1
 #: kernel's halves a key (a variant of its own): ``mlacalc.measured.dsv4_modules``.
@@ -773,8 +785,9 @@ def engine_v4_kernels(kernels: list[Kernel], cost: AttentionCost, engine: str) -
     over the padded query after the core (:data:`PADDED_QUERY`), the decode compressors' switch
     past one MMA tile of rows (:data:`POOL_SWITCH`), the CSA top-k over flat
     logits (:data:`FLAT_TOPK_ENGINES`, :func:`engine_topk`; the step's kernel where no query
-    selects). The ragged prompt core (:data:`RAGGED`) is the time model's, on every path that
-    times a step (``mlacalc.timemodel.kernel_time.engine_v4_prompt_core``)."""
+    selects), no prompt logits where no query selects (:data:`SELECTING_LOGITS`). The ragged
+    prompt core (:data:`RAGGED`) is the time model's, on every path that times a step
+    (``mlacalc.timemodel.kernel_time.engine_v4_prompt_core``)."""
     out = list(kernels)
     if engine in FUSED_QKV_A:
         out = _fused_qkv_a(out)
@@ -800,6 +813,12 @@ def engine_v4_kernels(kernels: list[Kernel], cost: AttentionCost, engine: str) -
             engine, cost.batch, q, prefix, a["pooled_ratio"], a["pooled_cap"], decode or one
         )
         out = [_topk(k, shape, nbytes) if k.name == "indexer_topk" else k for k in out]
+    if engine in SELECTING_LOGITS and cost.variant == "csa" and not decode:
+        a = next(k for k in out if k.name == "attention").shape
+        q, prefix = cost.q_len, cost.seq_len - cost.q_len
+        shape, _ = engine_topk(cost.batch, q, prefix, a["pooled_ratio"], a["pooled_cap"], False)
+        if not shape["units"]:  # no query selects: no logits kernel
+            out = [k for k in out if k.name != "indexer_scores"]
     return out
 
 

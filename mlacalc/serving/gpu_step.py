@@ -49,8 +49,10 @@ from typing import Any
 import numpy as np
 
 from mlacalc.cost.compressed import (
+    SELECTING_LOGITS,
     dsa_ragged_logits_bytes,
     dsa_topk,
+    engine_topk,
     padded_heads,
     pooled_below,
     v4_topk,
@@ -585,6 +587,23 @@ def _solve_prefill(
     return flops + _fit(b_rows, [[x.bytes for x in k], *sizes])
 
 
+def _with_logits(ks: list[Kernel], plain: list[Kernel]) -> list[Kernel]:
+    """``ks`` (a step's kernels as an engine of
+    :data:`~mlacalc.cost.compressed.SELECTING_LOGITS` runs them) with each CSA layer's
+    ``indexer_scores`` that it dropped (no query selects) put back from ``plain`` (the same step
+    without the engine's rules, whose logits kernel is the engine's), before its top-k."""
+    logits = [k for k in plain if k.name == "indexer_scores"]
+    if sum(k.name == "indexer_scores" for k in ks) == len(logits):
+        return ks
+    out, i = [], 0
+    for k in ks:
+        if k.name == "indexer_topk":
+            out.append(logits[i])
+            i += 1
+        out.append(k)
+    return out
+
+
 def _keyed(kernels: list[Kernel]) -> list[tuple[tuple[str, int], Kernel]]:
     """Kernels keyed by name and occurrence (a model with layer kinds repeats names)."""
     seen: dict[str, int] = {}
@@ -606,17 +625,23 @@ def _templates(
     routed experts apart."""
 
     def run(phase: str, seq_len: int, batch: int, q_len: int | None = None) -> list[Kernel]:
-        return step_kernels(
-            fit_m,
-            phase,  # type: ignore[arg-type]
-            seq_len,
-            batch,
-            q_len,
-            causal=True,
-            weight_dtype=weight_dtype,
-            kv_dtype=kv_layout,
-            engine=engine,
-        )
+        def of(e: str) -> list[Kernel]:
+            return step_kernels(
+                fit_m,
+                phase,  # type: ignore[arg-type]
+                seq_len,
+                batch,
+                q_len,
+                causal=True,
+                weight_dtype=weight_dtype,
+                kv_dtype=kv_layout,
+                engine=e,
+            )
+
+        ks = of(engine)
+        # a template holds a prompt's logits at every size: the rows where none selects
+        # drop them (_indexer_specs)
+        return _with_logits(ks, of("")) if engine in SELECTING_LOGITS else ks
 
     cap, period, csa, chunk = _cap(m), _period(m), _csa(m), _scan_chunk(m)
     points = _prefill_points(cap, period, chunk, _expands_prefix(m))
@@ -1210,6 +1235,10 @@ class StepModel:
             topk = self.m.index_topk
             rag = dsa_ragged_logits_bytes(pf_N, pf_q, pf_pre, topk, decode, self.engine)
             return [dataclasses.replace(spec, flops=0.0 * on, bytes=rag * on)]
+        if csa and t.name == "indexer_scores" and not decode and self.engine in SELECTING_LOGITS:
+            # no logits kernel where no query of the prompt selects, as mapped
+            units = engine_topk(pf_N, pf_q, pf_pre, *csa, False)[0]["units"]
+            return [dataclasses.replace(spec, flops=np.where(units > 0, spec.flops, 0.0))]
         if "topk_kernel" not in shape:
             return [spec]
         # an engine's top-k of an indexer, as mapped
