@@ -17,7 +17,8 @@ _CTX = "dsa_context_module_perf"
 
 def test_a_floor_is_the_engines_and_the_modules_not_the_gpus():
     """Where both devices ran a group its floors agree within 16%, five of the six within 8%
-    (vLLM's FlashMLA module with fp8 block GEMMs the one: 1.509 / 1.741 ms): the host's work."""
+    (vLLM's FlashMLA module with fp8 block GEMMs was the one, 1.509 / 1.741 ms, until GLM-5's
+    B200 rows were a group of their own, MODEL_FLOOR_GROUPS: 1.509 / 1.437): the host's work."""
     pairs = 0
     for (system, engine, table, src, gemm, kv), floor in HOST_FLOOR_S.items():
         if system != "h100_sxm":
@@ -150,3 +151,33 @@ def test_vllms_b200_nvfp4_prompt_rows_from_h100s_fit_take_the_fp8_block_floors()
     # 21.19%, whose refitted class the module's indexer borrows; the quantize per SM and clock,
     # 049bbc4: 21.21%): bound 0.21 -> 0.215, the end-of-round CI's slow stage
     assert np.median(e) <= 0.215 and np.percentile(e, 90) <= 0.40
+
+
+def test_a_model_whose_module_dispatches_more_is_a_floor_group_of_its_own():
+    """vLLM's B200 DSA prompt module with fp8 block GEMMs: GLM-5's rows sit about 600 us above
+    DeepSeek-V3.2's at every head count, path and cache dtype (MODEL_FLOOR_GROUPS), so they are
+    a group of their own; other GEMM dtypes, H100 and the decode module keep one group. From
+    another device's floors the group takes that device's of the same model where it has them,
+    else of the structure (H100 has none of its own: its sparse module's)."""
+    from mlacalc.timemodel.host_floor import MODEL_FLOOR_GROUPS, floor_sources
+
+    (suffix,) = MODEL_FLOOR_GROUPS[("b200_sxm", "vllm", _CTX, "fp8_block")].values()
+    src = np.array(["FLASHINFER_MLA_SPARSE"] * 3)
+    gemm = np.array(["fp8_block", "fp8_block", "bfloat16"])
+    model = np.array(["zai-org/GLM-5", "deepseek-ai/DeepSeek-V3.2", "zai-org/GLM-5"])
+    got = floor_sources("b200_sxm", "vllm", _CTX, src, 1, None, gemm, model)
+    assert got.tolist() == ["FLASHINFER_MLA_SPARSE" + suffix] + ["FLASHINFER_MLA_SPARSE"] * 2
+    assert (floor_sources("h100_sxm", "vllm", _CTX, src, 1, None, gemm, model) == src).all()
+    gen = "dsa_generation_module_perf"
+    assert (floor_sources("b200_sxm", "vllm", gen, src, 1, None, gemm, model) == src).all()
+    assert floor_structure("vllm", "FLASHMLA_SPARSE" + suffix).endswith(suffix)
+    assert floor_structure("vllm", "FLASHMLA_SPARSE" + suffix) == floor_structure(
+        "vllm", "FLASHINFER_MLA_SPARSE" + suffix
+    )
+    kv = np.array(["fp8", "fp8"])
+    own = host_floor_seconds("b200_sxm", "vllm", _CTX, got[:2], gemm[:2], kv)
+    assert own[0] - own[1] >= 500e-6  # the rows' gap, about 600 us
+    under = host_floor_seconds("b200_sxm", "vllm", _CTX, got[:2], gemm[:2], kv,
+                               floors_of="h100_sxm")  # fmt: skip
+    assert under[0] == under[1] == HOST_FLOOR_S[("h100_sxm", "vllm", _CTX, "FLASHMLA_SPARSE",
+                                                 "fp8_block", "fp8")]  # fmt: skip

@@ -110,7 +110,10 @@ def fit_host_floors(mapped: MappedTable, profile: Profile) -> list[dict[str, Any
     ok = mapped.modelled & np.isfinite(kern) & (meas > 0)
     src, gemm, kv = (_labels(t, c) for c in ("kernel_source", "gemm_type", "kv_cache_dtype"))
     cached = t.column("step") if "step" in t.columns else None
-    src = floor_sources(t.system, t.engine, t.table, src, t.column("batch_size"), cached)
+    model = t.column("model") if "model" in t.columns else None
+    src = floor_sources(
+        t.system, t.engine, t.table, src, t.column("batch_size"), cached, gemm, model
+    )
     group = np.char.add(np.char.add(np.char.add(src, "|"), np.char.add(gemm, "|")), kv)
     tokens_of = t.column("batch_size").astype(np.float64) * t.column("isl").astype(np.float64)
     out = []

@@ -2731,7 +2731,8 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
                        unit_heads=np.where(walks, own_unit, 0.0)[sp])  # fmt: skip
     reason[np.char.startswith(gt, "?")] = "unknown_dtype"
     # eager past a CUDA graph; a prompt past LONG_CACHE_TOKENS its long-context group
-    labels = floor_sources(t.system, t.engine, t.table, src, bs, t.column("step"))
+    labels = floor_sources(t.system, t.engine, t.table, src, bs, t.column("step"),
+                           t.column("gemm_type"), t.column("model"))  # fmt: skip
     b.host_floor(t, labels, t.column("gemm_type"), t.column("kv_cache_dtype"), bs)
 
 

@@ -46,6 +46,7 @@ __all__ = [
     "LONG",
     "LONG_CACHE_TOKENS",
     "LONG_SEQUENCE_S",
+    "MODEL_FLOOR_GROUPS",
     "SEQUENCE_DOUBLING_S",
     "WIDE_BATCH_S",
     "WIDE_BATCH_SEQUENCES",
@@ -98,6 +99,22 @@ LONG_CACHE_TOKENS: dict[str, int] = {"sglang": 65_536}
 #: The suffix :func:`floor_sources` gives a prompt row's ``kernel_source`` past
 #: :data:`LONG_CACHE_TOKENS`: its floor is a group of its own in :data:`HOST_FLOOR_S`.
 LONG = "+long"
+
+#: ``(system, engine, table, gemm_type) -> {model: suffix}``: the models whose rows of that GEMM
+#: dtype are a floor group of their own (the suffix appended to their ``kernel_source`` label,
+#: :func:`floor_sources`), where the rows show a model's module dispatching more than another's
+#: on the same path. vLLM's B200 DSA prompt module with fp8 block GEMMs: GLM-5's rows sit at
+#: 2.06-2.27 ms, DeepSeek-V3.2's at 1.43-1.69 ms, at every head count (8-128), path (FlashInfer,
+#: FlashMLA), cache dtype and sequence count up to 64 (their kernels 0.1 of the rows), where the
+#: two models' floors differ by 40-110 us with bf16 or nvfp4 GEMMs, by 50-70 us on H100 with fp8
+#: block GEMMs, and not at all in the decode module (its rows of one sequence 11-23 us apart).
+#: About 600 us of host work that GLM-5's prompt forward dispatches with block-scaled fp8
+#: projections on B200 alone; which op the tables do not say (vLLM's B200 GEMM table times its
+#: DeepGEMM and CUTLASS block-scaled wrappers at 177 and 164 us a call, too near to be the
+#: choice between them).
+MODEL_FLOOR_GROUPS: dict[tuple[str, str, str, str], dict[str, str]] = {
+    (_B200, "vllm", _CTX, _FP8B): {"zai-org/GLM-5": "+GLM-5"},
+}
 
 #: ``(system, engine) ->`` the host's time per sequence, past the first, of a prompt row past
 #: :data:`LONG_CACHE_TOKENS` (seconds): such a row's floor is its long-context group's (fitted
@@ -255,12 +272,17 @@ HOST_FLOOR_S: dict[tuple[str, str, str, str, str, str], float] = {
     # fitted on the module rows' residuals: their one-token kernels 1.10-1.12 of their time)
     (_B200, "vllm", _CTX, "FLASHINFER_MLA_SPARSE", _BF16, _BF16): 0.001235,
     (_B200, "vllm", _CTX, "FLASHINFER_MLA_SPARSE", _BF16, _FP8): 0.001433,
-    (_B200, "vllm", _CTX, "FLASHINFER_MLA_SPARSE", _FP8B, _BF16): 0.001922,
-    (_B200, "vllm", _CTX, "FLASHINFER_MLA_SPARSE", _FP8B, _FP8): 0.001924,
+    # fp8 block GEMMs: DeepSeek-V3.2's rows (GLM-5's a group of their own, MODEL_FLOOR_GROUPS;
+    # 1.922 / 1.924 ms over both models before)
+    (_B200, "vllm", _CTX, "FLASHINFER_MLA_SPARSE", _FP8B, _BF16): 0.0014955,
+    (_B200, "vllm", _CTX, "FLASHINFER_MLA_SPARSE", _FP8B, _FP8): 0.001677,
+    (_B200, "vllm", _CTX, "FLASHINFER_MLA_SPARSE+GLM-5", _FP8B, _BF16): 0.0022553,
+    (_B200, "vllm", _CTX, "FLASHINFER_MLA_SPARSE+GLM-5", _FP8B, _FP8): 0.0023819,
     (_B200, "vllm", _CTX, "FLASHINFER_MLA_SPARSE", _NVFP4, _BF16): 0.002093,
     (_B200, "vllm", _CTX, "FLASHINFER_MLA_SPARSE", _NVFP4, _FP8): 0.002322,
     (_B200, "vllm", _CTX, "FLASHMLA_SPARSE", _BF16, _BF16): 0.001214,
-    (_B200, "vllm", _CTX, "FLASHMLA_SPARSE", _FP8B, _BF16): 0.001741,
+    (_B200, "vllm", _CTX, "FLASHMLA_SPARSE", _FP8B, _BF16): 0.0014374,  # 1.741 ms both models
+    (_B200, "vllm", _CTX, "FLASHMLA_SPARSE+GLM-5", _FP8B, _BF16): 0.002126,
     (_B200, "vllm", _CTX, "FLASHMLA_SPARSE", _NVFP4, _BF16): 0.002112,
     # (none for its bf16-cache bf16-GEMM group since cuBLAS's balanced last wave,
     # gemm_time.BALANCED_WAVES: its one-token kernels 0.9202 of its time, over
@@ -288,13 +310,26 @@ HOST_FLOOR_S: dict[tuple[str, str, str, str, str, str], float] = {
 GEMM_FLOOR_STAND_IN = {_NVFP4: _FP8B}
 
 
-def floor_sources(system: str, engine: str, table: str, sources, batch, cached=None) -> np.ndarray:
+def floor_sources(
+    system: str, engine: str, table: str, sources, batch, cached=None, gemm_types=None,
+    models=None,
+) -> np.ndarray:  # fmt: skip
     """The rows' ``kernel_source`` labels as :data:`HOST_FLOOR_S` groups them: a decode row of
     more sequences (``batch``) than the engine's graph ran (:data:`GRAPH_MAX_BATCH`) is its
     path run eagerly (``EAGER`` appended), a prompt row of more ``cached`` tokens than
-    :data:`LONG_CACHE_TOKENS` its path's long-context group (``LONG`` appended); every other
-    row its label as it is."""
+    :data:`LONG_CACHE_TOKENS` its path's long-context group (``LONG`` appended), a row of a
+    model whose module dispatches more with its GEMM dtype (``gemm_types``, ``models``:
+    :data:`MODEL_FLOOR_GROUPS`) that model's group (its suffix appended); every other row its
+    label as it is."""
     src = np.asarray(sources).astype(str)
+    if gemm_types is not None and models is not None:
+        gemm = np.asarray(gemm_types).astype(str)
+        model = np.asarray(models).astype(str)
+        for (sys_, eng, tab, dt), suffixes in MODEL_FLOOR_GROUPS.items():
+            if (sys_, eng, tab) != (system, engine, table):
+                continue
+            for name, suffix in suffixes.items():
+                src = np.where((gemm == dt) & (model == name), np.char.add(src, suffix), src)
     longest = LONG_CACHE_TOKENS.get(engine)
     if table == _CTX and longest is not None and cached is not None:
         long = np.asarray(cached, dtype=np.float64) > longest
@@ -313,13 +348,22 @@ def graphed(system: str, engine: str, table: str, source: str) -> bool:
     return table == _GEN and (system, engine) in GRAPH_MAX_BATCH and not source.endswith(EAGER)
 
 
+def _model_suffix(source: str) -> str:
+    """The :data:`MODEL_FLOOR_GROUPS` suffix a :func:`floor_sources` label ends in ("" if none)."""
+    ends = {x for groups in MODEL_FLOOR_GROUPS.values() for x in groups.values()}
+    return next((x for x in ends if source.endswith(x)), "")
+
+
 def floor_structure(engine: str, source: str) -> str:
     """A :func:`floor_sources` label with its attention library's name dropped: the ops a
     module's forward dispatches but that library's wrapper. SGLang's DSA paths are dense,
     indexer or skip-indexer whatever kernel they end in (``sglang_dsa_indexer_trtllm`` and
     ``sglang_dsa_indexer_flashmla_kv`` dispatch the same indexer, GEMMs and cache write:
     1.058 and 1.160 ms with bf16 GEMMs and an fp8 cache); vLLM's sparse module is one
-    structure under FlashMLA or FlashInfer; the eager or long-context suffix stays."""
+    structure under FlashMLA or FlashInfer; the eager, long-context or model suffix stays
+    (:data:`MODEL_FLOOR_GROUPS`)."""
+    model = _model_suffix(source)
+    source = source[: len(source) - len(model)]
     suffix = next((x for x in (EAGER, LONG) if source.endswith(x)), "")
     path = source[: len(source) - len(suffix)]
     if engine == "sglang":
@@ -329,7 +373,7 @@ def floor_structure(engine: str, source: str) -> str:
                 break
     elif engine == "vllm":
         path = "sparse_module"
-    return path + suffix
+    return path + model + suffix
 
 
 def floors_measured(system: str, engine: str, table: str) -> bool:
@@ -346,15 +390,19 @@ def _floor_of(system: str, engine: str, table: str, source: str, gemm: str, kv: 
     if floor is not None or own:
         return floor
     want = floor_structure(engine, source)
+    # a model's own group (MODEL_FLOOR_GROUPS) takes that model's floors of the structure where
+    # the other device has them, else the structure's
+    wants = (want, want[: len(want) - len(_model_suffix(source))])
     for g_ in (gemm, GEMM_FLOOR_STAND_IN.get(gemm)):
-        like = [
-            v
-            for (s, e, t, src, g, k), v in HOST_FLOOR_S.items()
-            if (s, e, t, g, k) == (system, engine, table, g_, kv)
-            and floor_structure(e, src) == want
-        ]
-        if like:
-            return float(np.median(like))
+        for w in dict.fromkeys(wants):
+            like = [
+                v
+                for (s, e, t, src, g, k), v in HOST_FLOOR_S.items()
+                if (s, e, t, g, k) == (system, engine, table, g_, kv)
+                and floor_structure(e, src) == w
+            ]
+            if like:
+                return float(np.median(like))
     return None
 
 
