@@ -2183,6 +2183,37 @@ def test_vllms_hopper_decode_runs_its_combine_kernel_at_every_call():
     assert more[0] == pytest.approx(ALWAYS_COMBINE_S, rel=0.02)
 
 
+def test_sglangs_blackwell_decode_of_many_heads_switches_kernel_at_128_units():
+    # SGLang's B200 decode over more than 32 query heads a KV head: flat to 64 units (a unit's
+    # own work), then from 128 units (batch x KV heads) another kernel whose rows take 64-row
+    # tiles of 32 rows' work, shared over the SMs (attention_time.WIDE_GROUP_UNITS): one KV
+    # head of 128 query heads at 128 sequences and up to 127 cached keys takes 12.5 us where 64
+    # sequences take 26.8. Its rows of 128 units and more over 32 query heads a KV head (387 a
+    # dtype) read +60.7% / +30.3% signed (bf16 / fp8) with the rows of every query head a unit's
+    # work, +19.9% / +10.6% now
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.timemodel.attention_time import decode_terms
+    from mlacalc.timemodel.device import device_figures
+    from mlacalc.timemodel.terms import default_params
+    from mlacalc.words.kernels import KernelBatch
+
+    b200 = device_figures(load_hardware("B200"))
+    batch = np.array([64.0, 128.0, 128.0, 128.0])
+    heads = np.array([128.0, 128.0, 64.0, 32.0])
+    shape = {"batch": batch, "q_len": np.ones(4), "kv_len": np.full(4, 16.0),
+             "n_heads": heads, "n_kv": np.ones(4), "head_pack": np.zeros(4),
+             "head_dim_qk": np.full(4, 128.0), "head_dim_v": np.full(4, 128.0),
+             "unit_latency": np.ones(4)}  # fmt: skip
+    b = KernelBatch("attention_decode", "bf16", np.ones(4), np.ones(4), np.ones(4), shape)
+    prm = {**default_params("attention_decode"), "qhead_unit": 0.5, "grouped_unit": 0.0}
+    work = decode_terms(b, b200, prm)["compute_s"]
+    # 64 sequences: a unit alone, 128 rows' work; 128 sequences: 128 / 148 SMs of two 64-row
+    # tiles (64 rows' work); 64 query heads one tile (32 rows'), as many as 32 heads' own rows
+    # (those a unit alone, these 128 / 148 SMs of it)
+    assert work[1] < 0.6 * work[0]
+    assert work[2] == pytest.approx(work[3] * 128.0 / b200.sm_count, rel=0.05)
+
+
 def test_sglangs_blackwell_decode_takes_a_units_own_work_at_one_unit():
     # SGLang's TensorRT-LLM-gen decode on B200 takes a unit's per-unit work at least once
     # whatever the units (attention_time.UNIT_LATENCY_DECODE): its ``trtllm_mha`` rows carry
@@ -2190,7 +2221,8 @@ def test_sglangs_blackwell_decode_takes_a_units_own_work_at_one_unit():
     # batch is given it, and its rows of one KV head and 64-128 query heads over up to 63
     # cached keys (batch 1-64, 504 rows, 0.08-0.15 us a query head) read within 21% fitted:
     # 17.6% / 19.8% (bf16 / fp8 median |error|) where units sharing that work over the SMs read
-    # 29.1% / 23.5% fast
+    # 29.1% / 23.5% fast; 14.3% / 16.9% with the kernel of 128 units and more counted apart
+    # (attention_time.WIDE_GROUP_UNITS)
     pytest.importorskip("pyarrow")
     from mlacalc.hardware.catalogue import load_hardware
     from mlacalc.measured.mapping import map_table

@@ -99,6 +99,10 @@ __all__ = [
     "UNFUSED_SCORE_BYTES",
     "UNIFIED_TRITON_PROMPT_KEYS",
     "UNIT_LATENCY_DECODE",
+    "WIDE_GROUP_HEADS",
+    "WIDE_GROUP_TILE_COST_ROWS",
+    "WIDE_GROUP_TILE_ROWS",
+    "WIDE_GROUP_UNITS",
     "WINDOW_WALK_VARIANTS",
     "XQA_HEAD_PACK",
     "attention_shape",
@@ -445,8 +449,26 @@ HD192_SIDE_CALL_ENGINES = frozenset({("sglang", "sm90"), ("sglang", "tcgen05")})
 #: rule their fits read worse (vLLM B200 bf16 4.8% -> 5.8% median, SGLang H100 bf16 6.5% ->
 #: 7.1%). Why SGLang's call differs is not settled (its launch parameters, from recall, are not
 #: known here); at 128 units and more (batch x KV heads) the same shapes drop back to 10.5-12.5
-#: us, another kernel choice, which the rule does not model
+#: us, another kernel choice (:data:`WIDE_GROUP_UNITS`)
 UNIT_LATENCY_DECODE = frozenset({("sglang", "tcgen05")})
+
+#: Those calls (``unit_latency`` 1) switch kernel from this many units (batch x KV heads) where
+#: a KV head carries more than :data:`WIDE_GROUP_HEADS` query heads: the per-unit work is then
+#: shared over the SMs as throughput (not a unit alone) and counts the query rows in tiles of
+#: :data:`WIDE_GROUP_TILE_ROWS`, each the work of :data:`WIDE_GROUP_TILE_COST_ROWS` rows of
+#: the other kernel. Read from SGLang's B200 rows (up to 127 cached keys, no window, bf16): at
+#: 48-128 query heads a KV head the time is flat to 64 units and drops at 128 (head dim 128,
+#: one KV head: 64 heads 16.6-18.7 us at 1-64 sequences, 10.5 at 128; two KV heads of 48 or 64
+#: heads 15.6-18.6 at 1-32 sequences, 10.5 at 64, 128 units), and from 128 units on 48 and 64
+#: heads take the time of 32 (2,048 units: 48.8-50.0 us against 51.9), 96 and 128 1.3-1.4x it
+#: (68.6 / 73.1 us), where 8 and 16 take 29.9 / 35.1: two 64-row tiles at 96-128 heads, one at
+#: 48-64, each costing 32 rows'. Which kernel FlashInfer picks there is not recalled; the
+#: threshold and the tile are the tables' (docs/time-model.md, "SGLang's B200 decode of many
+#: query heads a KV head switches kernel at 128 units")
+WIDE_GROUP_UNITS = 128.0
+WIDE_GROUP_HEADS = 32.0
+WIDE_GROUP_TILE_ROWS = 64.0
+WIDE_GROUP_TILE_COST_ROWS = 32.0
 
 
 #: Head sizes FlashAttention-3 and -4 are built for (the encoders SGLang and vLLM run on H100
@@ -2210,7 +2232,11 @@ def decode_terms(
     # carries adds ``qhead_unit`` per 128 of head dim; Hopper's warp-group MMA computes its
     # query heads in whole multiples of 8 (its N dimension), padded ones included
     qrows = np.where(sm90, np.ceil(rows / 8.0) * 8.0, rows)
-    unit_cost = np.where(grouped, prm["grouped_unit"], 1.0) + prm["qhead_unit"] * qrows * hd / 128
+    # (SGLang's Blackwell decode: a unit alone, or from 128 units another kernel, _wide_group)
+    unit_rows, alone = _wide_group(batch, rows, qrows, grouped, heads_units)
+    unit_cost = (
+        np.where(grouped, prm["grouped_unit"], 1.0) + prm["qhead_unit"] * unit_rows * hd / 128
+    )
     # the per-unit work is issue throughput the units resident on an SM share: it costs
     # units / SMs of it (one unit alone on an SM takes no more than its latency, which the
     # fixed cost holds); the walk of a unit's blocks is a chain of dependent loads, at least
@@ -2233,8 +2259,8 @@ def decode_terms(
     # the L2 (its bytes once) in clocks (_mmha_fallback_s) in place of the fitted work
     fallback = (group > 1) & ~within
     # SGLang's TensorRT-LLM-gen decode: a unit alone on an SM still takes its own per-unit
-    # work (UNIT_LATENCY_DECODE, ``unit_latency``); elsewhere units share it as throughput
-    alone = col(batch, "unit_latency", 0) > 0
+    # work (UNIT_LATENCY_DECODE, ``unit_latency``; ``alone`` above); elsewhere units share it
+    # as throughput
     unit_blocks = np.where(fallback, 0.0, unit_blocks)
     unit_cost = np.where(fallback, 0.0, unit_cost)
     # (every part pays its per-unit work, a part holding no key ``empty_part`` of it; only the
@@ -2282,6 +2308,24 @@ def decode_terms(
     # runs in turn: turn_overlap)
     out["overlap_p"] = turn_overlap(batch, prm, own & ~sm90, share)
     return out
+
+
+def _wide_group(
+    batch: KernelBatch,
+    rows: np.ndarray,
+    qrows: np.ndarray,
+    grouped: np.ndarray,
+    heads_units: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The query rows a decode unit's per-unit work counts and whether a unit takes it alone
+    (``unit_latency``: :data:`UNIT_LATENCY_DECODE`): SGLang's Blackwell decode over more than
+    :data:`WIDE_GROUP_HEADS` query heads a KV head from :data:`WIDE_GROUP_UNITS` units runs
+    another kernel, its rows in tiles of :data:`WIDE_GROUP_TILE_ROWS` of
+    :data:`WIDE_GROUP_TILE_COST_ROWS` rows' work each, shared over the SMs."""
+    alone = col(batch, "unit_latency", 0) > 0
+    wide = alone & grouped & (rows > WIDE_GROUP_HEADS) & (heads_units >= WIDE_GROUP_UNITS)
+    tiled = np.ceil(rows / WIDE_GROUP_TILE_ROWS) * WIDE_GROUP_TILE_COST_ROWS
+    return np.where(wide, tiled, qrows), alone & ~wide
 
 
 def _decode_unit_splits(
