@@ -877,6 +877,12 @@ def prediction_line(route: dict) -> str:
     )
     if route.get("engine_route") == "stand_in":
         words += f", {route.get('engine_profile')}'s kernels standing in"
+    elif route.get("engine_route") == "partly_stand_in":
+        # the error is the engine's own kernels'; another engine's fits time the rest
+        words += (
+            f"; {route['stand_in_share']:.0%} of the decode step timed by another engine's "
+            "fits, not measured on this one"
+        )
     e = route.get("expected_error")
     shape = f" But {route['geometry_note']}." if route.get("geometry_note") else ""
     # the kernel tables' error is each kernel's; the served figures' is beside it

@@ -55,11 +55,19 @@ def _route_lines(p) -> list[str]:
 def test_b300_says_its_route_its_expected_error_and_its_clock():
     p = mlacalc.plan("deepseek-v3.2", "B300", 8, engine="sglang", **ARGS)
     r = p.prediction
+    # SGLang's own profile, but its routed experts (DeepGEMM's grouped GEMM behind DeepEP, no
+    # table of SGLang's times it) and EP's dispatch / combine take TensorRT-LLM's fits: the
+    # route says the share, and that the expected error is SGLang's own kernels'
     assert (r["device_route"], r["device_fit"], r["engine_route"]) == (
         "same_generation",
         "B200",
-        "own",
+        "partly_stand_in",
     )
+    shares = {s["class"]: s["share"] for s in r["stand_ins"]}
+    assert shares["moe:fp8_block:deepgemm"] > 0.5
+    assert r["stand_in_share"] == pytest.approx(sum(shares.values()), abs=1e-3)
+    assert f"{r['stand_in_share']:.0%} of the decode step's kernel time" in r["note"]
+    assert "SGLang's own kernel classes' error" in r["expected_error_source"]
     # the B200 profile's leave-one-device-out median (on H100's tables)
     assert r["expected_error"]["p90"] is None
     assert r["expected_error"]["median"] == pytest.approx(ROUTE_ERRORS[("sglang", "B200")][2] / 100)
@@ -73,11 +81,21 @@ def test_b300_says_its_route_its_expected_error_and_its_clock():
 
 
 def test_a_fitted_device_and_engine_is_not_warned():
-    p = mlacalc.plan("deepseek-v3.2", "B200", 8, engine="sglang", **ARGS)
+    p = mlacalc.plan("llama-3-8b", "B200", 1, engine="sglang", isl=1000, osl=100, concurrency=32)
     r = p.prediction
     assert (r["device_route"], r["engine_route"], r["clock_note"]) == ("fitted", "own", "")
+    assert (r["stand_ins"], r["stand_in_share"]) == ([], 0)
     assert r["expected_error"] == {"median": 0.063, "p90": 0.214}
     assert _route_lines(p) == []
+    # a step a share of which another engine's fits time: its own error still stands for the
+    # rest, the route names the share and plan's warnings each stand-in, not the engine
+    p = mlacalc.plan("deepseek-v3.2", "B200", 8, engine="sglang", **ARGS)
+    r = p.prediction
+    assert (r["device_route"], r["engine_route"]) == ("fitted", "partly_stand_in")
+    assert r["expected_error"] == {"median": 0.063, "p90": 0.214}
+    assert _route_lines(p) == []
+    said = [w for w in p.warnings if "of the decode step's kernel time) is timed by" in w]
+    assert any("routed_experts" in w and "moe:fp8_block:deepgemm" in w for w in said)
 
 
 def test_an_engine_stand_in_on_an_unfitted_architecture_has_no_error_figure():

@@ -7,7 +7,7 @@ import json
 import re
 
 import mlacalc
-from mlacalc.serving.plan import STAND_IN_WARN_SHARE
+from mlacalc.serving.provenance import STAND_IN_WARN_SHARE
 
 ARGS = dict(tp=8, ep=8, weight_dtype="fp8", isl=2000, osl=500)
 
@@ -57,3 +57,25 @@ def test_a_kernel_of_several_layer_kinds_is_named_once():
     names = w.split(" (")[0].split(", ")
     assert names == ["attention"] and "attention is timed by" not in w, w
     assert w.startswith("attention (") and ") is timed by the mla_decode" in w, w
+
+
+def test_search_says_its_best_points_stand_ins_as_plan_of_it_does():
+    """A trial's SGLang and vLLM searches for DeepSeek-V3 agreed within 0.1%, most of both
+    steps timed by one engine's fits, said only inside the calibration line: the search's
+    warnings and ``prediction`` carry the best point's stand-ins as plan of that point does."""
+    r = mlacalc.search(
+        "qwen3-30b-a3b", "H200", gpus=[8], engine="sglang", weight_dtypes=("fp8",),
+        isl=2000, osl=500, ttft=2.0, tpot=0.05,
+    )  # fmt: skip
+    said = _stand_ins(r)
+    assert any(w.startswith("routed_experts (") and "moe:fp8 fit" in w for w in said), said
+    route = r.prediction
+    assert route["engine_route"] == "partly_stand_in" and route["stand_in_share"] > 0.05
+    assert {s["class"] for s in route["stand_ins"]} >= {"moe:fp8"}
+    b = r.best
+    p = mlacalc.plan(
+        "qwen3-30b-a3b", "H200", b["decode_gpus"], engine="sglang", tp=b["tp"], ep=b["ep"],
+        dp_attention=b["dp_attention"], weight_dtype="fp8", isl=2000, osl=500,
+        concurrency=b["concurrency"], kv_dtype=b["kv_dtype"],
+    )  # fmt: skip
+    assert p.prediction["engine_route"] == "partly_stand_in"

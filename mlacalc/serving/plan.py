@@ -109,8 +109,6 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from mlacalc.hardware.catalogue import HardwareSpec
 from mlacalc.models.loading import ModelConfig
 from mlacalc.serving.capacity import (
@@ -145,7 +143,9 @@ from mlacalc.serving.provenance import (
     calibration_of,
     prediction_route,
     route_warning,
-    stand_in_kernels,
+    stand_in_parts,
+    stand_in_warnings,
+    with_stand_ins,
 )
 from mlacalc.serving.ranks import synced_groups
 from mlacalc.serving.scheduler import (
@@ -328,7 +328,10 @@ class Plan:
     #: how the device and the engine were predicted, as fields
     #: (:func:`~mlacalc.serving.provenance.prediction_route`): ``device_route`` ("fitted",
     #: "same_generation", "nearest_architecture", "pooled", ...), ``device_fit`` (the fitted
-    #: device whose fit timed it), ``engine_route`` ("own" or "stand_in") and
+    #: device whose fit timed it), ``engine_route`` ("own", "stand_in", or "partly_stand_in"
+    #: where another engine's fits time a share of the decode step: ``stand_ins`` and
+    #: ``stand_in_share`` say which and how much, :func:`~mlacalc.serving.provenance.
+    #: with_stand_ins`) and
     #: ``engine_profile``, ``expected_error`` (the benchmark's median, and p90 where measured,
     #: |error| for that route, None where the project measured none) with
     #: ``expected_error_source`` (the README row, or why none), ``assumed`` (the device figures
@@ -1100,11 +1103,14 @@ def capacity_plan(req: PlanRequest, cap: Capacity, common: dict[str, Any], sm: S
         else {"memory": "memory bandwidth"}.get(bound, bound)
     )
     name, how = calibration_of(req.profile, req.hw, dec.kernels)
+    parts = stand_in_parts(req.profile, req.hw, dec.kernels)
+    route = with_stand_ins(common["prediction"], parts)
     common = {
         **common,
-        "warnings": common["warnings"]
-        + route_warnings(common["prediction"])
-        + stand_in_warnings(req, dec.kernels),
+        "prediction": route,
+        "warnings": (
+            common["warnings"] + route_warnings(route) + stand_in_warnings(req.engine, parts)
+        ),
     }
     return Plan(
         **common,
@@ -1180,45 +1186,11 @@ def unfitted_prefill_pool(
     )
 
 
-#: the share of a decode step's kernel time another engine's stand-in class may time unsaid
-#: beyond the calibration line (a warning of its own from this share on)
-STAND_IN_WARN_SHARE = 0.05
-
-
 def route_warnings(route: dict[str, Any]) -> tuple[str, ...]:
     """The line saying how a timed plan's device and engine were predicted where either was
     not fitted (:func:`~mlacalc.serving.provenance.route_warning`), or none."""
     said = route_warning(route) if route else ""
     return (said,) if said else ()
-
-
-def stand_in_warnings(req: PlanRequest, kernels: list[dict[str, Any]]) -> tuple[str, ...]:
-    """The decode step's kernels another profile's class times (a stand-in where the engine's
-    own tables time no such kernel: :func:`~mlacalc.serving.provenance.stand_in_kernels`),
-    said with their share of the step's kernel time where it is at least
-    :data:`STAND_IN_WARN_SHARE`: a comparison of engines there compares one table."""
-    total = sum(float(np.atleast_1d(k["seconds"])[0]) for k in kernels if "seconds" in k)
-    out = []
-    for key, how, names, seconds, timed in stand_in_kernels(req.profile, req.hw, kernels):
-        share = seconds / total if total > 0 else 0.0
-        # a fit of another dtype's class (dispatch:fp8) timing the step's (dispatch:bf16): the
-        # step's bytes as they were sized, at that fit's rates, so the sizing said beside it
-        # and the timing agree
-        applied = (
-            f", applied to the step's {', '.join(timed)} (its bytes as sized, at the {key} "
-            "fit's rates)"
-            if timed
-            else ""
-        )
-        if share >= STAND_IN_WARN_SHARE:
-            out.append(
-                f"{', '.join(names)} ({share:.0%} of the decode step's kernel time) "
-                f"{'is' if len(names) == 1 else 'are'} timed by "
-                f"the {key} fit {how}{applied}: that part of the step is not timed by "
-                f"{_engine_label(req)}'s own kernel tables, so engines compared on it are "
-                "compared on one table"
-            )
-    return tuple(out)
 
 
 def serving_warnings(req: PlanRequest, mix: MixTiming, load: Load) -> tuple[str, ...]:
@@ -1326,15 +1298,17 @@ def serving_record(
     # that run each (the prefill pool's, disaggregated; the same GPUs, aggregated)
     prompt = mix.p_sm.step(pf_N=1, **prompt_args(req)).kernels
     name, how = calibration_of(req.profile, req.hw, [*dec.kernels, *prompt])
+    parts = stand_in_parts(req.profile, req.hw, dec.kernels)
+    route = with_stand_ins(common["prediction"], parts)
     warnings = (
         common["warnings"]
-        + route_warnings(common["prediction"])
+        + route_warnings(route)
         + serving_warnings(req, mix, load)
-        + stand_in_warnings(req, dec.kernels)
+        + stand_in_warnings(req.engine, parts)
     )
     chunks = f.get("chunks")
     return Plan(
-        **{**common, "warnings": warnings, "concurrency": load.concurrency},
+        **{**common, "prediction": route, "warnings": warnings, "concurrency": load.concurrency},
         # the step is timed at B_run per group (at least one: a group holding a request runs
         # it alone), so the batch it was timed at is never 0
         decode_batch=max(round(load.running), 1),

@@ -28,6 +28,7 @@ __all__ = [
     "DEVICE_ROUTES",
     "ROUTE_ERRORS",
     "SERVING_ERRORS",
+    "STAND_IN_WARN_SHARE",
     "calibration_of",
     "device_warnings",
     "engine_profile_of",
@@ -36,6 +37,9 @@ __all__ = [
     "route_warning",
     "serving_error_words",
     "stand_in_kernels",
+    "stand_in_parts",
+    "stand_in_warnings",
+    "with_stand_ins",
 ]
 
 
@@ -174,6 +178,93 @@ def stand_in_kernels(
         (key, how, names, total, sorted(timed))
         for key, (how, names, total, timed) in sorted(out.items())
     ]
+
+
+#: the share of a decode step's kernel time another engine's stand-in class may time unsaid
+#: beyond the calibration line: from this share on, a warning of its own, and the route's
+#: ``engine_route`` reads ``partly_stand_in`` (:func:`with_stand_ins`)
+STAND_IN_WARN_SHARE = 0.05
+
+
+def with_stand_ins(route: dict[str, Any], parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """``route`` (:func:`prediction_route`) with the decode step's stand-ins (``parts``, each
+    a class another engine's fit times and its share of the step's kernel time:
+    :func:`mlacalc.serving.plan.stand_in_parts`) as fields: ``stand_ins`` and their summed
+    ``stand_in_share``. Where the engine's own profile timed the step (``engine_route`` own) but
+    stand-ins time :data:`STAND_IN_WARN_SHARE` of it or more, ``engine_route`` reads
+    ``partly_stand_in`` and the expected error says it is the engine's own kernels' only (a
+    trial read vLLM's 5.4% on a B200 DeepSeek-V3 step three quarters of which TensorRT-LLM's
+    fits timed)."""
+    if not route:
+        return route
+    share = sum(p["share"] for p in parts)
+    out = {
+        **route,
+        "stand_ins": [
+            {"class": p["class"], "from": p["from"], "share": round(p["share"], 4)} for p in parts
+        ],
+        "stand_in_share": round(share, 4),
+    }
+    if route["engine_route"] != "own" or share < STAND_IN_WARN_SHARE:
+        out["note"] = prediction_note(out)
+        return out
+    label = ENGINE_LABELS.get(route["engine"], route["engine"])
+    named = ", ".join(p["class"] for p in parts if p["share"] >= STAND_IN_WARN_SHARE)
+    out["engine_route"] = "partly_stand_in"
+    out["expected_error_source"] += (
+        f"; that is {label}'s own kernel classes' error: {share:.0%} of the decode step's "
+        f"kernel time ({named}) is timed by another engine's fit, whose error on {label}'s "
+        "kernels no table measures"
+    )
+    out["note"] = prediction_note(out)
+    return out
+
+
+def stand_in_parts(
+    profile: Any, hw: HardwareSpec, kernels: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The decode step's kernels another profile's class times (:func:`stand_in_kernels`),
+    each with its share of the step's kernel time: ``class``, ``from`` (the profile's note),
+    ``kernels`` (their names), ``share`` and ``applied_to`` (the step's classes it times other
+    than its own)."""
+    total = sum(float(np.atleast_1d(k["seconds"])[0]) for k in kernels if "seconds" in k)
+    return [
+        {
+            "class": key,
+            "from": how,
+            "kernels": names,
+            "share": seconds / total if total > 0 else 0.0,
+            "applied_to": timed,
+        }
+        for key, how, names, seconds, timed in stand_in_kernels(profile, hw, kernels)
+    ]
+
+
+def stand_in_warnings(engine: str, parts: list[dict[str, Any]]) -> tuple[str, ...]:
+    """The stand-ins of :func:`stand_in_parts`, said with their share of the step's kernel
+    time where it is at least :data:`STAND_IN_WARN_SHARE`: a comparison of engines there
+    compares one table."""
+    label = ENGINE_LABELS.get(engine, engine)
+    out = []
+    for part in parts:
+        key, names, timed = part["class"], part["kernels"], part["applied_to"]
+        # a fit of another dtype's class (dispatch:fp8) timing the step's (dispatch:bf16): the
+        # step's bytes as they were sized, at that fit's rates, so the sizing said beside it
+        # and the timing agree
+        applied = (
+            f", applied to the step's {', '.join(timed)} (its bytes as sized, at the {key} "
+            "fit's rates)"
+            if timed
+            else ""
+        )
+        if part["share"] >= STAND_IN_WARN_SHARE:
+            out.append(
+                f"{', '.join(names)} ({part['share']:.0%} of the decode step's kernel time) "
+                f"{'is' if len(names) == 1 else 'are'} timed by the {key} fit {part['from']}"
+                f"{applied}: that part of the step is not timed by {label}'s own kernel "
+                "tables, so engines compared on it are compared on one table"
+            )
+    return tuple(out)
 
 
 def _stand_in_how(prof: Any, key: str) -> str | None:
@@ -365,6 +456,12 @@ def prediction_note(route: dict) -> str:
         )
     else:
         kernel = "the kernel tables' error for this route is not measured"
+    if route.get("engine_route") == "partly_stand_in":
+        kernel += (
+            f", {ENGINE_LABELS.get(route['engine'], route['engine'])}'s own kernels only: "
+            f"{route['stand_in_share']:.0%} of the decode step's kernel time is another "
+            "engine's fit, not measured on this engine"
+        )
     text = f"Expected error: {kernel}; {serving_error_words(route.get('device', ''))}"
     if route.get("geometry_note"):
         text += f"; {route['geometry_note']}"
@@ -597,7 +694,9 @@ def _beyond_checked(hw: Any, fit: str | None) -> str:
 def route_warning(route: dict) -> str:
     """One line for ``plan``'s warnings where the device or the engine was not fitted (``""``
     where both were): how, the benchmark's error for that route, and the clock's note."""
-    if route["device_route"] == "fitted" and route["engine_route"] == "own":
+    # a step partly timed by stand-ins: each said in a warning of its own (plan's
+    # stand_in_warnings), not as the engine unfitted
+    if route["device_route"] == "fitted" and route["engine_route"] in ("own", "partly_stand_in"):
         if not route.get("own_fit_classes"):
             return ""
         return (
