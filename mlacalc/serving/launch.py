@@ -367,6 +367,13 @@ def launch_commands(engine: str, model: str, pools: list[Deployment]) -> list[tu
             )
         if d.nodes > 1:
             what += _nodes_words(engine, d)
+        if engine == "trtllm" and d.dp_attention and d.tp > 1 and d.dp > 1:
+            # enable_attention_dp runs attention on one GPU a group (from recall):
+            # plan_checks.trtllm_attention_tp warns of the layout timed
+            what += (
+                f" (enable_attention_dp runs attention TP1 over its {d.tp * d.dp} GPUs, not "
+                f"the TP{d.tp} DP-attention{d.dp} timed)"
+            )
         words = _BUILDERS[engine](model, d)
         # an options file written first (TensorRT-LLM) stands on its own lines
         first = words[0] if words[0].endswith("\n") else ""

@@ -138,6 +138,7 @@ from mlacalc.serving.plan_checks import (
     check_request,
     latent_copies,
     prefix_cached_tokens,
+    trtllm_attention_tp,
 )
 from mlacalc.serving.provenance import (
     calibration_of,
@@ -678,6 +679,7 @@ def plan(
     cap = admitted(req, capacity(req))
     common = plan_fields(req, cap)
     common["warnings"] += latent_copies(req.m, req.lay, req.p_lay, _cache_figures(req))
+    common["warnings"] += trtllm_attention_tp(req.engine, req.lay, req.p_lay)
     common["scheduler_defaults"] = args["scheduler_defaults"]
     common["scheduler_defaults_applied"] = args["scheduler_defaults_applied"]
     if engine is None and args["scheduler_defaults"] is None:  # no engine named, none's taken

@@ -65,6 +65,7 @@ __all__ = [
     "prefill_layout",
     "prefix_cached_tokens",
     "refuse_without_ranks",
+    "trtllm_attention_tp",
 ]
 
 OVERLAPS = ("none", "tbo")
@@ -898,6 +899,29 @@ def _dp_attention_flags(ep: int) -> str:
         else "(its MoE split by tensor parallelism over the DP x TP ranks)"
     )
     return f"{DP_ATTENTION_FLAGS} {moe}"
+
+
+def trtllm_attention_tp(engine: str, lay: Layout, p_lay: Layout | None) -> tuple[str, ...]:
+    """Under TensorRT-LLM, a DP-attention layout whose attention groups span ``tp > 1`` GPUs:
+    its ``enable_attention_dp`` runs attention on one GPU per group (attention TP1 over
+    ``--tp_size`` ranks, from recall), so its launch starts TP1 DP-attention over every GPU,
+    not the layout timed (a trial's TP1, TP2 and TP4 DP-attention plans of DeepSeek-V3 on 16
+    H200 printed one launch command between them: 186.89, 136.49, 116.53 ms TPOT)."""
+    if engine != "trtllm":
+        return ()
+    out = []
+    for pool, la in (("", lay), ("the prefill pool's ", p_lay)):
+        if la is None or not la.dp_attention or la.tp <= 1 or la.dp <= 1:
+            continue
+        out.append(
+            f"{pool}TP{la.tp} DP-attention{la.dp} is timed as SGLang (--tp {la.tp * la.dp} "
+            f"--dp {la.dp} --enable-dp-attention) and vLLM (--tensor-parallel-size {la.tp} "
+            f"--data-parallel-size {la.dp}) run it; TensorRT-LLM's enable_attention_dp runs "
+            "attention on one GPU per group (from recall), so its launch starts "
+            f"TP1 DP-attention{la.tp * la.dp}: time that with --tp 1 --dp-attention, or name "
+            "--engine sglang or vllm"
+        )
+    return tuple(out)
 
 
 def latent_copies(

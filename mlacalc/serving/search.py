@@ -69,6 +69,7 @@ from mlacalc.serving.plan_checks import (
     latent_copies,
     prefix_cached_tokens,
     refuse_without_ranks,
+    trtllm_attention_tp,
     usable_of,
 )
 from mlacalc.serving.precision import check_components
@@ -1591,7 +1592,11 @@ def _best_layout_warnings(req: SearchRequest, best: dict[str, Any] | None) -> tu
             room // per_sequence_bytes(req, kv, la, req.context) * la.dp,
         )
 
-    return kv_head_copies(m, lay, p_lay) + latent_copies(m, lay, p_lay, figures)
+    return (
+        kv_head_copies(m, lay, p_lay)
+        + latent_copies(m, lay, p_lay, figures)
+        + trtllm_attention_tp(req.engine, lay, p_lay)
+    )
 
 
 def _backend_of_points(req: SearchRequest, points: list[dict]) -> None:
