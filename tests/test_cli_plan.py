@@ -172,6 +172,21 @@ def test_search_unknown_dtype_names_its_option(run):
         assert flag in err and "fp7" in err
 
 
+def test_fp8_block_as_a_dtype_points_to_the_checkpoints_quantization_config(run):
+    """A trial asked --weight-dtype fp8_block to time vLLM's block-scaled kernels: block
+    scales come from the checkpoint's quantization_config, which the error says, in one line."""
+    for args in (
+        ["plan", "qwen3-30b-a3b", "-H", "H100", "--gpus", 8, "--weight-dtype", "fp8_block"],
+        ["search", "qwen3-30b-a3b", "-H", "H100", "--gpus", 8, "--weight-dtypes", "fp8_block"],
+    ):
+        _, err = run(*args, "--isl", 2000, "--osl", 500, code=2)
+        assert len(err.strip().splitlines()) == 1, err
+        assert "weight_block_size [128, 128]" in err and "fp8 here is per-tensor fp8" in err
+    _, err = run("plan", "qwen3-30b-a3b", "-H", "H100", "--gpus", 8, "--weight-dtype", "fp7",
+                 "--isl", 2000, "--osl", 500, code=2)  # fmt: skip
+    assert "quantization_config" not in err
+
+
 def test_mtp_acceptance_without_draft_tokens_is_refused_and_include_mtp_says_it_is_empty(run):
     with pytest.raises(InvalidArgumentError) as exc:
         plan("deepseek-v3", "H200", 8, isl=2000, osl=500, mtp_acceptance=0.8)

@@ -116,6 +116,15 @@ class UnknownDtypeError(ValueError, MlacalcError):
                 "bits every weight, no scales), or the format per component to size its scales, "
                 f"e.g. --expert-dtype {name} --attention-dtype {name} (component_dtypes))"
             )
+        if formats and self.name.strip().lower() in ("fp8_block", "fp8-block", "fp8_blockwise"):
+            # block-scaled fp8 is a checkpoint's format, not a dtype a flag sizes (a trial
+            # reached for --weight-dtype fp8_block to time vLLM's block-scaled kernels)
+            hint = (
+                " (block-scaled fp8 comes from the checkpoint's quantization_config "
+                "(quant_method fp8 with weight_block_size [128, 128], as DeepSeek-V3's and "
+                "the -FP8 checkpoints declare): leave this out for such a model, or add that "
+                "block to your config.json or model YAML; fp8 here is per-tensor fp8)"
+            )
         return f"{head}unknown {self.what} '{name[:40]}'; use one of: {', '.join(self.known)}{hint}"
 
 
