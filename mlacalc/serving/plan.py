@@ -1241,6 +1241,30 @@ def serving_warnings(req: PlanRequest, mix: MixTiming, load: Load) -> tuple[str,
     return tuple(warnings)
 
 
+#: the share of its time a disaggregated prefill pool may be busy unsaid: from this on, a
+#: warning (the steady state's wait is a mean; a burst of arrivals queues there)
+PREFILL_BUSY_WARN = 0.9
+
+
+def prefill_busy_warning(
+    req: PlanRequest, mix: MixTiming, load: Load, served: float
+) -> tuple[str, ...]:
+    """A disaggregated prefill pool busy :data:`PREFILL_BUSY_WARN` of its time or more at the
+    ``served`` requests/s, short of binding (a trial's search best ran its pool at 99.97%
+    with no figure saying so: TTFT met its target only while arrivals stay even)."""
+    if not req.disaggregated or load.prefill_bound or not mix.pf_capacity:
+        return ()
+    busy = served / float(mix.pf_capacity)
+    if busy < PREFILL_BUSY_WARN:
+        return ()
+    return (
+        f"the prefill pool is busy {min(busy, 1.0):.2%} of the time ({served:,.4g} of the "
+        f"{float(mix.pf_capacity):,.4g} prompts/s it finishes): TTFT holds the steady "
+        "state's mean wait, and a burst of arrivals queues there; more prefill GPUs give "
+        "headroom",
+    )
+
+
 def queued_requests(req: PlanRequest, load: Load) -> float:
     """The requests queued: beyond what the deployment holds (a closed loop, or an arrival
     rate it does not keep up with), or under an arrival rate it keeps up with, those waiting
@@ -1306,6 +1330,7 @@ def serving_record(
         common["warnings"]
         + route_warnings(route)
         + serving_warnings(req, mix, load)
+        + prefill_busy_warning(req, mix, load, rate / osl)
         + stand_in_warnings(req.engine, parts)
     )
     chunks = f.get("chunks")
