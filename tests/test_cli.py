@@ -676,9 +676,9 @@ def test_validate_cli(run):
         (["plan", "deepseek-v3", "-H", "H200", "--tp", "0"], "--tp"),
         (
             ["plan", "deepseek-v3", "-H", "H200", "--tp", "3"],
-            "--tp: tp 3 does not divide the 8 GPUs",
+            "--tp: tp 3 does not divide the 8 GPUs (--gpus); use one that divides them: 1, 2, 4, 8",
         ),
-        (["plan", "deepseek-v3", "-H", "H200", "--dp", "3"], "--dp"),
+        (["plan", "deepseek-v3", "-H", "H200", "--dp", "3"], "divides them: 1, 2, 4, 8"),
         (["plan", "deepseek-v3", "-H", "H200", "--gpus", "0"], "--gpus"),
         (["plan", "deepseek-v3", "-H", "H200", "--page-size", "0"], "--page-size"),
         (["plan", "deepseek-v3", "-H", "H200", "--memory-reserve", "1"], "--memory-reserve"),

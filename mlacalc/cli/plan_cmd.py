@@ -398,8 +398,11 @@ def _check_layout_flags(gpus, tp, dp, pp, dp_attention) -> None:
     mlacalc.cli.main reports as its flag.)"""
     for flag, degree in (("--tp", tp), ("--dp", dp)):
         if degree is not None and gpus % degree:
+            small = [d for d in range(1, math.isqrt(gpus) + 1) if gpus % d == 0]
+            fits = ", ".join(f"{d:,}" for d in sorted({*small, *(gpus // d for d in small)}))
             raise click.BadParameter(
-                f"{flag.lstrip('-')} {degree} does not divide the {gpus} GPUs (--gpus)",
+                f"{flag.lstrip('-')} {degree} does not divide the {gpus} GPUs (--gpus); use "
+                f"one that divides them: {fits}",
                 param_hint=flag,
             )
 
