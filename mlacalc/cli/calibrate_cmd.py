@@ -52,11 +52,11 @@ def command(measured, output, name, base, engine, fmt):
 
     \b
     Examples:
-      mlacalc calibrate tables/h100_sxm -o h100.json
-      mlacalc calibrate tables/b200_sxm --engine vllm -o b200-vllm.json
+      mlacalc calibrate mlacalc/data/measured/h100_sxm -o h100.json
+      mlacalc calibrate mlacalc/data/measured/b200_sxm --engine vllm -o b200-vllm.json
       mlacalc calibrate my_h200/ bench-results/cuda-h200-calibrate.json -o h200.json
       mlacalc calibrate my_l40s/gemm_perf.parquet --base default -o l40s.json
-      mlacalc validate --measured tables/a100_sxm --profile h100.json
+      mlacalc validate --measured mlacalc/data/measured/a100_sxm --profile h100.json
     """
     # deferred: fitting loads numpy and the measured sets; `mlacalc --help` stays light
     from mlacalc.measured.calibrate import BASE_NOTE, base_profile, calibrate, with_base

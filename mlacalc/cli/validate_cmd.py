@@ -241,9 +241,9 @@ def command(files, measured, profile, mode, show_rows, worst, engine, fmt):
 
     \b
     Examples:
-      mlacalc validate --measured tables/a100_sxm
-      mlacalc validate --measured tables/b200_sxm --engine sglang
-      mlacalc validate --measured a100_sxm/gemm --profile roofline --format json
+      mlacalc validate --measured mlacalc/data/measured/a100_sxm
+      mlacalc validate --measured mlacalc/data/measured/b200_sxm --engine sglang
+      mlacalc validate --measured mlacalc/data/measured/a100_sxm/gemm --profile roofline --format json
       mlacalc validate --measured my_h200/ --profile fitted-on-h100.json --rows --format csv
       mlacalc validate
       mlacalc validate bench-results/cuda-h100-full-bf16.json --rows
