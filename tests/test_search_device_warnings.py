@@ -60,3 +60,15 @@ def test_a_search_that_times_nothing_says_no_times_as_plan_does():
         assert not any("stand in" in w and "profile" in w for w in r.warnings)
         assert bool(_device_lines(r.warnings)) == vendor
         json.dumps(r.to_dict())
+
+
+def test_csv_output_keeps_the_warnings_on_stderr(run):
+    """A capacity analyst's CSV for a spreadsheet carried none of the caveats the other
+    formats print (the CSV returned before the warnings were said)."""
+    args = ("search", "llama-3-8b", "-H", "MI300X", "--gpus", "1", "--isl", "1000", "--osl",
+            "200", "--tpot", "50ms")  # fmt: skip
+    out, err = run(*args, "--format", "csv")
+    assert out.startswith(("gpus", "mode", "decode_gpus")) or "," in out.splitlines()[0]
+    said = [line for line in err.splitlines() if "is not a fitted device" in line]
+    _, err_json = run(*args, "--format", "json")
+    assert said and said == [x for x in err_json.splitlines() if "is not a fitted device" in x]

@@ -527,6 +527,7 @@ def command(
     stored = stored_weight_dtype(loaded) if fmt in ("json", "csv") else None
     if fmt == "csv":
         _emit_csv(result, all_points, stored)
+        _warn_of(result)  # on stderr, as the other formats say them (a trial's CSV had none)
         return
     doc = result.to_dict()
     target = _throughput_target(result, doc, throughput, throughput_of)
@@ -558,14 +559,19 @@ def command(
             + _throughput_sections(throughput, throughput_of, target)
         ),
     )
-    for w in result.warnings:  # an engine standing in is in the times' note already
-        if MLA_GEOMETRY_SAID in w or w not in result.calibration:
-            warn(w)
+    _warn_of(result)
     if fmt in ("table", "markdown"):
         limited = result.constraints_text()
         if limited:
             note = f"# searched under: {limited}\n" + note
         click.echo(note + text, nl=False)
+
+
+def _warn_of(result) -> None:
+    """The search's warnings on stderr (an engine standing in is in the times' note already)."""
+    for w in result.warnings:
+        if MLA_GEOMETRY_SAID in w or w not in result.calibration:
+            warn(w)
 
 
 def _emit_csv(result, all_points: bool, stored: str | None) -> None:
