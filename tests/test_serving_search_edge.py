@@ -68,3 +68,23 @@ def test_a_larger_budget_gives_at_least_copies_of_a_smaller_ones_best():
     assert sixteen["budget_output_tokens_per_s"] >= 2 * eight["budget_output_tokens_per_s"] * (
         1 - 1e-9
     )
+
+
+def test_an_edge_whose_larger_batches_were_ruled_out_does_not_ask_for_them_again():
+    """A capacity analyst's Kimi-K2 search on GB200 stopped at 256 a group (1,505 fit) and was
+    told to search --batches 1,...,1024: the list it had searched, whose 512 and 1,024 were
+    ruled out before timing. The note now says that instead."""
+    from types import SimpleNamespace
+
+    from mlacalc.serving.search import _edge_note
+
+    best = dict(mode="aggregated", decode_gpus=8, layout="TP8", weight_format="bf16",
+                kv_dtype="fp8", overlap="none", batch_per_group=256,
+                kv_per_gpu_bytes=256 * 1000, weights_per_gpu_bytes=0)  # fmt: skip
+    req = SimpleNamespace(batches=(64, 128, 256, 512, 1024), room=lambda w: 1_505_000)
+    (note,) = _edge_note(req, best, [best])
+    assert "(256 per group; 1,505 fit)" in note and "--batches" not in note
+    assert "larger batches asked that fit (512, 1,024) were ruled out for it" in note
+    req = SimpleNamespace(batches=(64, 128, 256), room=lambda w: 1_505_000)
+    (note,) = _edge_note(req, best, [best])
+    assert note.endswith("(--batches 64,128,256,512,1024)")

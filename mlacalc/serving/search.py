@@ -2028,11 +2028,20 @@ def _edge_note(
     fit = req.room(best["weights_per_gpu_bytes"]) // per_seq if per_seq else b
     if b < largest or fit <= b:
         return ()
+    head = (
+        f"the best is the largest batch searched for its deployment ({b:,} per group; {fit:,} fit)"
+    )
+    above = sorted(x for x in req.batches if b < x <= fit)
+    if above:  # asked, and none of them became a point: a wider list would change nothing
+        # (a trial was told to search --batches 1,...,1024, the list it had searched)
+        return (
+            f"{head}: the larger batches asked that fit ({', '.join(f'{x:,}' for x in above)}) "
+            "were ruled out for it before timing (the candidates ruled out say why)",
+        )
     wider = ",".join(str(x) for x in sorted({*req.batches, min(fit, 2 * b), min(fit, 4 * b)}))
     return (
-        f"the best is the largest batch searched for its deployment ({b:,} per group; "
-        f"{fit:,} fit): a larger batch may meet the targets with more tokens/s; search "
-        f"larger ones with batches= (--batches {wider})",
+        f"{head}: a larger batch may meet the targets with more tokens/s; search larger ones "
+        f"with batches= (--batches {wider})",
     )
 
 
