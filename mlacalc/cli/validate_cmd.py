@@ -243,7 +243,7 @@ def command(files, measured, profile, mode, show_rows, worst, engine, fmt):
     Examples:
       mlacalc validate --measured mlacalc/data/measured/a100_sxm
       mlacalc validate --measured mlacalc/data/measured/b200_sxm --engine sglang
-      mlacalc validate --measured mlacalc/data/measured/a100_sxm/gemm --profile roofline --format json
+      mlacalc validate --measured mlacalc/data/measured/a100_sxm/gemm --profile roofline
       mlacalc validate --measured my_h200/ --profile fitted-on-h100.json --rows --format csv
       mlacalc validate
       mlacalc validate bench-results/cuda-h100-full-bf16.json --rows
