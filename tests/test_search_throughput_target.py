@@ -45,6 +45,28 @@ def test_the_fewest_gpus_of_any_point_meeting_the_targets(result):
         assert out["gpus"] == fewest
 
 
+def test_the_target_carries_its_replicas_figures_and_says_where_a_larger_replica_may_win(result):
+    """A capacity analyst's JSON had the GPU count but not the replica's TTFT, TPOT, batch or
+    KV dtype the text gave; and Kimi-K2 on H100 came to 96 GPUs searching 16 and 32 GPUs, 48
+    adding 64, with no word that the answer is bound by the counts searched."""
+    out = result.gpus_for(50_000)
+    p = out["point"]
+    for key in ("batch_per_group", "kv_dtype", "ttft_s", "tpot_s"):
+        assert out[key] == p[key], key
+    assert out["best_deployment"] == (p is result.best)
+    # replicas of 1 GPU, below the largest count searched (2): nothing to say
+    assert (out["replica_gpus"], out["note"]) == (1, "")
+    two = max((q for q in result.points if q["meets_targets"] and q["gpus"] == 2),
+              key=lambda q: q["output_tokens_per_s"])  # fmt: skip
+    out = result.gpus_for(50_000, point=two)
+    assert out["replicas"] > 1 and out["replica_gpus"] == 2  # the largest count searched
+    assert out["note"].startswith(f"{out['replicas']} replicas of 2 GPUs, the largest count")
+    assert out["note"].endswith("(--gpus 2,4,8)")
+    assert result.gpus_for(1, point=two)["note"] == ""  # one replica: nothing to say
+    doc = json.loads(json.dumps({k: v for k, v in out.items() if k != "point"}))
+    assert doc["note"] == out["note"]
+
+
 @pytest.mark.parametrize(
     ("kwargs", "argument"),
     [

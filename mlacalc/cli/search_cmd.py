@@ -784,6 +784,7 @@ def _throughput_sections(throughput, of, target) -> list:
                 )
                 + ". A load balancer in front; total tokens/s count each prompt whole "
                 "(cached tokens too)."
+                + (f" {t['note'][0].upper()}{t['note'][1:]}." if t.get("note") else "")
                 + (f" One replica's plan: {t['plan_command']}" if t.get("plan_command") else "")
             ),
         )

@@ -114,6 +114,7 @@ from mlacalc.words import defaults as D
 from mlacalc.words.arguments import MAX_BATCH, count, flag, one_or_many, prefix_hit, real, whole
 from mlacalc.words.dtypes import canonical_dtype, resolve_kv_layout
 from mlacalc.words.errors import InvalidArgumentError, MlacalcError, UnknownDtypeError
+from mlacalc.words.units import counted
 
 __all__ = [
     "BATCHES",
@@ -262,18 +263,41 @@ def throughput_gpus(
         )
     p = point
     replicas, one = need(p)
+    largest = max(q["gpus"] for q in points)
     return {
         "target_tokens_per_s": float(tokens_per_s),
         "of": of,
         "layout": p["layout"],
         "mode": p["mode"],
+        "prefill_layout": p.get("prefill_layout"),
         "replica_gpus": p["gpus"],
         "replica_tokens_per_s": one,
         "replicas": replicas,
         "gpus": replicas * p["gpus"],
         "tokens_per_s": replicas * one,
+        # the replica's own figures, as the text's note gives them
+        "batch_per_group": p["batch_per_group"],
+        "kv_dtype": p["kv_dtype"],
+        "ttft_s": p["ttft_s"],
+        "tpot_s": p["tpot_s"],
+        "best_deployment": p is best,
+        "note": _larger_replica_note(replicas, p["gpus"], largest),
         "point": p,
     }
+
+
+def _larger_replica_note(replicas: int, replica_gpus: int, largest: int) -> str:
+    """Where the answer is several replicas of the largest GPU count searched: a replica of
+    more GPUs, which the search did not time, may serve the target with fewer GPUs in all (a
+    capacity analyst's Kimi-K2 on H100 needed 96 GPUs searching 16 and 32, 48 adding 64)."""
+    if replicas <= 1 or replica_gpus < largest:
+        return ""
+    return (
+        f"{replicas} replicas of {counted(replica_gpus, 'GPU')}, the largest count searched: "
+        "the fewest GPUs among replicas of the counts searched; a replica of more GPUs "
+        "(tokens/s per GPU often grows with it) may need fewer in all: add larger counts to "
+        f"the search (--gpus {replica_gpus},{2 * replica_gpus},{4 * replica_gpus})"
+    )
 
 
 @dataclass(frozen=True)
