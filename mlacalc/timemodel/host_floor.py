@@ -191,10 +191,11 @@ WIDE_BATCH_SEQUENCES = 16
 #: :data:`SEQUENCE_DOUBLING_S`. Fitted by :func:`mlacalc.measured.host_floors.fit_wide_batch_s`
 #: (the median, over the rows of 32 sequences of up to 1,024 cached tokens, of their step over
 #: the same shape's 16-sequence row less the kernels' step, under the device's shipped
-#: profile: 10.29 us over 600 row pairs on B200, 6.16 us over 320 on H100); a device predicted
+#: profile: 10.16 us over 600 row pairs on B200 since its MLA decode class took a cost a CTA,
+#: ``mla_time.TCGEN05_CTA_COST``, 10.29 before; 6.16 us over 320 on H100); a device predicted
 #: from another's fit takes none (``MappedTable.call_for``).
 WIDE_BATCH_S: dict[tuple[str, str, str], float] = {
-    (_B200, "trtllm", _GEN): 1.029e-05,
+    (_B200, "trtllm", _GEN): 1.016e-05,
     (_H100, "trtllm", _GEN): 6.16e-06,
 }
 

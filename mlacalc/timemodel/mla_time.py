@@ -36,6 +36,7 @@ __all__ = [
     "MLA_SPLIT_KEYS",
     "SGLANG_EXPANDED_PREFIX",
     "SPLIT_WAIT_GENERATIONS",
+    "TCGEN05_CTA_COST",
     "TCGEN05_LOW_LATENCY_PART_KEYS",
     "TCGEN05_MLA_MAX_SPLITS",
     "TCGEN05_MLA_SPLIT_KEYS",
@@ -43,6 +44,7 @@ __all__ = [
     "VLLM_DECODE_PATH_TOKENS",
     "WRAPPER_ROW_HEAD_S",
     "chain_saving_s",
+    "cta_cost_s",
     "decode_path_tokens",
     "engine_mla_kernel",
     "low_latency_units",
@@ -69,6 +71,17 @@ MLA_SPLIT_KEYS = 128.0
 #: 11.7), where a part of 128 keys had the step at 256 (predicted 12.0 us, 33% over). See
 #: docs/time-model.md ("MLA decode's first split on Blackwell").
 TCGEN05_MLA_SPLIT_KEYS = 256.0
+
+#: Whether TensorRT-LLM-gen's plain latent MLA decode kernel on ``tcgen05`` devices pays a time
+#: per CTA of its grid (``cta_s``, fitted; :func:`mla_decode_terms`): B200's short-cache rows
+#: (up to 255 keys, one part a sequence) grow with the kernel's 16-row CTAs long before they
+#: fill the 148 SMs, about at the slope the rows past one wave take (SGLang bf16, one head:
+#: 10.4 / 12.5 / 12.5 / 14.5 / 20.7 us at 16 / 32 / 64 / 128 / 256 sequences; 5.2 us a wave
+#: of 148 CTAs from 256 to 1,024), where a count of waves is flat below one. Hopper's FlashMLA
+#: rows are flat to 128 sequences (TensorRT-LLM H100, one head: 13.0-14.6 us): the term is
+#: the ``tcgen05`` kernel's alone, and a class fitted with it reads it there per wave (``cta_s x
+#: SMs`` a unit an SM runs in turn). See docs/time-model.md ("TensorRT-LLM-gen's cost a CTA").
+TCGEN05_CTA_COST = True
 
 #: Kernel generations whose latent decode kernels split a sequence's keys over the SMs
 #: (FlashMLA and FlashAttention-3 on Hopper, TensorRT-LLM-gen's on data-centre Blackwell): each
@@ -668,6 +681,8 @@ def mla_decode_terms(
     if fig.kernel_generation in SPLIT_WAIT_GENERATIONS:
         waits = np.where(splits_allowed, serial * prm["split_wait_s"], 0.0)
         out["extra_s"] = out["extra_s"] + waits
+    # TensorRT-LLM-gen's cost a CTA (:func:`cta_cost_s`)
+    out["extra_s"] = out["extra_s"] + cta_cost_s(batch, fig, prm, units, serial, splits_allowed)
     # the engine's own time per query row and head around the kernel (``wrapper_row_head_s``,
     # set from :data:`WRAPPER_ROW_HEAD_S`: vLLM's FLASHINFER_MLA on B200)
     wrap = col(batch, "wrapper_row_head_s", 0) * b * q * heads
@@ -697,6 +712,31 @@ def mla_decode_terms(
         save = np.where(chain, np.minimum(chain_saving_s(fig), 0.5 * total), 0.0)
         out["extra_s"] = out["extra_s"] - save
     return out
+
+
+def cta_cost_s(
+    batch: KernelBatch,
+    fig: DeviceFigures,
+    prm: dict[str, float],
+    units: np.ndarray,
+    serial: np.ndarray,
+    splits_allowed: np.ndarray,
+) -> np.ndarray:
+    """Seconds the CTAs of a latent decode call's grid add (of :func:`mla_decode_terms`):
+    TensorRT-LLM-gen's plain kernel on ``tcgen05`` devices pays ``cta_s`` a CTA (``units``, a
+    16-row or 128-row unit's part each), below one wave as past it (:data:`TCGEN05_CTA_COST`;
+    0 in a class fitted without it). A class fitted with it timing a kernel that pays no CTA
+    below a wave (Hopper's key-splitting kernels, whose rows are flat there) reads it per wave:
+    ``cta_s x SMs`` a unit an SM runs in turn (``serial``), the wait past one wave the two
+    kernels share (``split_wait_s``, which B200's fit with ``cta_s`` leaves at 0)."""
+    cta_s = prm.get("cta_s", 0.0) if TCGEN05_CTA_COST and not batch.variant else 0.0
+    if not cta_s:
+        return np.zeros(len(batch))
+    if fig.tcgen05:
+        return cta_s * units
+    if fig.kernel_generation in SPLIT_WAIT_GENERATIONS:
+        return np.where(splits_allowed, cta_s * fig.sm_count * serial, 0.0)
+    return np.zeros(len(batch))
 
 
 def _mla_decode_side_kernels(

@@ -172,6 +172,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "reduce_s": (0.0, 1e-8, "seconds a DeepEP normal combine's warp takes an element it sums"),
     "walk_overlap": (1.0, 16.0, "p of the p-norm of a decode kernel walking a cache on one SM"),
     "split_wait_s": (0.0, 2e-5, "seconds a split MLA decode unit waits beside its stream"),
+    "cta_s": (0.0, 2e-7, "seconds a CTA of Blackwell's latent MLA decode grid adds to the call"),
     "merge_s": (0.0, 2e-7, "seconds an in-kernel merge of one key split takes (ref. clock)"),
     "wave_s": (0.0, 1e-4, "seconds per further wave of a decode kernel's resident units"),
     "mmha_s": (0.0, 2e-5, "seconds TensorRT-LLM's MMHA decode call takes beyond its XQA call"),
@@ -310,6 +311,7 @@ DEFAULTS: dict[str, float] = {
     # block's loads before its products
     "walk_overlap": 1.0,
     "split_wait_s": 0.0,
+    "cta_s": 0.0,
     # a conv kernel's CTAs wait as long on either load path where no fit saw the slower one
     "scalar_load": 1.0,
     "long_read": 1.0,
@@ -440,6 +442,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "unit_latency_s",
         "walk_overlap",
         "split_wait_s",
+        "cta_s",
     ),
     "moe": (
         "eff_compute",
