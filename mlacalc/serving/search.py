@@ -1467,7 +1467,6 @@ def search(
     return _finished(
         req,
         parts,
-        routed_experts=req.m.n_routed_experts or 0,
         model=req.m.name,
         hardware=req.hw.name,
         isl=req.isl,  # checked: Python ints
@@ -1515,7 +1514,8 @@ def _finished(req: SearchRequest, stand_ins: list[dict[str, Any]], **fields: Any
         if fields["points"]
         else {}  # nothing timed: no route of times to say (plan says "No times" there)
     )
-    result = SearchResult(**fields, prediction=route)
+    # the model's routed experts: a launch command's load balancer counts their slots
+    result = SearchResult(**fields, routed_experts=req.m.n_routed_experts or 0, prediction=route)
     if result.best is None or req.replay is None:
         return result
     sched = req.scheduler
