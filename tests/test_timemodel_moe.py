@@ -674,6 +674,34 @@ def test_sglang_triton_moe_takes_its_default_tile():
     assert free[0] == c[2]
 
 
+def test_triton_default_config_reads_each_pairs_activations_once_a_column_tile():
+    """A row of the Triton MoE at its default config (``all_pairs`` with its config's columns)
+    pays ``reread_passes`` of its pairs' activation rows read once a column strip of each GEMM
+    (at least 64 columns: the 16 x 32 config's rows show the 64 x 64 one's cost a pair), at the
+    HBM rate; a call without the config's columns (a tuned one), a class without the parameter
+    (default 0) and any other MoE pay none."""
+    from mlacalc.timemodel.moe_time import REREAD_COLS, reread_bytes
+
+    assert REREAD_COLS == 64.0
+    batch = _moe_batch("bf16", [512.0] * 3, [32.0] * 3, [128.0] * 3, rows=[4096.0] * 3,
+                       row_tile=[64.0, 16.0, 64.0], col_tile=[64.0, 32.0, 0.0],
+                       all_pairs=[1.0, 1.0, 1.0])  # fmt: skip
+    mats = np.full(3, 3.0)
+    per_pair = HIDDEN * np.ceil(2 * INTER / 64) + INTER * np.ceil(HIDDEN / 64)
+    got = reread_bytes(batch, batch.shape["col_tile"], mats)
+    assert got[:2].tolist() == [2.0 * 4096 * per_pair] * 2  # 32 columns counted as 64
+    base = kernel_terms(batch, FIG, default_params("moe"))
+    prm = dict(default_params("moe"), reread_passes=0.5)
+    more = kernel_terms(batch, FIG, prm)
+    bw = prm["eff_memory"] * FIG.hbm_bytes_per_s
+    extra = more["extra_s"] - base["extra_s"]
+    assert np.allclose(extra[:2], 0.5 * got[:2] / bw)
+    assert extra[2] == 0.0  # no config columns: a tuned call, or another kernel
+    other = _moe_batch("bf16", [512.0], [32.0], [128.0], rows=[4096.0], col_tile=[64.0])
+    assert kernel_terms(other, FIG, prm)["extra_s"] == kernel_terms(
+        other, FIG, default_params("moe"))["extra_s"]  # fmt: skip
+
+
 def test_a_model_step_takes_the_tile_its_engines_triton_class_was_fitted_on():
     """A model step's MoE (no tile of its own) under SGLang's profile on Hopper runs the Triton
     kernel SGLang's bf16 and MXFP4 classes were fitted on, with its default tile; TensorRT-LLM's

@@ -61,6 +61,7 @@ __all__ = [
     "PAIR_STREAM_MOE",
     "PAIR_TILE_MOE",
     "RATE_DTYPE",
+    "REREAD_COLS",
     "ROWS_SPREAD",
     "ROW_TILES_COL",
     "TRITON_DEFAULT_TILE",
@@ -82,6 +83,7 @@ __all__ = [
     "flashinfer_hopper_tiled",
     "marlin_row_tile",
     "moe_terms",
+    "reread_bytes",
     "spread_row_tiles",
     "triton_fused_moe",
     "triton_moe_default_tile",
@@ -758,6 +760,33 @@ def wave_drawn(batch: KernelBatch, col_tile: np.ndarray) -> np.ndarray:
     return (col(batch, ALL_PAIRS_MOE, 0) > 0) & (np.asarray(col_tile, dtype=np.float64) > 0)
 
 
+def reread_bytes(batch: KernelBatch, col_tile: np.ndarray, mats: np.ndarray) -> np.ndarray:
+    """Bytes the Triton fused MoE at its default config (:func:`wave_drawn`) loads of the rank's
+    routed pairs' activation rows, each CTA of a row tile's column strip loading its rows again
+    (the A operand gathered by the sorted pair ids, its padded rows masked: as recalled of
+    ``fused_moe_kernel``, no copy at hand): per pair, FC1's hidden row once for each column
+    strip of its ``(mats - 1) x inter`` columns and FC2's intermediate row once for each strip
+    of its ``hidden``, bf16. SGLang's H100 rows at TP 1-2, EP 1 and 64-column tiles grow with
+    the pairs inside one row tile (where the padded tiles' compute is level) at these bytes over
+    6.2-11.9 TB/s (most 6.6-8.9), sweep by sweep; its 16 x 32 config's rows grow 0.6-1.2 times as
+    fast a pair, not twice, so the strips are counted at 64 columns at least (``col_tile`` or
+    64): docs/time-model.md, "A routed pair's activations read for every column tile"."""
+    hidden = col(batch, "hidden", 1)
+    inter = col(batch, "inter", 1)
+    tile = np.maximum(np.asarray(col_tile, dtype=np.float64), REREAD_COLS)
+    per_pair = hidden * np.ceil((mats - 1.0) * inter / tile) + inter * np.ceil(hidden / tile)
+    assignments = col(batch, "assignments", 0)
+    pairs = np.maximum(batch.flops / (2.0 * hidden * inter * mats), 1.0)
+    assignments = np.where(assignments > 0, assignments, pairs)
+    return 2.0 * assignments * per_pair
+
+
+#: The fewest columns a strip of :func:`reread_bytes` counts: the Triton MoE default config's
+#: 64-column tile, whose rows' cost a pair the 32-column config's rows show as well (0.6-1.2 times
+#: it, not twice), read from SGLang's H100 tables
+REREAD_COLS = 64.0
+
+
 def triton_fused_moe(source: Any) -> np.ndarray:
     """Per ``kernel_source`` whether it names SGLang's or vLLM's Triton fused MoE
     (``fused_moe_kernel``: ``sglang_fused_moe_triton``, vLLM's ``..._triton_tritonexperts``),
@@ -1236,6 +1265,16 @@ def moe_terms(
     memory = batch.bytes / bw * ((mats - 1.0) / share[0] + 1.0 / share[1]) / mats
     memory = memory * _drawn_per_sm(batch, fig, sync)  # the warps' loads (Marlin's, Triton's)
     extra = _around_gemms_s(batch, fig, prm, pairs, mats, bw)
+    # the Triton fused MoE at its default config: every CTA of a row tile's column strip loads
+    # its rows' activations again (gathered by the sorted pair ids; the padded rows masked, so
+    # only the rank's routed pairs), so each pair's bf16 activation row is read once a column
+    # tile of each GEMM (of 64 columns at least, :data:`REREAD_COLS`): ``reread_passes``
+    # (default 0) of those bytes at the HBM rate (:func:`reread_bytes`)
+    if prm["reread_passes"] > 0:
+        reread = reread_bytes(batch, col_tile, mats)
+        extra = extra + np.where(wave_drawn(batch, col_tile), prm["reread_passes"], 0.0) * (
+            reread / bw
+        )
     # ``ep_row_s`` a row of the row tile (block_m: ``row_tile`` above, the call's or
     # :func:`triton_moe_row_tile`'s) once a call of the triton_kernels MXFP4 MoE behind vLLM's
     # expert map (:data:`EP_MAP_MOE`; default 0): its EP rows step with the tile, not the

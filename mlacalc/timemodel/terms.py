@@ -152,6 +152,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     ),
     "tuned_rate": (1.0, 4.0, "tensor rate of a MoE call with a tuned config, x the default's"),
     "wave_draw": (0.05, 1.0, "share of HBM a wave of the Triton MoE default config's CTAs draws"),
+    "reread_passes": (0.0, 4.0, "HBM-rate passes over a Triton MoE pair's rows read per col tile"),
     "first_wave": (0.0, 4.0, "main loops a MoE GEMM's first wave of tiles pays beyond one"),
     "promote_cycles": (0.0, 0.25, "SM cycles per output element and K block rescaling fp8 blocks"),
     "convert_row_cycles": (0.0, 4000.0, "SM cycles per weight row converting fp32 block scales"),
@@ -246,6 +247,9 @@ DEFAULTS: dict[str, float] = {
     "tuned_rate": 1.0,
     # a class whose rows run no Triton default config (moe_time.WAVE_DRAWN_MOE) keeps the HBM
     "wave_draw": 1.0,
+    # a class fitted without it pays nothing for the Triton default config's reads of each
+    # routed pair's activation rows by every column tile (moe_time.moe_terms)
+    "reread_passes": 0.0,
     # a class fitted without it pays one main loop a wave, the first as the rest
     "first_wave": 0.0,
     # one fused multiply-add per output element and block, on the 128 FP32 lanes of an SM
@@ -465,6 +469,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "hidden_s",
         "tuned_rate",
         "wave_draw",
+        "reread_passes",
         "first_wave",
     ),
     "elementwise": (
