@@ -400,7 +400,8 @@ def test_chunked_prefill_at_a_low_request_rate_is_not_overloaded():
 
 def test_a_throughput_dip_as_load_rises_is_a_micro_batch_crossing_tile_edges():
     """Kimi-K2.6 NVFP4 on GB200, 24 + 48 disaggregated under SGLang with two-batch overlap:
-    3,580.6 -> 3,520.9 tok/s/GPU from 12,000 to 12,500 in flight (-1.7%; 3,536.0 -> 3,442.7,
+    3,615.2 -> 3,561.7 tok/s/GPU from 12,000 to 12,500 in flight (-1.5%; 3,580.6 -> 3,520.9,
+    -1.7%, before TensorRT-LLM-gen's padded intermediate refitted its classes; 3,536.0 -> 3,442.7,
     -2.6%, before FlashInfer's TensorRT-LLM-gen MoE took its cost per routed pair up to 64
     tokens, moe_time.GEN_TOKENS_MOE, with a lower fixed cost; 3,742.4 -> 3,622.0,
     -3.2%, before MLA decode's whole 64-row query tiles and rate cap, 28592c0; a new-user trial
@@ -428,4 +429,6 @@ def test_a_throughput_dip_as_load_rises_is_a_micro_batch_crossing_tile_edges():
     # M past 256: 0.665 -> 0.715 ms (0.63 -> 0.91 before cuBLAS's persistent bf16 GEMM
     # balanced its last wave, gemm_time.BALANCED_WAVES; the bound was 1.4)
     assert ms(high, "qkv_a_proj") > 1.05 * ms(low, "qkv_a_proj")
-    assert ms(high, "routed_experts") > 1.1 * ms(low, "routed_experts")  # a second row tile
+    # a second row tile: 6.70 -> 7.33 ms (6.64 -> 7.32, bound 1.1, before the refit of
+    # TensorRT-LLM-gen's classes with their padded intermediate, moe_time.INTER_PAD_MOE)
+    assert ms(high, "routed_experts") > 1.08 * ms(low, "routed_experts")

@@ -720,9 +720,11 @@ def test_a_model_step_takes_the_tile_its_engines_triton_class_was_fitted_on():
     trt = engine_moe_tiles(batch, "trtllm", FIG)
     assert sorted(trt.shape) == sorted([*shape, "pair_tile"]) and trt.flops is batch.flops
     # FlashInfer's TensorRT-LLM MoE on B200: no fixed tile, only its 8-row one beside the list
-    # and its cost per routed pair up to a knee (gen_tokens)
+    # and its cost per routed pair up to a knee (gen_tokens), its intermediate padded to 128
+    # (inter_pad)
     gen = engine_moe_tiles(batch, "sglang", b200)
-    assert sorted(gen.shape) == sorted([*shape, "gen_rows8", "gen_tokens"])
+    assert sorted(gen.shape) == sorted([*shape, "gen_rows8", "gen_tokens", "inter_pad"])
+    assert gen.shape["inter_pad"].tolist() == [128.0, 128.0]
     assert gen.flops is batch.flops
     fp8 = KernelBatch("moe", "fp8_block", tokens, tokens, np.ones(2), shape)
     assert "row_tile" not in engine_moe_tiles(fp8, "sglang", FIG).shape
@@ -2192,3 +2194,36 @@ def test_vllms_measured_moe_rows_carry_the_expert_map_from_source_and_ep():
     assert oai.sum() > 1000 and np.array_equal(tile[oai], want[oai])
     fused = (src == "vllm_unquantizedfusedmoe_triton_tritonexperts") & np.isfinite(tile)
     assert fused.sum() > 1000 and not np.any(tile[fused])
+
+
+def test_trtllm_gen_moe_pads_a_ranks_intermediate_to_128():
+    """TensorRT-LLM-gen's MoE (the ``inter_pad`` column) times a rank's intermediate as the
+    next multiple of 128 in both GEMMs: 16, 64 and 128 alike, 192 as 256; a row without the
+    column keeps its own size (docs/time-model.md, "TensorRT-LLM-gen's MoE pads a rank's
+    intermediate to a multiple of 128")."""
+    from mlacalc.timemodel.moe_time import INTER_PAD_MOE, moe_terms
+
+    b200 = device_figures(load_hardware("B200"))
+    prm = default_params("moe")
+    inter = np.array([16.0, 64.0, 128.0, 192.0, 256.0])
+    n, tokens, hidden, topk, experts = len(inter), 16384.0, 2048.0, 8.0, 256.0
+    flops = 2.0 * tokens * topk * hidden * inter * 3.0
+
+    def compute(pad: float) -> np.ndarray:
+        shape = {
+            "tokens": np.full(n, tokens),
+            "hidden": np.full(n, hidden),
+            "inter": inter,
+            "topk": np.full(n, topk),
+            "experts": np.full(n, experts),
+            "active_experts": np.full(n, experts),
+            "gated": np.ones(n),
+            INTER_PAD_MOE: np.full(n, pad),
+        }
+        batch = KernelBatch("moe", "bf16", flops, np.full(n, 1e6), np.ones(n), shape)
+        return moe_terms(batch, b200, prm)["compute_s"]
+
+    padded, own = compute(128.0), compute(0.0)
+    assert padded[0] == padded[1] == padded[2] == own[2]
+    assert padded[3] == padded[4] == own[4] > own[3]
+    assert own[0] < own[1] < own[2]

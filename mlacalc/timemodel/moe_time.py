@@ -51,9 +51,11 @@ __all__ = [
     "FUSED_SORT_TOKENS",
     "FUSED_SORT_TOPK",
     "FUSED_TOPK_MAX",
+    "GEN_INTER_PAD",
     "GEN_ROWS8_MOE",
     "GEN_TOKENS_MOE",
     "GEN_TOKEN_KNEE",
+    "INTER_PAD_MOE",
     "MARLIN_COLS",
     "MARLIN_TILE",
     "MMA_SYNC_MOE",
@@ -398,6 +400,20 @@ GEN_ROWS8_MOE = "gen_rows8"
 #: experts' bytes, then stay (``sort_pair_s`` a routed pair up to the knee)
 GEN_TOKENS_MOE = "gen_tokens"
 GEN_TOKEN_KNEE = 64.0
+
+#: The shape column of a MoE of TensorRT-LLM-gen's kernels (TensorRT-LLM's B200 w4a8 MXFP4 and
+#: min-latency nvfp4 rows, FlashInfer's TensorRT-LLM MoE of every dtype under SGLang and vLLM;
+#: set by the mapping on those rows and by :func:`engine_moe_tiles` on a step of those classes):
+#: the rows its GEMMs pad a rank's intermediate size up to a multiple of, in FC1's columns and
+#: FC2's K (:func:`moe_terms`; 0 where none). Their B200 rows at 16,384 tokens, EP 1, balanced,
+#: take one time at every intermediate a rank of 128 or less (SGLang's block-scaled fp8 at hidden
+#: 2,048: 596-603 us at 16 to 128; bf16 438-461 us; TensorRT-LLM's min-latency nvfp4 at hidden
+#: 4,096: 436 and 431 us at 64 and 128) and step by 128 past it (block-scaled fp8 at hidden 2,048:
+#: 900 and 905 us at 192 and 256, 1,203 at 384; at hidden 6,144, 2,073 and 2,068 at 160 and 256,
+#: 2,703 at 320 against 2,707 for 384 by the steps): docs/time-model.md, "TensorRT-LLM-gen's
+#: MoE pads a rank's intermediate to a multiple of 128"
+INTER_PAD_MOE = "inter_pad"
+GEN_INTER_PAD = 128.0
 
 #: The share of the device's L2 that keeps one GEMM's expert weights between its row tiles in
 #: FlashInfer's TensorRT-LLM-gen MoE (:func:`_weights_again_s`): half, one of the L2's two
@@ -922,6 +938,8 @@ def engine_moe_tiles(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ker
             TRTLLM_GEN_MAX_TILE["nvfp4"],
         )  # fmt: skip
         shape = {**batch.shape, "row_tile": rows, "col_tile": np.zeros(len(batch))}
+        # its intermediate padded as its rows' (:data:`INTER_PAD_MOE`)
+        shape[INTER_PAD_MOE] = np.full(len(batch), GEN_INTER_PAD)
         return dataclasses.replace(batch, shape=shape)
     if batch.kind != "moe" or batch.variant or "row_tile" in batch.shape:
         return batch
@@ -944,6 +962,12 @@ def engine_moe_tiles(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ker
         # (:data:`GEN_TOKENS_MOE`), as its measured rows were mapped
         batch = dataclasses.replace(
             batch, shape={**batch.shape, GEN_TOKENS_MOE: np.ones(len(batch))}
+        )
+    if batch.dtype in TRTLLM_MOE.get((engine, gen), ()) or gen_tiled:
+        # TensorRT-LLM-gen's kernels (FlashInfer's under SGLang and vLLM, TensorRT-LLM's own
+        # w4a8 MXFP4 one): the rank's intermediate padded as their rows' (:data:`INTER_PAD_MOE`)
+        batch = dataclasses.replace(
+            batch, shape={**batch.shape, INTER_PAD_MOE: np.full(len(batch), GEN_INTER_PAD)}
         )
     own = (
         batch.dtype not in TRTLLM_GEN_TILE.get((engine, gen), ())
@@ -1179,8 +1203,12 @@ def moe_terms(
     # share of the touched experts' weights, drawing HBM with the SMs its tiles keep busy
     # (the library's profiler picks each GEMM's fastest tile: the shortest time is taken).
     # Arrays of (GEMM, tile, row).
-    n = np.array([inter * (mats - 1.0), hidden])[:, None, :]
-    k = np.array([hidden, inter])[:, None, :]
+    # (TensorRT-LLM-gen's kernels pad the rank's intermediate size to a multiple of their
+    # :data:`INTER_PAD_MOE` rows in both GEMMs)
+    pad = col(batch, INTER_PAD_MOE, 0)
+    padded = np.where(pad > 0, np.ceil(inter / np.maximum(pad, 1.0)) * pad, inter)
+    n = np.array([padded * (mats - 1.0), hidden])[:, None, :]
+    k = np.array([hidden, padded])[:, None, :]
     spread = col(batch, ROWS_SPREAD, 0)
     m_tiles = _moe_m_tiles(_MOE_TM, active, pairs, top, spread)
     for t_i, tm in enumerate(_MOE_TM[:, 0]):  # a power-law row's own count (ROW_TILES_COL)
