@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from mlacalc.cli import plan_engines
 from mlacalc.cli.common import (
     COUNT,
     KV_DTYPE,
@@ -28,6 +29,7 @@ from mlacalc.cli.common import (
     stored_weight_dtype,
     with_stored_dtype,
 )
+from mlacalc.cli.plan_engines import refuse_with_one_engine
 from mlacalc.cli.serving_flags import (
     defaults_note,
     engine_option_values,
@@ -218,6 +220,14 @@ def layout_options(f):
 @launch_options
 @profile_option()
 @serving_engine_option
+@click.option(
+    "--compare-engines",
+    is_flag=True,
+    default=False,
+    help="Plan the same deployment under TensorRT-LLM, SGLang and vLLM (each with its kernels "
+    "and scheduler defaults, as --engine gives them) and print them side by side, with how "
+    "much of each step another engine's fits time.",
+)
 @set_option
 @format_option
 def command(
@@ -258,6 +268,7 @@ def command(
     routing_imbalance,
     profile,
     engine,
+    compare_engines,
     fmt,
     sets,
     **engine_opts,
@@ -281,24 +292,22 @@ def command(
       mlacalc plan deepseek-v3 -H H200 --gpus 8 --tp 2 --dp-attention --ep 8 --kv-dtype fp8 \\
           --isl 2000 --osl 500 --concurrency 512 --mode disaggregated --prefill-gpus 8 \\
           --prefill-tp 8 --prefill-ep 8 --no-prefill-dp-attention   # a search's answer
+      mlacalc plan deepseek-v3 -H H200 --gpus 16 --tp 1 --dp-attention --ep 16 \\
+          --isl 2000 --osl 500 --concurrency 1024 --compare-engines
     """
 
     _check_request_mix_flags(isl, osl, batch, chunked_prefill)
     _check_layout_flags(gpus, tp, dp, pp, dp_attention)
     # deferred: the planner loads numpy and the time model; `mlacalc --help` stays light
-    from mlacalc.serving.capacity import launch_share
     from mlacalc.serving.plan import plan as make_plan
 
     launch, model_path = launch_values(engine_opts)
     no_launch_of_a_design(launch, sets)
+    if compare_engines:
+        refuse_with_one_engine(engine, launch)
     serving_engine, chunks = engine, _chunked(mode, isl)  # --engine: whose kernels are timed
-    # the engine's defaults are plan's to fill (engine_defaults): one rule for the API and CLI
-    engine = engine_option_values(engine_opts, serving_engine)
-    defaults, note = defaults_note(engine, chunks)
-    p = make_plan(
-        loaded := load(model, changes=sets, weight_dtype=weight_dtype),
-        hardware,
-        gpus,
+    loaded = load(model, changes=sets, weight_dtype=weight_dtype)
+    kwargs = dict(
         tp=tp,
         dp=dp,
         ep=ep,
@@ -333,6 +342,19 @@ def command(
         prefill_dp_attention=prefill_dp_attention,
         prefill_redundant_experts=prefill_redundant_experts,
         profile=load_profile_option(profile),
+    )
+    if compare_engines:
+        return plan_engines.compare(
+            make_plan, (loaded, hardware, gpus), kwargs, engine_opts, chunks, fmt
+        )
+    # the engine's defaults are plan's to fill (engine_defaults): one rule for the API and CLI
+    engine = engine_option_values(engine_opts, serving_engine)
+    defaults, note = defaults_note(engine, chunks)
+    p = make_plan(
+        loaded,
+        hardware,
+        gpus,
+        **kwargs,
         engine=serving_engine,
         engine_defaults=defaults or "none",
         **engine,
@@ -340,6 +362,25 @@ def command(
     engine.update(p.scheduler_defaults_applied)  # what the launch commands are given
     chunked_prefill = engine.pop("chunked_prefill", chunked_prefill)
     doc = {**with_stored_dtype(p.to_dict(), stored_weight_dtype(loaded)), **_kv_fields(p)}
+    text = _launch_part(
+        launch, model_path, p, doc, engine, loaded,
+        dict(redundant_experts=redundant_experts, overlap=overlap, kv_dtype=kv_dtype,
+             weight_dtype=weight_dtype, hardware=hardware, memory_reserve=memory_reserve,
+             isl=isl, chunked_prefill=chunked_prefill, mtp_tokens=mtp_tokens),
+    )  # fmt: skip
+    emit(fmt, doc, lambda: sections(p, loaded, hardware))
+    if fmt in ("table", "markdown"):
+        click.echo(with_kernel_versions(note, p.profile) + text, nl=False)
+
+
+def _launch_part(launch, model_path, p, doc: dict, engine: dict, loaded, o: dict) -> str:
+    """--launch's commands for a plan that fits (put in ``doc`` as ``launch``), or the line
+    saying there is nothing to launch; "" without --launch."""
+    redundant_experts, overlap, kv_dtype = o["redundant_experts"], o["overlap"], o["kv_dtype"]
+    weight_dtype, hardware, memory_reserve = o["weight_dtype"], o["hardware"], o["memory_reserve"]
+    isl, chunked_prefill, mtp_tokens = o["isl"], o["chunked_prefill"], o["mtp_tokens"]
+    from mlacalc.serving.capacity import launch_share  # deferred: --help stays light
+
     text = ""
     if launch and p.fits:
         point = _point(p, redundant_experts, overlap, kv_dtype)
@@ -365,9 +406,7 @@ def command(
         )
     elif launch:  # said, not left blank: a plan that does not fit has nothing to launch
         text = f"# no {launch} launch commands: the deployment does not fit ({p.overflow})\n"
-    emit(fmt, doc, lambda: sections(p, loaded, hardware))
-    if fmt in ("table", "markdown"):
-        click.echo(with_kernel_versions(note, p.profile) + text, nl=False)
+    return text
 
 
 def _kv_fields(p) -> dict:
