@@ -295,7 +295,7 @@ def _trtllm(model: str, d: Deployment) -> list[str]:
     tp = d.tp * d.dp if d.dp_attention else d.tp
     options = f"extra-{d.role or 'server'}.yml"
     w = [
-        f"cat > {options} <<'EOF'\n{_yaml(extra)}EOF\n",
+        f"cat > {options} <<'EOF'\n{_attention_dp_comment(d)}{_yaml(extra)}EOF\n",
         "trtllm-serve",
         shlex.quote(model),
         "--backend pytorch",
@@ -310,6 +310,19 @@ def _trtllm(model: str, d: Deployment) -> list[str]:
     if d.nodes > 1:  # one server over several nodes: started through MPI
         w.insert(1, f"mpirun -n {d.gpus} --hostfile $HOSTFILE trtllm-llmapi-launch")
     return w
+
+
+def _attention_dp_comment(d: Deployment) -> str:
+    """A comment line atop TensorRT-LLM's options file where the point's attention groups span
+    several GPUs: its enable_attention_dp runs attention on one GPU a group (from recall), so
+    this starts TP1 DP-attention over every GPU, not the layout timed
+    (:func:`~mlacalc.serving.plan_checks.trtllm_attention_tp` warns of it)."""
+    if not (d.dp_attention and d.tp > 1 and d.dp > 1):
+        return ""
+    return (
+        f"# enable_attention_dp runs attention TP1 over these {d.tp * d.dp} GPUs, not the "
+        f"TP{d.tp} DP-attention{d.dp} timed\n"
+    )
 
 
 def _yaml(doc: dict[str, Any], indent: int = 0) -> str:
@@ -367,13 +380,6 @@ def launch_commands(engine: str, model: str, pools: list[Deployment]) -> list[tu
             )
         if d.nodes > 1:
             what += _nodes_words(engine, d)
-        if engine == "trtllm" and d.dp_attention and d.tp > 1 and d.dp > 1:
-            # enable_attention_dp runs attention on one GPU a group (from recall):
-            # plan_checks.trtllm_attention_tp warns of the layout timed
-            what += (
-                f" (enable_attention_dp runs attention TP1 over its {d.tp * d.dp} GPUs, not "
-                f"the TP{d.tp} DP-attention{d.dp} timed)"
-            )
         words = _BUILDERS[engine](model, d)
         # an options file written first (TensorRT-LLM) stands on its own lines
         first = words[0] if words[0].endswith("\n") else ""
