@@ -139,10 +139,13 @@ class MappedTable:
                                   floors_of=system)  # fmt: skip
 
     def call_for(self, fitted_devices=()) -> np.ndarray | None:
-        """The rows' seconds of the eager call beyond its kernels
-        (:data:`~mlacalc.timemodel.host_floor.SEQUENCE_DOUBLING_S`) where a profile fitted on
-        ``fitted_devices`` saw the table's device (or names none): the figure is fitted against
-        that device's own classes, so a device predicted from another's fit takes none (None)."""
+        """The rows' seconds of the module's call beyond its kernels
+        (:data:`~mlacalc.timemodel.host_floor.SEQUENCE_DOUBLING_S` of an eager call and
+        :data:`~mlacalc.timemodel.host_floor.WIDE_BATCH_S` of a call past
+        :data:`~mlacalc.timemodel.host_floor.WIDE_BATCH_SEQUENCES` sequences) where a profile
+        fitted on ``fitted_devices`` saw the table's device (or names none): the figures are
+        fitted against that device's own classes, so a device predicted from another's fit
+        takes none (None)."""
         t = self.table
         if self.host_groups is None or (fitted_devices and t.device not in fitted_devices):
             return None
