@@ -255,8 +255,33 @@ def test_vllm_runs_no_prompt_logits_where_no_query_selects(engine):
         assert ("indexer_scores" in {k.name for k in ks}) == runs
         (logits,) = [s for s in sm.specs(pf_N=1, pf_q=seq) if s.name == "indexer_scores"
                      and s.kind == "attention_prefill"]  # fmt: skip
-        assert (logits.flops[0] > 0) == runs
+        assert (logits.flops[0] > 0) == runs and (logits.bytes[0] > 0) == runs  # none: no bytes
     assert "indexer_scores" in _mapped(engine, "decode", 2048, 64, 1)
     decode = step_kernels(m, "decode", 2048, 64, causal=True, weight_dtype="fp8",
                           kv_dtype="fp8", engine=engine)  # fmt: skip
     assert "indexer_scores" in {k.name for k in decode}
+
+
+def test_a_served_template_puts_back_only_the_logits_a_layer_dropped():
+    """gpu_step._with_logits: a template of an engine of SELECTING_LOGITS takes the plain
+    step's logits kernel only into a CSA layer that dropped its own (before that layer's
+    top-k), so a step where some layers keep theirs gets no second one and no missing one."""
+    from mlacalc.serving.gpu_step import _with_logits
+    from mlacalc.words.kernels import Kernel
+
+    def k(name, n):
+        return Kernel(name, "elementwise", "bf16", n, n)
+
+    plain = [k("q", 0), k("indexer_scores", 1), k("indexer_topk", 2), k("core", 3),
+             k("indexer_scores", 4), k("indexer_topk", 5), k("hca_core", 6)]  # fmt: skip
+    kept = [k("q", 0), k("indexer_scores", 11), k("indexer_topk", 2), k("core", 3),
+            k("indexer_topk", 5), k("hca_core", 6)]  # fmt: skip
+    out = _with_logits(kept, plain)
+    assert [(x.name, x.flops) for x in out] == [
+        ("q", 0), ("indexer_scores", 11), ("indexer_topk", 2), ("core", 3),
+        ("indexer_scores", 4), ("indexer_topk", 5), ("hca_core", 6),
+    ]  # fmt: skip
+    dropped = [x for x in plain if x.name != "indexer_scores"]
+    assert _with_logits(dropped, plain) == plain
+    assert _with_logits(plain, plain) == plain
+    assert _with_logits(kept, kept) == kept  # a layer with no logits in the plain step either

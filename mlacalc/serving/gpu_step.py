@@ -587,19 +587,37 @@ def _solve_prefill(
     return flops + _fit(b_rows, [[x.bytes for x in k], *sizes])
 
 
+def _layer_logits(ks: list[Kernel]) -> list[Kernel | None]:
+    """Each indexer's logits kernel of ``ks``, one entry a layer's ``indexer_topk`` (in order):
+    the ``indexer_scores`` run since the previous top-k, or None where the layer runs none."""
+    out: list[Kernel | None] = []
+    seen = None
+    for k in ks:
+        if k.name == "indexer_scores":
+            seen = k
+        elif k.name == "indexer_topk":
+            out.append(seen)
+            seen = None
+    return out
+
+
 def _with_logits(ks: list[Kernel], plain: list[Kernel]) -> list[Kernel]:
     """``ks`` (a step's kernels as an engine of
-    :data:`~mlacalc.cost.compressed.SELECTING_LOGITS` runs them) with each CSA layer's
-    ``indexer_scores`` that it dropped (no query selects) put back from ``plain`` (the same step
-    without the engine's rules, whose logits kernel is the engine's), before its top-k."""
-    logits = [k for k in plain if k.name == "indexer_scores"]
-    if sum(k.name == "indexer_scores" for k in ks) == len(logits):
-        return ks
-    out, i = [], 0
+    :data:`~mlacalc.cost.compressed.SELECTING_LOGITS` runs them) with the ``indexer_scores`` of
+    each layer that dropped its own (no query selects) put back from ``plain`` (the same step
+    without the engine's rules, whose logits kernel is the engine's), before that layer's
+    top-k; a layer that keeps its logits, or has none in ``plain``, is left as it is."""
+    want = _layer_logits(plain)
+    out: list[Kernel] = []
+    seen, layer = False, 0
     for k in ks:
-        if k.name == "indexer_topk":
-            out.append(logits[i])
-            i += 1
+        if k.name == "indexer_scores":
+            seen = True
+        elif k.name == "indexer_topk":
+            put = want[layer] if layer < len(want) else None
+            if not seen and put is not None:
+                out.append(put)
+            seen, layer = False, layer + 1
         out.append(k)
     return out
 
@@ -1237,8 +1255,14 @@ class StepModel:
             return [dataclasses.replace(spec, flops=0.0 * on, bytes=rag * on)]
         if csa and t.name == "indexer_scores" and not decode and self.engine in SELECTING_LOGITS:
             # no logits kernel where no query of the prompt selects, as mapped
-            units = engine_topk(pf_N, pf_q, pf_pre, *csa, False)[0]["units"]
-            return [dataclasses.replace(spec, flops=np.where(units > 0, spec.flops, 0.0))]
+            # (no FLOPs and no bytes, as _engine_topk's "none"; ``calls`` counts the step's
+            # layers, not rows, and stays)
+            sel = engine_topk(pf_N, pf_q, pf_pre, *csa, False)[0]["units"] > 0
+            return [
+                dataclasses.replace(
+                    spec, flops=np.where(sel, spec.flops, 0.0), bytes=np.where(sel, spec.bytes, 0.0)
+                )
+            ]
         if "topk_kernel" not in shape:
             return [spec]
         # an engine's top-k of an indexer, as mapped
