@@ -181,3 +181,41 @@ def test_a_model_whose_module_dispatches_more_is_a_floor_group_of_its_own():
                                floors_of="h100_sxm")  # fmt: skip
     assert under[0] == under[1] == HOST_FLOOR_S[("h100_sxm", "vllm", _CTX, "FLASHMLA_SPARSE",
                                                  "fp8_block", "fp8")]  # fmt: skip
+
+
+def test_a_model_group_past_the_long_or_eager_threshold_keeps_both_suffixes(monkeypatch):
+    """floor_sources puts a model's suffix (MODEL_FLOOR_GROUPS) before LONG or EAGER, and
+    floor_structure and another device's floors take them off in that order: a synthetic model
+    group of SGLang's prompt module past its long-context threshold is its model's long group,
+    its structure the same under another attention library, and from another device's floors
+    it takes that device's floors of the same model's long structure, else the long structure's
+    (never the short one's)."""
+    from mlacalc.timemodel import host_floor as hf
+
+    key = ("b200_sxm", "sglang", _CTX, "fp8_block")
+    monkeypatch.setitem(hf.MODEL_FLOOR_GROUPS, key, {"org/Model-X": "+Model-X"})
+    src = np.array(["sglang_dsa_skip_indexer_trtllm"] * 2)
+    gemm, model = np.array(["fp8_block"] * 2), np.array(["org/Model-X", "other/Model"])
+    got = hf.floor_sources("b200_sxm", "sglang", _CTX, src, 1, [200_000, 200_000], gemm, model)
+    assert got.tolist() == [
+        "sglang_dsa_skip_indexer_trtllm+Model-X+long",
+        "sglang_dsa_skip_indexer_trtllm+long",
+    ]
+    s = floor_structure
+    assert s("sglang", got[0]) == "sglang_dsa_skip_indexer_+Model-X+long"
+    assert s("sglang", got[0]) == s("sglang", "sglang_dsa_skip_indexer_flashmla_kv+Model-X+long")
+    assert s("sglang", "sglang_dsa_skip_indexer_trtllm+Model-X+eager").endswith("+Model-X+eager")
+    floors = {
+        ("h100_sxm", "sglang", _CTX, "sglang_dsa_skip_indexer_flashmla_kv+long", "fp8_block",
+         "fp8"): 8e-4,
+        ("h100_sxm", "sglang", _CTX, "sglang_dsa_skip_indexer_flashmla_kv", "fp8_block",
+         "fp8"): 3e-4,
+    }  # fmt: skip
+    monkeypatch.setattr(hf, "HOST_FLOOR_S", floors)
+    kv = np.array(["fp8", "fp8"])
+    under = hf.host_floor_seconds("b200_sxm", "sglang", _CTX, got, gemm, kv, floors_of="h100_sxm")
+    assert under.tolist() == [8e-4, 8e-4]  # the long structure's, for the model group too
+    floors[("h100_sxm", "sglang", _CTX, "sglang_dsa_skip_indexer_flashmla_kv+Model-X+long",
+            "fp8_block", "fp8")] = 9e-4  # fmt: skip
+    under = hf.host_floor_seconds("b200_sxm", "sglang", _CTX, got, gemm, kv, floors_of="h100_sxm")
+    assert under.tolist() == [9e-4, 8e-4]  # the model's own long floor where it has one

@@ -320,8 +320,9 @@ def floor_sources(
     path run eagerly (``EAGER`` appended), a prompt row of more ``cached`` tokens than
     :data:`LONG_CACHE_TOKENS` its path's long-context group (``LONG`` appended), a row of a
     model whose module dispatches more with its GEMM dtype (``gemm_types``, ``models``:
-    :data:`MODEL_FLOOR_GROUPS`) that model's group (its suffix appended); every other row its
-    label as it is."""
+    :data:`MODEL_FLOOR_GROUPS`) that model's group (its suffix appended, before ``EAGER`` or
+    ``LONG``: :func:`floor_structure` takes them off in that order); every other row its label
+    as it is."""
     src = np.asarray(sources).astype(str)
     if gemm_types is not None and models is not None:
         gemm = np.asarray(gemm_types).astype(str)
@@ -349,10 +350,15 @@ def graphed(system: str, engine: str, table: str, source: str) -> bool:
     return table == _GEN and (system, engine) in GRAPH_MAX_BATCH and not source.endswith(EAGER)
 
 
-def _model_suffix(source: str) -> str:
-    """The :data:`MODEL_FLOOR_GROUPS` suffix a :func:`floor_sources` label ends in ("" if none)."""
+def _split(source: str) -> tuple[str, str, str]:
+    """A :func:`floor_sources` label as (path, model suffix, eager or long suffix): the label is
+    the path, then any :data:`MODEL_FLOOR_GROUPS` suffix, then :data:`EAGER` or :data:`LONG`
+    (each "" if none), so those are taken off the end first."""
+    suffix = next((x for x in (EAGER, LONG) if source.endswith(x)), "")
+    source = source[: len(source) - len(suffix)]
     ends = {x for groups in MODEL_FLOOR_GROUPS.values() for x in groups.values()}
-    return next((x for x in ends if source.endswith(x)), "")
+    model = next((x for x in ends if source.endswith(x)), "")
+    return source[: len(source) - len(model)], model, suffix
 
 
 def floor_structure(engine: str, source: str) -> str:
@@ -363,10 +369,7 @@ def floor_structure(engine: str, source: str) -> str:
     1.058 and 1.160 ms with bf16 GEMMs and an fp8 cache); vLLM's sparse module is one
     structure under FlashMLA or FlashInfer; the eager, long-context or model suffix stays
     (:data:`MODEL_FLOOR_GROUPS`)."""
-    model = _model_suffix(source)
-    source = source[: len(source) - len(model)]
-    suffix = next((x for x in (EAGER, LONG) if source.endswith(x)), "")
-    path = source[: len(source) - len(suffix)]
+    path, model, suffix = _split(source)
     if engine == "sglang":
         for prefix in (_SG + "skip_indexer_", _SG + "indexer_", _SG + "dense_mha_"):
             if path.startswith(prefix):
@@ -392,8 +395,9 @@ def _floor_of(system: str, engine: str, table: str, source: str, gemm: str, kv: 
         return floor
     want = floor_structure(engine, source)
     # a model's own group (MODEL_FLOOR_GROUPS) takes that model's floors of the structure where
-    # the other device has them, else the structure's
-    wants = (want, want[: len(want) - len(_model_suffix(source))])
+    # the other device has them, else the structure's (its eager or long suffix kept)
+    path, _, suffix = _split(source)
+    wants = (want, floor_structure(engine, path + suffix))
     for g_ in (gemm, GEMM_FLOOR_STAND_IN.get(gemm)):
         for w in dict.fromkeys(wants):
             like = [
