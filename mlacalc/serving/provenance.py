@@ -334,11 +334,11 @@ def _takes_time(x: Any) -> bool:
 #: and fails where these drift.
 ROUTE_ERRORS: dict[tuple[str, str], tuple[float, float, float]] = {
     ("trtllm", "H100-SXM"): (4.7, 15.1, 11.2),
-    ("trtllm", "B200"): (5.4, 17.6, 10.0),
-    ("sglang", "H100-SXM"): (5.2, 18.8, 10.9),
-    ("sglang", "B200"): (6.3, 21.4, 10.3),
-    ("vllm", "H100-SXM"): (5.2, 15.8, 11.0),
-    ("vllm", "B200"): (5.4, 17.7, 11.1),
+    ("trtllm", "B200"): (5.3, 17.5, 10.2),
+    ("sglang", "H100-SXM"): (5.2, 18.6, 10.8),
+    ("sglang", "B200"): (6.2, 20.9, 10.3),
+    ("vllm", "H100-SXM"): (5.2, 15.7, 11.0),
+    ("vllm", "B200"): (5.4, 17.5, 11.0),
     ("trtllm", "A100-SXM-80GB"): (5.9, 20.0, 10.3),
 }
 
