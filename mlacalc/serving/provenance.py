@@ -189,7 +189,7 @@ STAND_IN_WARN_SHARE = 0.05
 def with_stand_ins(route: dict[str, Any], parts: list[dict[str, Any]]) -> dict[str, Any]:
     """``route`` (:func:`prediction_route`) with the decode step's stand-ins (``parts``, each
     a class another engine's fit times and its share of the step's kernel time:
-    :func:`mlacalc.serving.plan.stand_in_parts`) as fields: ``stand_ins`` and their summed
+    :func:`stand_in_parts`) as fields: ``stand_ins`` and their summed
     ``stand_in_share``. Where the engine's own profile timed the step (``engine_route`` own) but
     stand-ins time :data:`STAND_IN_WARN_SHARE` of it or more, ``engine_route`` reads
     ``partly_stand_in`` and the expected error says it is the engine's own kernels' only (a
