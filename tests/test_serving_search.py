@@ -127,6 +127,8 @@ def test_search_cli():
     assert bad.exit_code == 2 and "not a time" in bad.output
     bare = runner.invoke(cli, [*args[:-2], "--tpot", "50"])
     assert bare.exit_code == 2 and "'50' has no unit; write 50ms or 50s" in bare.output
+    frac = runner.invoke(cli, [*args[:-2], "--tpot", "0.04"])  # a fraction: seconds first
+    assert frac.exit_code == 2 and "'0.04' has no unit; write 0.04s or 0.04ms" in frac.output
 
 
 def test_layouts_that_need_a_missing_network_are_skipped_with_a_reason():

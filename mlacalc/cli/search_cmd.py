@@ -62,10 +62,12 @@ class DurationType(click.ParamType):
             if not match:
                 self.fail(f"'{value}' is not a time; write 2s, 50ms or 800us", param, ctx)
             if not match.group(2):
+                n = match.group(1)
+                # a fraction is likelier seconds (a TTFT or TPOT under a millisecond is no
+                # target): a trial's --tpot 0.04 was offered 0.04ms first
+                units = ("s", "ms") if float(n) < 1 else ("ms", "s")
                 self.fail(
-                    f"'{value}' has no unit; write {match.group(1)}ms or {match.group(1)}s",
-                    param,
-                    ctx,
+                    f"'{value}' has no unit; write {n}{units[0]} or {n}{units[1]}", param, ctx
                 )
             result = float(match.group(1)) * self._scale[match.group(2)]
         if result <= 0:
