@@ -88,3 +88,16 @@ def test_an_edge_whose_larger_batches_were_ruled_out_does_not_ask_for_them_again
     req = SimpleNamespace(batches=(64, 128, 256), room=lambda w: 1_505_000)
     (note,) = _edge_note(req, best, [best])
     assert note.endswith("(--batches 64,128,256,512,1024)")
+
+
+def test_targets_no_point_meets_say_the_fastest_reached():
+    """A capacity analyst's --tpot 1ms was told only that no deployment meets it: the notes
+    say the fastest TPOT any point reached, where, and that the target is below it."""
+    r = search("llama-3-8b", "H100-SXM", [1], isl=1000, osl=200, tpot=0.0005, batches=(1, 8))
+    assert r.best is None
+    (note,) = [n for n in r.notes if n.startswith("no point meets the targets")]
+    fastest = min(p["tpot_s"] for p in r.points)
+    assert f"the fastest TPOT any point reached is {fastest * 1e3:,.1f} ms" in note
+    assert "--tpot 0.5 ms is below it" in note and "TTFT" not in note
+    met = search("llama-3-8b", "H100-SXM", [1], isl=1000, osl=200, tpot=0.05, batches=(1, 8))
+    assert not [n for n in met.notes if n.startswith("no point meets")]

@@ -1656,8 +1656,36 @@ def _all_notes(
         _notes(req)
         + _weights_note(req, ruled_out)
         + _edge_note(req, best, points)
+        + _nearest_note(req, best, points)
         + overlap_idle_note(overlap_schedule, req.scheduler)
     )
+
+
+def _nearest_note(req: SearchRequest, best: dict | None, points: list[dict]) -> tuple[str, ...]:
+    """Where points were timed but none meets the targets: the fastest TPOT and TTFT any
+    point reached, with its deployment, so the user sees how far to relax a target (a
+    capacity analyst's --tpot 1ms was told only that no deployment meets it)."""
+    if best is not None or not points or (req.tpot is None and req.ttft is None):
+        return ()
+    said = []
+    for key, name, option in (("tpot_s", "TPOT", "--tpot"), ("ttft_s", "TTFT", "--ttft")):
+        target = req.tpot if key == "tpot_s" else req.ttft
+        if target is None:
+            continue
+        p = min(points, key=lambda q: q[key])
+        if p[key] <= target:
+            continue  # some point meets this one: the other target (or both at once) binds
+        said.append(
+            f"the fastest {name} any point reached is {p[key] * 1e3:,.1f} ms ({p['layout']}, "
+            f"{p['mode']}, {p['gpus']:,} GPUs, batch {p['batch_per_group']:,} a group): "
+            f"{option} {target * 1e3:,.1f} ms is below it"
+        )
+    if not said:
+        said.append(
+            "each target is met by some point, never both at once: relax either, or search "
+            "more GPUs"
+        )
+    return ("no point meets the targets: " + "; ".join(said),)
 
 
 def _limits_left_nothing(req: SearchRequest, reasons: Counter[str]) -> InvalidArgumentError:
