@@ -101,3 +101,16 @@ def test_targets_no_point_meets_say_the_fastest_reached():
     assert "--tpot 0.5 ms is below it" in note and "TTFT" not in note
     met = search("llama-3-8b", "H100-SXM", [1], isl=1000, osl=200, tpot=0.05, batches=(1, 8))
     assert not [n for n in met.notes if n.startswith("no point meets")]
+
+
+def test_the_frontier_points_to_the_layouts_words(run):
+    """A capacity analyst read 'TP2 DP-attention4 EP8', 'MoE-TP5', 'tbo' and 'chunks 16384'
+    with no definition: the frontier's note names the glossary, which defines each."""
+    from pathlib import Path
+
+    out, _ = run("search", "llama-3-8b", "-H", "H100", "--gpus", "1", "--isl", "1000", "--osl",
+                 "200", "--tpot", "50ms", "--format", "markdown")  # fmt: skip
+    assert "Layouts as printed (TP, DP-attention, EP, MoE-TP, + prefill, chunks, tbo): " in out
+    glossary = (Path(__file__).resolve().parents[1] / "docs" / "glossary.md").read_text()
+    for word in ("**TP**", "**DP-attention**", "**EP**", "`MoE-TP8`", "`chunks 2048`", "**TBO**"):
+        assert word in glossary, word

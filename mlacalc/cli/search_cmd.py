@@ -697,6 +697,9 @@ def sections(
             "Pareto frontier: tokens/s per GPU against tokens/s per user",
             [*heads, "meets targets"],
             [[*_row(p), "yes" if p["meets_targets"] else "no"] for p in result.frontier],
+            # a capacity analyst read the layouts' words undefined
+            note="Layouts as printed (TP, DP-attention, EP, MoE-TP, + prefill, chunks, tbo): "
+            "docs/glossary.md.",
         )
     )
     out.append(
