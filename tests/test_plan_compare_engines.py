@@ -22,6 +22,7 @@ def test_each_row_is_what_plan_of_that_engine_gives(run):
         assert row["refused"] is None and row["fits"] is True
         assert row["ttft_s"] == pytest.approx(one["ttft_s"], rel=1e-12)
         assert row["tpot_s"] == pytest.approx(one["tpot_s"], rel=1e-12)
+        assert row["decode_step_s"] == pytest.approx(one["decode_step_s"], rel=1e-12)
         per_gpu = one["output_tokens_per_s"] / (one["gpus"] + (one["prefill_gpus"] or 0))
         assert row["output_tokens_per_s_per_gpu"] == pytest.approx(per_gpu, rel=1e-12)
         route = one["prediction"]

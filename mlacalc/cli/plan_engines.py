@@ -81,6 +81,7 @@ def _row(engine: str, p: Any, refused: str | None) -> dict[str, Any]:
         fits=p.fits,
         layout=p.layout,
         max_batch=p.max_batch,
+        decode_step_s=p.decode_step_s,
         ttft_s=p.ttft_s,
         tpot_s=p.tpot_s,
         output_tokens_per_s_per_gpu=_per_gpu(p),
@@ -116,19 +117,21 @@ def _route_words(r: dict[str, Any]) -> str:
 
 
 def _section(rows: list[dict[str, Any]]) -> Section:
-    heads = ["engine", "fits", "largest batch", "TTFT ms", "TPOT ms", "output tok/s/GPU",
+    heads = ["engine", "fits", "largest batch", "decode step ms", "TTFT ms", "TPOT ms",
+             "output tok/s/GPU",
              "timed by another engine's fits", "expected error"]  # fmt: skip
     table = []
     for r in rows:
         label = ENGINE_LABELS[r["engine"]]
         if r["refused"]:
-            table.append([label, "refused: " + r["refused"], "", "", "", "", "", ""])
+            table.append([label, "refused: " + r["refused"], *[""] * (len(heads) - 2)])
             continue
         e = r["expected_error_median"]
         table.append([
             label,
             "yes" if r["fits"] else "no",
             "-" if r["max_batch"] is None else f"{r['max_batch']:,}",
+            _ms(r["decode_step_s"]),
             _ms(r["ttft_s"]),
             _ms(r["tpot_s"]),
             "-" if r["output_tokens_per_s_per_gpu"] is None
