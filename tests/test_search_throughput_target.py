@@ -202,3 +202,18 @@ def test_each_counts_best_is_one_the_engine_runs():
     bests = count_bests([fast_unrun, slow_run, other, missed])
     assert bests[8] is slow_run and bests[4] is other
     assert count_bests([fast_unrun])[8] is fast_unrun  # none runnable: the fastest still
+
+
+def test_the_gpu_count_is_said_in_whole_nodes(run):
+    """A capacity analyst priced '16 GB200' with no word of the 4-GPU trays they come in: the
+    table's GPU count says the device's nodes it fills (H100's are 8 GPUs)."""
+    from mlacalc.cli.search_cmd import _nodes_words
+
+    assert _nodes_words(16, 4) == " (4 nodes of 4)"
+    assert _nodes_words(6, 4) == " (2 nodes of 4, 2 GPUs spare)"
+    assert _nodes_words(3, None) == "" and _nodes_words(3, 1) == ""
+    out, _ = run(*ARGS, "--throughput", "50k", "--format", "markdown")
+    doc = json.loads(run(*ARGS, "--throughput", "50k", "--format", "json")[0])
+    gpus = doc["throughput_target"]["gpus"]
+    nodes = -(-gpus // 8)
+    assert f"| {gpus:,} ({nodes:,} nodes of 8" in out

@@ -25,7 +25,7 @@ from mlacalc.cli.common import (
     warn,
     with_stored_dtype,
 )
-from mlacalc.cli.plan_cmd import times_note
+from mlacalc.cli.plan_cmd import p_hardware_node, times_note
 from mlacalc.cli.serving_flags import component_choices as parse_component_choices
 from mlacalc.cli.serving_flags import (
     defaults_note,
@@ -558,7 +558,9 @@ def command(
         doc,
         lambda: (
             sections(result, model, hardware, profile, extra)
-            + _throughput_sections(throughput, throughput_of, target)
+            + _throughput_sections(
+                throughput, throughput_of, target, p_hardware_node(hardware) if target else None
+            )
         ),
     )
     _warn_of(result)
@@ -750,7 +752,18 @@ def _throughput(value: str | None) -> float | None:
     return out
 
 
-def _throughput_sections(throughput, of, target) -> list:
+def _nodes_words(gpus: int, node: int | None) -> str:
+    """The GPUs a target needs in whole nodes of the device (a capacity analyst priced '16
+    GB200' with no word of its 4-GPU trays): " (4 nodes of 4)", "" where the node is unknown
+    or one GPU."""
+    if not node or node <= 1:
+        return ""
+    nodes = -(-gpus // node)
+    spare = nodes * node - gpus
+    return f" ({nodes:,} nodes of {node}" + (f", {spare} GPUs spare)" if spare else ")")
+
+
+def _throughput_sections(throughput, of, target, node: int | None = None) -> list:
     """The GPUs a --throughput target needs, as one table (none without the option; a
     sentence where no point meets the targets)."""
     if throughput is None:
@@ -774,7 +787,7 @@ def _throughput_sections(throughput, of, target) -> list:
                     t["replica_gpus"],
                     f"{t['replica_tokens_per_s']:,.0f}",
                     t["replicas"],
-                    t["gpus"],
+                    f"{t['gpus']:,}{_nodes_words(t['gpus'], node)}",
                     f"{t['tokens_per_s']:,.0f}",
                 ]
             ],
