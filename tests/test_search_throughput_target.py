@@ -10,6 +10,7 @@ import math
 
 import pytest
 
+from mlacalc.serving.provenance import SERVING_ERRORS
 from mlacalc.serving.search import search
 from mlacalc.words.errors import InvalidArgumentError
 
@@ -63,6 +64,11 @@ def test_the_target_carries_its_replicas_figures_and_says_where_a_larger_replica
     assert out["note"].startswith(f"{out['replicas']} replicas of 2 GPUs, the largest count")
     assert out["note"].endswith("(--gpus 2,4,8)")
     assert result.gpus_for(1, point=two)["note"] == ""  # one replica: nothing to say
+    # the count were the replica's tokens/s over-predicted as the offline table's median row
+    e = out["served_error"]
+    assert e == SERVING_ERRORS["offline_throughput"]["median"] > 0
+    replicas = math.ceil(50_000 * (1 + e) / out["replica_tokens_per_s"] - 1e-9)
+    assert out["gpus_at_served_error"] == replicas * 2 >= out["gpus"]
     doc = json.loads(json.dumps({k: v for k, v in out.items() if k != "point"}))
     assert doc["note"] == out["note"]
 
@@ -217,3 +223,6 @@ def test_the_gpu_count_is_said_in_whole_nodes(run):
     gpus = doc["throughput_target"]["gpus"]
     nodes = -(-gpus // 8)
     assert f"| {gpus:,} ({nodes:,} nodes of 8" in out
+    served = doc["throughput_target"]["gpus_at_served_error"]
+    assert f"over-predicted by 9.7% (the offline served table's median, " in " ".join(out.split())
+    assert f"docs/serving.md): {served:,} GPUs." in " ".join(out.split())

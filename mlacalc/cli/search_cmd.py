@@ -803,6 +803,13 @@ def _throughput_sections(throughput, of, target, node: int | None = None) -> lis
                 + ". A load balancer in front; total tokens/s count each prompt whole "
                 "(cached tokens too)."
                 + (f" {t['note'][0].upper()}{t['note'][1:]}." if t.get("note") else "")
+                + (
+                    f" Were each replica's tokens/s over-predicted by {t['served_error']:.1%} "
+                    "(the offline served table's median, docs/serving.md): "
+                    f"{t['gpus_at_served_error']:,} GPUs."
+                    if t.get("gpus_at_served_error") is not None
+                    else ""
+                )
                 + (f" One replica's plan: {t['plan_command']}" if t.get("plan_command") else "")
             ),
         )

@@ -74,6 +74,7 @@ from mlacalc.serving.plan_checks import (
 )
 from mlacalc.serving.precision import check_components
 from mlacalc.serving.provenance import (
+    SERVING_ERRORS,
     calibration_of,
     device_warnings,
     engine_profile_of,
@@ -250,6 +251,10 @@ def throughput_gpus(
         one = q["requests_per_s"] * tokens  # one replica's tokens/s of that kind
         return max(1, math.ceil(tokens_per_s / one - 1e-9)), one
 
+    def need_at(q: dict[str, Any], over: float) -> int:
+        """Replicas were each to serve ``1 / (1 + over)`` of its predicted tokens/s."""
+        return max(1, math.ceil(tokens_per_s * (1 + over) / (q["requests_per_s"] * tokens) - 1e-9))
+
     if point is None:  # the fewest GPUs of any point meeting the targets (ties: the best,
         # then the most tokens/s: the replicas' headroom over the target)
         meeting = [q for q in points if q.get("meets_targets")]
@@ -282,6 +287,11 @@ def throughput_gpus(
         "tpot_s": p["tpot_s"],
         "best_deployment": p is best,
         "note": _larger_replica_note(replicas, p["gpus"], largest),
+        # the count were the replica's tokens/s as optimistic as the offline table's median
+        # row (provenance.SERVING_ERRORS: a capacity analyst had no range on the answer)
+        "gpus_at_served_error": need_at(p, SERVING_ERRORS["offline_throughput"]["median"])
+        * p["gpus"],
+        "served_error": SERVING_ERRORS["offline_throughput"]["median"],
         "point": p,
     }
 
