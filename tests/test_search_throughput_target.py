@@ -224,5 +224,5 @@ def test_the_gpu_count_is_said_in_whole_nodes(run):
     nodes = -(-gpus // 8)
     assert f"| {gpus:,} ({nodes:,} nodes of 8" in out
     served = doc["throughput_target"]["gpus_at_served_error"]
-    assert f"over-predicted by 9.7% (the offline served table's median, " in " ".join(out.split())
+    assert "over-predicted by 9.7% (the offline served table's median, " in " ".join(out.split())
     assert f"docs/serving.md): {served:,} GPUs." in " ".join(out.split())
