@@ -558,9 +558,7 @@ def command(
         doc,
         lambda: (
             sections(result, model, hardware, profile, extra)
-            + _throughput_sections(
-                throughput, throughput_of, target, p_hardware_node(hardware) if target else None
-            )
+            + _throughput_sections(throughput, throughput_of, target, hardware)
         ),
     )
     _warn_of(result)
@@ -763,7 +761,7 @@ def _nodes_words(gpus: int, node: int | None) -> str:
     return f" ({nodes:,} nodes of {node}" + (f", {spare} GPUs spare)" if spare else ")")
 
 
-def _throughput_sections(throughput, of, target, node: int | None = None) -> list:
+def _throughput_sections(throughput, of, target, hardware: Any = None) -> list:
     """The GPUs a --throughput target needs, as one table (none without the option; a
     sentence where no point meets the targets)."""
     if throughput is None:
@@ -776,6 +774,7 @@ def _throughput_sections(throughput, of, target, node: int | None = None) -> lis
         ]
     t = target
     p = t["point"]
+    node = p_hardware_node(hardware) if hardware is not None else None
     return [
         Section(
             title,
