@@ -45,6 +45,7 @@ from mlacalc.cost.engine import attention_cost
 from mlacalc.render import human_bytes, human_si
 from mlacalc.report import attention_kind_labels
 from mlacalc.words import defaults as D
+from mlacalc.words.arguments import divisors
 from mlacalc.words.units import request_count
 
 
@@ -437,8 +438,7 @@ def _check_layout_flags(gpus, tp, dp, pp, dp_attention) -> None:
     mlacalc.cli.main reports as its flag.)"""
     for flag, degree in (("--tp", tp), ("--dp", dp)):
         if degree is not None and gpus % degree:
-            small = [d for d in range(1, math.isqrt(gpus) + 1) if gpus % d == 0]
-            fits = ", ".join(f"{d:,}" for d in sorted({*small, *(gpus // d for d in small)}))
+            fits = ", ".join(f"{d:,}" for d in divisors(gpus))
             raise click.BadParameter(
                 f"{flag.lstrip('-')} {degree} does not divide the {gpus} GPUs (--gpus); use "
                 f"one that divides them: {fits}",

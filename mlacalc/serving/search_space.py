@@ -36,6 +36,7 @@ from mlacalc.serving.plan_checks import prefix_cached_tokens, usable_of
 from mlacalc.serving.precision import component_weight_bytes, engine_kv_layout, kept_components
 from mlacalc.serving.ranks import synced_groups, synced_prompts
 from mlacalc.serving.scheduler import Scheduler
+from mlacalc.words.arguments import divisors
 from mlacalc.words.dtypes import resolve_kv_layout
 from mlacalc.words.errors import MlacalcError
 
@@ -389,10 +390,6 @@ class StepRows:
         self.pos += len(dec_B)
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
 def fit_usable(memory: int, reserve: float, engine_memory: Any = None) -> int:
     """The bytes of a GPU's memory the weights and the cache may take, which the weights must
     stay below: the memory less ``reserve`` of it, the engine's share of it (vLLM, SGLang), or
@@ -423,9 +420,9 @@ def candidate_layouts(
     seen: set[tuple] = set()
     # the layouts the given redundant experts do not fit (their slots over the ep), by key
     refused: dict[tuple, str] = {}
-    tps = [t for t in _divisors(gpus) if t <= node and tp_splits_heads(m, t)]
+    tps = [t for t in divisors(gpus) if t <= node and tp_splits_heads(m, t)]
     if removed is not None:  # degrees the query heads allow but the KV heads do not: said
-        for t in _divisors(gpus):
+        for t in divisors(gpus):
             n_kv = kv_heads_unsplit(m, t) if t <= node else None
             if n_kv and m.num_attention_heads % t == 0:
                 reason = f"TP{t}: splits the {n_kv} KV heads unevenly (num_key_value_heads)"
@@ -435,7 +432,7 @@ def candidate_layouts(
     for pp in (2, 4, 8):
         if gpus % pp == 0 and gpus // pp >= 1:
             stage = gpus // pp
-            tp = max(t for t in _divisors(stage) if t <= node and tp_splits_heads(m, t))
+            tp = max(t for t in divisors(stage) if t <= node and tp_splits_heads(m, t))
             _add_layout(out, seen, m, gpus, tp=tp, pp=pp)
     # then, for MoE models, what an ep/DP-attention limit reaches on the search's own stages
     # (one stage: every tensor degree; 2, 4, 8 stages: the widest tensor degree a stage
@@ -446,7 +443,7 @@ def candidate_layouts(
     for pp in (1, 2, 4, 8) if m.is_moe else ():
         if gpus % pp or pp > m.num_hidden_layers:
             continue
-        stage = [t for t in _divisors(gpus // pp) if t <= node and tp_splits_heads(m, t)]
+        stage = [t for t in divisors(gpus // pp) if t <= node and tp_splits_heads(m, t)]
         own = LayoutLimits(
             tp=None if pp == 1 else tuple(stage[-1:]),
             pp=(pp,),
@@ -527,7 +524,7 @@ def _limited_layouts(
         if gpus % pp:
             continue
         stage = gpus // pp
-        own = [t for t in _divisors(stage) if t <= node and tp_splits_heads(m, t)]
+        own = [t for t in divisors(stage) if t <= node and tp_splits_heads(m, t)]
         for tp in limits.tp or own:
             if stage % tp:
                 continue

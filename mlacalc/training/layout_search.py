@@ -191,10 +191,6 @@ def memo() -> Iterator[None]:
         flops._FORWARD.reset(forward)
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
 def _limits(name: str, value: Any) -> tuple[int, ...] | None:
     """A searched setting the caller restricts (None: every value)."""
     if value is None:
@@ -211,18 +207,18 @@ def _shapes(m: ModelConfig, node: int, g: int, seq_len: int, batch: int, only: d
     must (module docstring), each with the micro-batches it can run (``batch`` None: any
     ``dp``, micro-batch 1)."""
     layers, heads = m.num_hidden_layers, m.num_attention_heads
-    for tp in _allowed(_divisors(g), only["tp"]):
+    for tp in _allowed(args.divisors(g), only["tp"]):
         if tp > node or heads % tp or kv_heads_unsplit(m, tp):
             continue
-        for cp in _allowed(_divisors(g // tp), only["cp"]):
+        for cp in _allowed(args.divisors(g // tp), only["cp"]):
             if cp > 1 and seq_len % (2 * cp):
                 continue
-            for pp in _allowed(_divisors(g // (tp * cp)), only["pp"]):
+            for pp in _allowed(args.divisors(g // (tp * cp)), only["pp"]):
                 dp = g // (tp * cp * pp)
                 if pp > layers or (batch is not None and batch % dp):
                     continue
                 ranks = dp * cp * tp
-                eps = _divisors(math.gcd(m.n_routed_experts, ranks)) if m.is_moe else [1]
+                eps = args.divisors(math.gcd(m.n_routed_experts, ranks)) if m.is_moe else [1]
                 vps = [1] + [v for v in range(2, layers // pp + 1) if layers % (pp * v) == 0]
                 for ep in _allowed(eps, only["ep"]):
                     for vp in _allowed(vps if pp > 1 else [1], only["virtual_stages"]):
@@ -231,7 +227,7 @@ def _shapes(m: ModelConfig, node: int, g: int, seq_len: int, batch: int, only: d
                             if batch is None
                             else [
                                 b
-                                for b in _allowed(_divisors(batch // dp), only["micro_batch"])
+                                for b in _allowed(args.divisors(batch // dp), only["micro_batch"])
                                 if vp == 1 or (batch // (dp * b)) % pp == 0
                             ]
                         )
