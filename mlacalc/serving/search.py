@@ -247,13 +247,11 @@ def throughput_gpus(
         )
     tokens = osl if of == "output" else isl + osl
 
-    def need(q: dict[str, Any]) -> tuple[int, float]:
+    def need(q: dict[str, Any], over: float = 0.0) -> tuple[int, float]:
+        """The replicas of ``q`` and one's tokens/s, were each to serve ``1 / (1 + over)`` of
+        its predicted tokens/s."""
         one = q["requests_per_s"] * tokens  # one replica's tokens/s of that kind
-        return max(1, math.ceil(tokens_per_s / one - 1e-9)), one
-
-    def need_at(q: dict[str, Any], over: float) -> int:
-        """Replicas were each to serve ``1 / (1 + over)`` of its predicted tokens/s."""
-        return max(1, math.ceil(tokens_per_s * (1 + over) / (q["requests_per_s"] * tokens) - 1e-9))
+        return max(1, math.ceil(tokens_per_s * (1 + over) / one - 1e-9)), one
 
     if point is None:  # the fewest GPUs of any point meeting the targets (ties: the best,
         # then the most tokens/s: the replicas' headroom over the target)
@@ -269,6 +267,9 @@ def throughput_gpus(
     p = point
     replicas, one = need(p)
     largest = max(q["gpus"] for q in points)
+    # the count were the replica's tokens/s as optimistic as the offline table's median row
+    # (provenance.SERVING_ERRORS: a capacity analyst had no range on the answer)
+    served = SERVING_ERRORS["offline_throughput"]["median"]
     return {
         "target_tokens_per_s": float(tokens_per_s),
         "of": of,
@@ -287,11 +288,8 @@ def throughput_gpus(
         "tpot_s": p["tpot_s"],
         "best_deployment": p is best,
         "note": _larger_replica_note(replicas, p["gpus"], largest),
-        # the count were the replica's tokens/s as optimistic as the offline table's median
-        # row (provenance.SERVING_ERRORS: a capacity analyst had no range on the answer)
-        "gpus_at_served_error": need_at(p, SERVING_ERRORS["offline_throughput"]["median"])
-        * p["gpus"],
-        "served_error": SERVING_ERRORS["offline_throughput"]["median"],
+        "gpus_at_served_error": need(p, served)[0] * p["gpus"],
+        "served_error": served,
         "point": p,
     }
 
@@ -1678,8 +1676,7 @@ def _nearest_note(req: SearchRequest, best: dict | None, points: list[dict]) -> 
     if best is not None or not points or (req.tpot is None and req.ttft is None):
         return ()
     said = []
-    for key, name, option in (("tpot_s", "TPOT", "--tpot"), ("ttft_s", "TTFT", "--ttft")):
-        target = req.tpot if key == "tpot_s" else req.ttft
+    for key, name, target in (("tpot_s", "TPOT", req.tpot), ("ttft_s", "TTFT", req.ttft)):
         if target is None:
             continue
         p = min(points, key=lambda q: q[key])
@@ -1688,7 +1685,7 @@ def _nearest_note(req: SearchRequest, best: dict | None, points: list[dict]) -> 
         said.append(
             f"the fastest {name} any point reached is {p[key] * 1e3:,.1f} ms ({p['layout']}, "
             f"{p['mode']}, {p['gpus']:,} GPUs, batch {p['batch_per_group']:,} a group): "
-            f"{option} {target * 1e3:,.1f} ms is below it"
+            f"--{name.lower()} {target * 1e3:,.1f} ms is below it"
         )
     if not said:
         said.append(
