@@ -364,22 +364,22 @@ def command(
     chunked_prefill = engine.pop("chunked_prefill", chunked_prefill)
     doc = {**with_stored_dtype(p.to_dict(), stored_weight_dtype(loaded)), **_kv_fields(p)}
     text = _launch_part(
-        launch, model_path, p, doc, engine, loaded,
-        dict(redundant_experts=redundant_experts, overlap=overlap, kv_dtype=kv_dtype,
-             weight_dtype=weight_dtype, hardware=hardware, memory_reserve=memory_reserve,
-             isl=isl, chunked_prefill=chunked_prefill, mtp_tokens=mtp_tokens),
+        launch, model_path, p, doc, engine, loaded, redundant_experts=redundant_experts,
+        overlap=overlap, kv_dtype=kv_dtype, weight_dtype=weight_dtype, hardware=hardware,
+        memory_reserve=memory_reserve, isl=isl, chunked_prefill=chunked_prefill,
+        mtp_tokens=mtp_tokens,
     )  # fmt: skip
     emit(fmt, doc, lambda: sections(p, loaded, hardware))
     if fmt in ("table", "markdown"):
         click.echo(with_kernel_versions(note, p.profile) + text, nl=False)
 
 
-def _launch_part(launch, model_path, p, doc: dict, engine: dict, loaded, o: dict) -> str:
+def _launch_part(
+    launch, model_path, p, doc: dict, engine: dict, loaded, *, redundant_experts, overlap,
+    kv_dtype, weight_dtype, hardware, memory_reserve, isl, chunked_prefill, mtp_tokens,
+) -> str:  # fmt: skip
     """--launch's commands for a plan that fits (put in ``doc`` as ``launch``), or the line
     saying there is nothing to launch; "" without --launch."""
-    redundant_experts, overlap, kv_dtype = o["redundant_experts"], o["overlap"], o["kv_dtype"]
-    weight_dtype, hardware, memory_reserve = o["weight_dtype"], o["hardware"], o["memory_reserve"]
-    isl, chunked_prefill, mtp_tokens = o["isl"], o["chunked_prefill"], o["mtp_tokens"]
     from mlacalc.serving.capacity import launch_share  # deferred: --help stays light
 
     text = ""
