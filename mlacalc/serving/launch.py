@@ -31,7 +31,14 @@ from mlacalc.words.engines import check_engine
 from mlacalc.words.errors import InvalidArgumentError, MlacalcError
 from mlacalc.words.safeio import read_text
 
-__all__ = ["ENGINES", "Deployment", "checkpoint_path", "deployments", "launch_commands"]
+__all__ = [
+    "ENGINES",
+    "Deployment",
+    "attention_groups_over_gpus",
+    "checkpoint_path",
+    "deployments",
+    "launch_commands",
+]
 
 ENGINES = ("sglang", "vllm", "trtllm")
 
@@ -312,12 +319,21 @@ def _trtllm(model: str, d: Deployment) -> list[str]:
     return w
 
 
+def attention_groups_over_gpus(layout: Any) -> bool:
+    """Whether a layout or a pool (anything with ``dp_attention``, ``tp`` and ``dp``: a
+    :class:`~mlacalc.serving.layout.Layout`, a :class:`Deployment`) runs DP-attention in
+    several attention groups of two or more GPUs each: SGLang's and vLLM's, which
+    TensorRT-LLM's enable_attention_dp does not run (it runs attention on one GPU a group,
+    from recall)."""
+    return bool(layout.dp_attention) and layout.tp > 1 and layout.dp > 1
+
+
 def _attention_dp_comment(d: Deployment) -> str:
     """A comment line atop TensorRT-LLM's options file where the point's attention groups span
-    several GPUs: its enable_attention_dp runs attention on one GPU a group (from recall), so
-    this starts TP1 DP-attention over every GPU, not the layout timed
-    (:func:`~mlacalc.serving.plan_checks.trtllm_attention_tp` warns of it)."""
-    if not (d.dp_attention and d.tp > 1 and d.dp > 1):
+    several GPUs (:func:`attention_groups_over_gpus`): this starts TP1 DP-attention over every
+    GPU, not the layout timed (:func:`~mlacalc.serving.plan_checks.trtllm_attention_tp` warns
+    of it)."""
+    if not attention_groups_over_gpus(d):
         return ""
     return (
         f"# enable_attention_dp runs attention TP1 over these {d.tp * d.dp} GPUs, not the "

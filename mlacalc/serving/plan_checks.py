@@ -25,6 +25,7 @@ from mlacalc.models.loading import ModelConfig
 from mlacalc.models.patterns import STATE_KINDS
 from mlacalc.models.quantization import external_quantization, format_dtype
 from mlacalc.serving.gpu_step import routed_experts_class
+from mlacalc.serving.launch import attention_groups_over_gpus
 from mlacalc.serving.layout import Layout, make_layout
 from mlacalc.serving.precision import (
     check_components,
@@ -911,7 +912,7 @@ def trtllm_attention_tp(engine: str, lay: Layout, p_lay: Layout | None) -> tuple
         return ()
     out = []
     for pool, la in (("", lay), ("the prefill pool's ", p_lay)):
-        if la is None or not la.dp_attention or la.tp <= 1 or la.dp <= 1:
+        if la is None or not attention_groups_over_gpus(la):
             continue
         out.append(
             f"{pool}TP{la.tp} DP-attention{la.dp} is timed as SGLang (--tp {la.tp * la.dp} "
