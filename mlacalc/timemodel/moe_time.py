@@ -952,23 +952,21 @@ def engine_moe_tiles(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ker
             batch, shape={**batch.shape, BF16_RATE_MOE: ones, PAIR_STREAM_MOE: ones}
         )
     gen_tiled = batch.dtype in TRTLLM_GEN_TILE.get((engine, gen), ())
-    if batch.dtype in TRTLLM_MOE.get((engine, gen), ()) and not gen_tiled:
+    flashinfer_gen = batch.dtype in TRTLLM_MOE.get((engine, gen), ())
+    ones, extra = np.ones(len(batch)), {}
+    if flashinfer_gen and not gen_tiled:
         # TensorRT-LLM-gen's 8-row tile beside the library's list (:data:`GEN_ROWS8_MOE`)
-        batch = dataclasses.replace(
-            batch, shape={**batch.shape, GEN_ROWS8_MOE: np.ones(len(batch))}
-        )
-    if batch.dtype in TRTLLM_MOE.get((engine, gen), ()):
+        extra[GEN_ROWS8_MOE] = ones
+    if flashinfer_gen:
         # FlashInfer's TensorRT-LLM-gen MoE: its cost a routed pair up to a knee
         # (:data:`GEN_TOKENS_MOE`), as its measured rows were mapped
-        batch = dataclasses.replace(
-            batch, shape={**batch.shape, GEN_TOKENS_MOE: np.ones(len(batch))}
-        )
-    if batch.dtype in TRTLLM_MOE.get((engine, gen), ()) or gen_tiled:
+        extra[GEN_TOKENS_MOE] = ones
+    if flashinfer_gen or gen_tiled:
         # TensorRT-LLM-gen's kernels (FlashInfer's under SGLang and vLLM, TensorRT-LLM's own
         # w4a8 MXFP4 one): the rank's intermediate padded as their rows' (:data:`INTER_PAD_MOE`)
-        batch = dataclasses.replace(
-            batch, shape={**batch.shape, INTER_PAD_MOE: np.full(len(batch), GEN_INTER_PAD)}
-        )
+        extra[INTER_PAD_MOE] = ones * GEN_INTER_PAD
+    if extra:
+        batch = dataclasses.replace(batch, shape={**batch.shape, **extra})
     own = (
         batch.dtype not in TRTLLM_GEN_TILE.get((engine, gen), ())
         if fig.tcgen05
