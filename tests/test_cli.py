@@ -524,6 +524,14 @@ def test_import_hf(run, tmp_path):
         (["report", "deepseek-v3", "--json"], "Did you mean '--format json'"),
         (["compare", "gpt2", "llama-3-8b", "--csv"], "Did you mean '--format csv'"),
         (["plan", "deepseek-v3", "--markdown"], "Did you mean '--format markdown'"),
+        # a value after an on/off flag is named as that (was "Got unexpected extra argument (72)")
+        (
+            ["plan", "deepseek-v3", "-H", "H200", "--tp", "1", "--dp-attention", "8"],
+            "--dp-attention is an on/off flag and takes no value: drop '8'",
+        ),
+        (["plan", "deepseek-v3", "-H", "H200", "extra"], "unexpected extra argument (extra)"),
+        # a GB200 system's name with a space is the GB200 entry; one that names nothing lists
+        (["plan", "deepseek-v3", "-H", "GB200 NVL36"], "unknown hardware 'GB200 NVL36'"),
     ],
 )
 def test_bad_input(run, args, needle):

@@ -18,7 +18,7 @@ from mlacalc.serving.layout import make_layout
 from mlacalc.serving.search_space import needs_network
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.profile import Profile, load_profile, shipped_profiles
-from mlacalc.words.errors import ConfigError
+from mlacalc.words.errors import ConfigError, UnknownHardwareError
 
 ADDED = ("B300", "GB200", "GB300", "RTX-PRO-6000-Server", "L4", "A30", "H20", "MI325X", "MI355X")
 BLACKWELL_DC = ("B200", "B300", "GB200", "GB300")
@@ -258,3 +258,21 @@ def test_names_people_use_for_the_added_devices():
     gb = load_hardware("GB200-NVL72")
     assert gb.name == "GB200" and gb.alias_note == "'GB200-NVL72' means GB200"
     assert load_hardware("gb300-nvl72").name == "GB300" and load_hardware("b300").name == "B300"
+
+
+@pytest.mark.parametrize(
+    ("spelt", "entry"),
+    [
+        ("GB200 NVL72", "GB200"),
+        ("gb300_nvl72", "GB300"),
+        ("RTX PRO 6000", "RTX-PRO-6000-Server"),
+        ("h100 sxm", "H100-SXM"),
+    ],
+)
+def test_spaces_and_underscores_spell_the_hyphenated_names(spelt, entry):
+    assert load_hardware(spelt).name == entry
+
+
+def test_a_spelling_that_names_nothing_still_lists_the_known_names():
+    with pytest.raises(UnknownHardwareError, match="GB200"):
+        load_hardware("GB200 NVL36")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import itertools
 import os
 import re
 import sys
@@ -153,12 +154,41 @@ def _flags_named(argv: list[str] | None, message: str) -> str:
     return re.sub(r"(?:(?<=use )|(?<=, or )|(?<=search ))[a-z]+(?= [\w.-])", flag, message)
 
 
-def _usage_message(exc: click.UsageError) -> str:
+def _flag_given_a_value(
+    message: str, command: click.Command | None, argv: list[str] | None
+) -> str | None:
+    """For click's "unexpected extra argument (72)" where the word before ``72`` is an on/off
+    flag of the command (``--dp-attention 72``): the flag's own words, or None."""
+    extra = re.match(r"Got unexpected extra arguments? \((.+)\)$", message)
+    if not extra or command is None:
+        return None
+    words = [str(w) for w in (sys.argv[1:] if argv is None else argv)]
+    flags = {
+        opt
+        for p in command.params
+        if isinstance(p, click.Option) and p.is_flag
+        for opt in (*p.opts, *p.secondary_opts)
+    }
+    first = extra.group(1).split()[0]
+    for before, word in itertools.pairwise(words):
+        if word == first and before in flags:
+            return (
+                f"{before} is an on/off flag and takes no value: drop {word!r} "
+                f"(write {before} alone)"
+            )
+    return None
+
+
+def _usage_message(exc: click.UsageError, argv: list[str] | None = None) -> str:
     """The error's message; an unknown option that names one of the command's formats
-    (``--json``) is pointed at ``--format json`` rather than at click's closest spelling."""
+    (``--json``) is pointed at ``--format json`` rather than at click's closest spelling, and
+    a value given to an on/off flag (``--dp-attention 72``) is said as that."""
     message = _one_line(exc.format_message())
     name = getattr(exc, "option_name", None)
     command = exc.ctx.command if exc.ctx else None
+    flagged = _flag_given_a_value(message, command, argv)
+    if flagged:
+        return flagged
     if not isinstance(exc, click.NoSuchOption) or not name or command is None:
         return message
     wanted = str(name).lstrip("-").lower()
@@ -187,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except click.UsageError as exc:
         command = exc.ctx.command_path if exc.ctx else "mlacalc"
-        message = _usage_message(exc)
+        message = _usage_message(exc, argv)
         click.echo(f"mlacalc: error: {message} (see '{command} --help')", err=True)
         return 2
     except click.exceptions.Exit as exc:

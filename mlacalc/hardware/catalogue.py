@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from difflib import get_close_matches
 from itertools import pairwise
@@ -743,6 +744,11 @@ def load_hardware(name_or_path: str | os.PathLike | HardwareSpec) -> HardwareSpe
     text = os.fspath(name_or_path).strip()
     known = {n.lower(): n for n in shipped_hardware()}
     key = text.lower()
+    if key not in known and not key.startswith("measured:") and not Path(text).suffix:
+        # "GB200 NVL72", "h100_sxm" and "rtx pro 6000" name entries spelt with hyphens
+        spelt = re.sub(r"[\s_]+", "-", key)
+        if spelt in known or spelt in ALIASES:
+            key = spelt
     if key in known:
         path = _catalogue_dir() / f"{known[key]}.yaml"
         return _load_yaml(path)
