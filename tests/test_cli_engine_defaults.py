@@ -122,13 +122,22 @@ def test_search_plan_command_carries_the_engine(run):
     doc = json.loads(run(*args)[0])
     cmd = doc["plan_command"]
     assert "--engine vllm --engine-defaults none --max-running 1024 --max-tokens 8192" in cmd
-    assert cmd.endswith("--no-overlap-schedule")
+    # vLLM's overlap scheduling is off, but with no host time it changes nothing: the command
+    # leaves the flag out, so plan has nothing to warn of (it printed "changes nothing here")
+    assert "overlap" not in cmd
     words = shlex.split(cmd)[1:]  # without "mlacalc"
     p = json.loads(run(*words, "--format", "json")[0])
     assert p["scheduler_defaults"] is None
+    assert not [w for w in p["warnings"] if "overlap scheduling" in w]
     b = doc["best"]
     assert p["tpot_s"] == pytest.approx(b["tpot_s"], rel=1e-6)
     assert p["ttft_s"] == pytest.approx(b["ttft_s"], rel=1e-6)
+    # with host time to hide, the off switch times the step and the command carries it
+    hosted = json.loads(run(*args, "--host-step-ms", 2)[0])
+    cmd = hosted["plan_command"]
+    assert cmd.endswith("--host-step-ms 2.0 --no-overlap-schedule")
+    p = json.loads(run(*shlex.split(cmd)[1:], "--format", "json")[0])
+    assert p["tpot_s"] == pytest.approx(hosted["best"]["tpot_s"], rel=1e-6)
 
 
 def test_a_disaggregated_plan_says_it_chunks_no_prompt(run):

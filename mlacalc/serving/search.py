@@ -1532,6 +1532,8 @@ def _finished(req: SearchRequest, stand_ins: list[dict[str, Any]], **fields: Any
         "max_tokens": req.max_tokens,
         "host_step_s": sched.host_step_s if sched is not None else 0.0,
         "overlap_schedule": sched.overlap if sched is not None else True,
+        # no host work for overlap to hide: its flag changes nothing and plan would warn so
+        "host_idle": sched is None or sched.idle,
     }
     engine, profile = req.named
     named = None if profile is None else profile if isinstance(profile, str) else result.profile

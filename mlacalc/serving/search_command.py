@@ -248,6 +248,8 @@ def scheduler_words(serving_engine: str | None, values: dict[str, Any]) -> str:
         words.append(f"--max-tokens {values['max_tokens']}")
     if values["host_step_s"]:
         words.append(f"--host-step-ms {values['host_step_s'] * 1e3!r}")
-    if not values["overlap_schedule"]:
+    # overlap with no host work to hide changes nothing, and plan would warn that it does not
+    idle = values.get("host_idle", not values["host_step_s"])
+    if not values["overlap_schedule"] and not idle:
         words.append("--no-overlap-schedule")
     return "".join(f" {w}" for w in words)
