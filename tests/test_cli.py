@@ -530,6 +530,21 @@ def test_import_hf(run, tmp_path):
             "--dp-attention is an on/off flag and takes no value: drop '8'",
         ),
         (["plan", "deepseek-v3", "-H", "H200", "extra"], "unexpected extra argument (extra)"),
+        # a model field written as an option points at --set (was click's bare "No such option")
+        (
+            ["plan", "llama-3-70b", "-H", "H100", "--kv-lora-rank", "512"],
+            "kv_lora_rank is a field of the model's config; change it with '--set kv_lora_rank=",
+        ),
+        (["report", "deepseek-v3", "--hidden-size", "8"], "'--set hidden_size=VALUE'"),
+        # a latent rank on a GQA model points at convert (was 1,300 characters of five fields)
+        (
+            ["report", "llama-3-70b", "--set", "kv_lora_rank=512"],
+            "llama-3-70b is GQA, and a latent rank alone does not make it MLA",
+        ),
+        (
+            ["plan", "llama-3-70b", "-H", "H100", "--set", "kv_lora_rank=512"],
+            "'mlacalc convert llama-3-70b --kv-lora-rank 512 --save llama-3-70b-mla.yaml'",
+        ),
         # a GB200 system's name with a space is the GB200 entry; one that names nothing lists
         (["plan", "deepseek-v3", "-H", "GB200 NVL36"], "unknown hardware 'GB200 NVL36'"),
     ],

@@ -28,6 +28,7 @@ import warnings
 
 import click
 
+from mlacalc.models.schema import SPECS
 from mlacalc.words.errors import MlacalcError, MlacalcWarning
 
 __all__ = ["COMMANDS", "TRAINING", "cli", "main"]
@@ -191,6 +192,18 @@ def _usage_message(exc: click.UsageError, argv: list[str] | None = None) -> str:
         return flagged
     if not isinstance(exc, click.NoSuchOption) or not name or command is None:
         return message
+    field = str(name).lstrip("-").replace("-", "_")
+    has_set = any("--set" in getattr(p, "opts", ()) for p in command.params)
+    if field in SPECS and field not in ("name", "source") and has_set:
+        # a model field written as an option (plan --kv-lora-rank 512): --set changes it
+        return (
+            f"No such option {name!r}: {field} is a field of the model's config; change it "
+            f"with '--set {field}=VALUE' (a model without MLA takes a kv_lora_rank through "
+            "'mlacalc convert')"
+            if field in ("kv_lora_rank", "q_lora_rank")
+            else f"No such option {name!r}: {field} is a field of the model's config; change "
+            f"it with '--set {field}=VALUE'"
+        )
     wanted = str(name).lstrip("-").lower()
     for param in command.params:
         choices = getattr(param.type, "choices", ())

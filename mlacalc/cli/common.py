@@ -8,6 +8,7 @@ import re
 import sys
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, ClassVar
 
 import click
@@ -429,6 +430,9 @@ def load(
                 warnings.simplefilter("ignore", MlacalcWarning)
                 m = m.with_changes(**changes)
         except MlacalcError as exc:
+            latent = _latent_on_a_non_mla_model(name, m, changes)
+            if latent:
+                raise click.BadParameter(latent[1], param_hint=latent[0]) from None
             hint, message = set_error(exc, changes)
             raise click.BadParameter(message, param_hint=hint) from None
     # valid (transformers builds them), but a typo in a count leaves a declared part without
@@ -440,6 +444,27 @@ def load(
     if unread:
         warn(unread)
     return m
+
+
+def _latent_on_a_non_mla_model(
+    name: str, m: Any, changes: dict[str, Any]
+) -> tuple[str, str] | None:
+    """``--set kv_lora_rank=N`` on a model without MLA, which the model refuses for the five
+    fields MLA needs besides: one sentence pointing at ``convert`` (a trial got a line of 1,300
+    characters listing each field, and no word of the command that does the conversion)."""
+    rank = changes.get("kv_lora_rank")
+    if type(rank) is not int or rank <= 0 or getattr(m, "kv_lora_rank", None) is not None:
+        return None  # a bad rank is said as the model says it
+    typed = getattr(changes, "typed", {}).get("kv_lora_rank", rank)
+    return (
+        f"--set kv_lora_rank={typed}",
+        f"{name} is {str(m.variant).upper()}, and a latent rank alone does not make it MLA "
+        "(MLA also takes qk_nope_head_dim, qk_rope_head_dim, v_head_dim, no head_dim and as "
+        "many KV heads as query heads); convert it with 'mlacalc convert "
+        f"{name} --kv-lora-rank {typed} --save {Path(name).stem}-mla.yaml' and pass that file, "
+        f"or compare the designs with 'mlacalc compare {name} --as-variants --kv-lora-rank "
+        f"{typed}'",
+    )
 
 
 def set_error(exc: MlacalcError, changes: dict[str, Any]) -> tuple[str, str]:
