@@ -71,16 +71,17 @@ def test_rank_sweep_and_cli_ranks(run):
     assert rows[1].decode_s < rows[0].decode_s  # a 5x smaller cache reads faster
     assert all(r.prefill_s > 0 for r in rows)
     out, _ = run("convert", "llama-3-8b", "--hw", "H100", "--ranks", "256,1984", "-s", "2k")
-    assert "Ranks on H100" in out and "decode step time (H100)" in out
+    assert "Ranks on H100" in out and "decode step time (MLA absorbed; H100)" in out
     # the title names the source's row as the row reads (it said "rank 0", the row "source")
-    assert "Ranks on H100 (first row: the source model)" in out and "│ source " in out
+    assert "Ranks on H100, TensorRT-LLM (first row: the source model)" in out
+    assert "│ source " in out
 
 
 def test_cli_says_when_one_gpu_does_not_hold_the_model(run):
     # before: 'decode step time (H100) 83.55 ms -> 62.98 ms' with 141 GB of weights and 80 GiB
     # of cache on one 80 GB card, without a word
     out, err = run("convert", "llama-3-70b", "--kv-lora-rank", "512", "--hw", "H100", "-b", 8)
-    assert "decode step time (H100)" in out
+    assert "decode step time (MLA absorbed; H100)" in out
     assert err.startswith(
         "mlacalc: warning: neither the source (131.42 GiB of weights + 80.00 GiB of cache = "
         "211.42 GiB) nor the converted (135.87 GiB of weights + 22.50 GiB of cache"
@@ -98,9 +99,10 @@ def test_cli_says_when_one_gpu_does_not_hold_the_model(run):
 
 def test_query_rank_past_d_model_gets_a_note(run):
     # before: `--q-lora-rank 100000` on an 8,192-wide model passed without a word (the
-    # parameters went 70.55 G -> 198.22 G); a too-large --kv-lora-rank already had a note
-    out, _ = run("convert", "llama-3-70b", "--q-lora-rank", "100000")
-    assert "query rank 100,000 is not below min(d_model 8,192, query width 12,288 = 64 heads" in out
+    # parameters went 70.55 G -> 198.22 G); then a note under the last table; now the CLI
+    # refuses a rank past the hidden size (tests/test_convert_trial_fixes.py) and notes one at it
+    out, _ = run("convert", "llama-3-70b", "--q-lora-rank", "8192")
+    assert "query rank 8,192 is not below min(d_model 8,192, query width 12,288 = 64 heads" in out
     c = convert("llama-3-70b", keep_q_full=False, q_lora_rank=8192)
     plain = mlacalc.param_counts(convert("llama-3-70b").model).attention_per_layer
     added = mlacalc.param_counts(c.model).attention_per_layer - plain
@@ -294,7 +296,7 @@ def test_conversion_cost_mutations(kwargs, field):
 def test_sweep_mutations():
     with pytest.raises(MlacalcError, match=r"^ranks: is empty"):
         rank_sweep("llama-3-8b", [])
-    with pytest.raises(MlacalcError, match=r"^kv_lora_rank: "):
+    with pytest.raises(MlacalcError, match=r"^ranks: "):  # the sweep's own field (round 24)
         rank_sweep("llama-3-8b", [0])
     with pytest.raises(MlacalcError, match=r"hardware|H1000"):
         rank_sweep("llama-3-8b", [64], "H1000")

@@ -14,6 +14,7 @@ from mlacalc.cli.common import (
     emit,
     format_option,
     load,
+    serving_engine_option,
     set_option,
     size_list,
     size_text,
@@ -36,6 +37,11 @@ from mlacalc.models.convert import (
 from mlacalc.render import human_bytes, human_seconds, human_si, model_yaml
 from mlacalc.timemodel.mla_geometry import mla_geometry_note
 from mlacalc.words import defaults as D
+from mlacalc.words.engines import ENGINE_LABELS
+
+#: How a step row names the MLA implementation it was timed in (convert_sweep.IMPL_WORDS, kept
+#: here too: the sweep's module loads the time model, which the counts alone do not need)
+_IMPL_WORDS = {"naive": "expanded", "compressed": "compressed", "absorbed": "absorbed"}
 
 
 def _side_by_side(cc, t: dict) -> list[list]:
@@ -81,18 +87,37 @@ def _side_by_side(cc, t: dict) -> list[list]:
     for phase in ("decode", "prefill"):
         if phase in t:
             a, b = t[phase]
-            numbers.append((f"{phase} step time ({t['hardware']})", a, b, human_seconds))
+            numbers.append((_step_label(phase, t, published is not None), a, b, human_seconds))
     rows = [[*r, ""] for r in text]
     for label, a, b, fmt in numbers:
         rows.append([label, fmt(a), fmt(b), f"{b / a:.3g}x" if a else ""])
     return rows
 
 
+def _step_label(phase: str, t: dict, shared: bool) -> str:
+    """A step time's row: the phase, the MLA implementation the converted model's step was
+    timed in (a prompt expanded, decode absorbed as asked) and, for MHA2MLA, that the
+    shared-RoPE form is timed; the device."""
+    how = _IMPL_WORDS.get(t["impl"][phase], t["impl"][phase])
+    form = ", shared-RoPE form" if shared else ""
+    return f"{phase} step time (MLA {how}{form}; {t['hardware']})"
+
+
+def _choice(values) -> click.Choice:
+    """A choice of the paper's spellings in any case (``TransMLA``, ``Joint``), given to the
+    command in its canonical lower case."""
+    return click.Choice(list(values), case_sensitive=False)
+
+
+#: What an option that needs --hardware does (said when it is given without one)
+_NEEDS_DEVICE = {"--ranks": "times each rank", "--engine": "names whose kernels time the steps"}
+
+
 @click.command("convert")
 @click.argument("model")
 @click.option(
     "--method",
-    type=click.Choice(list(CONVERSION_METHODS)),
+    type=_choice(CONVERSION_METHODS),
     default="transmla",
     show_default=True,
     help="TransMLA (GQA: replicate the keys, factor) or MHA2MLA (partial RoPE, SVD).",
@@ -111,14 +136,14 @@ def _side_by_side(cc, t: dict) -> list[list]:
 )
 @click.option(
     "--svd",
-    type=click.Choice(list(SVD_MODES)),
+    type=_choice(SVD_MODES),
     default="joint",
     show_default=True,
     help="One latent for keys and values, or half each.",
 )
 @click.option(
     "--rope-strategy",
-    type=click.Choice(list(ROPE_STRATEGIES)),
+    type=_choice(ROPE_STRATEGIES),
     default=None,
     help="MHA2MLA's partial-RoPE choice (changes no count; default 2-norm).",
 )
@@ -137,7 +162,7 @@ def _side_by_side(cc, t: dict) -> list[list]:
 )
 @click.option(
     "--impl",
-    type=click.Choice(list(CONVERTED_IMPLS)),
+    type=_choice(CONVERTED_IMPLS),
     default="absorbed",
     show_default=True,
     help="MLA implementation of the converted model's decode.",
@@ -151,8 +176,12 @@ def _side_by_side(cc, t: dict) -> list[list]:
     help="Time a decode and a prefill step of each model on this device (one GPU).",
 )
 @click.option(
-    "--ranks", default=None, help="Sweep these latent ranks (e.g. 256,512,1k) on --hardware."
+    "--ranks",
+    default=None,
+    help="Sweep these latent ranks (e.g. 256,512,1k) on --hardware (a rank given twice is "
+    "timed once).",
 )
+@serving_engine_option
 @click.option(
     "--save",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -175,6 +204,7 @@ def command(
     impl,
     hardware,
     ranks,
+    engine,
     save,
     sets,
     fmt,
@@ -186,6 +216,7 @@ def command(
       mlacalc convert llama-3-70b --method transmla --kv-lora-rank 512
       mlacalc convert qwen2.5-72b --kv-lora-rank 512 --hardware H100 --ranks 256,512,1k,1984
       mlacalc convert llama-2-7b --method mha2mla --svd split --kv-lora-rank 256 --save m.yaml
+      mlacalc convert llama-3-70b --kv-lora-rank 512 --hardware H100 --engine vllm --kv-dtype fp8
     """
     src = load(model, changes=sets)
     c = convert(
@@ -199,38 +230,19 @@ def command(
         rope_strategy=rope_strategy,
     )
     cc = conversion_cost(c, "decode", seq_len, batch, impl=impl, kv_dtype=kv_dtype)
+    for option, given in (("--ranks", ranks), ("--engine", engine)):
+        if given is not None and hardware is None:
+            raise click.BadParameter(
+                f"{option} {_NEEDS_DEVICE[option]}: name a device with --hardware",
+                param_hint=option,
+            )
+    swept = _swept_ranks(size_list(ranks, "--ranks"))
+    _refuse_ranks(c, q_lora_rank, swept)
     times: dict = {}
     sweep = []
-    if ranks is not None and hardware is None:
-        raise click.BadParameter(
-            "--ranks times each rank: name a device with --hardware", param_hint="--ranks"
-        )
+    fit = ""
     if hardware is not None:
-        # deferred: the time model loads numpy and the profiles; the counts alone stay light
-        from mlacalc.serving.convert_sweep import fit_warning, rank_sweep, step_seconds
-
-        times["hardware"] = hardware
-        fit = fit_warning({"source": src, "converted": c.model}, hardware, seq_len, batch, kv_dtype)
-        for phase in ("decode", "prefill"):
-            times[phase] = (
-                step_seconds(src, hardware, phase, seq_len, batch, None),
-                step_seconds(
-                    c.model, hardware, phase, seq_len, batch, impl if phase == "decode" else None
-                ),
-            )
-        if ranks is not None:
-            sweep = rank_sweep(
-                src,
-                size_list(ranks, "--ranks"),
-                hardware,
-                method,
-                svd,
-                rope_dim,
-                seq_len,
-                batch,
-                impl,
-                kv_dtype,
-            )
+        times, sweep, fit = _timed(src, c, hardware, engine, swept, impl, seq_len, batch, kv_dtype)
     if save is not None:
         head = f"# Converted to MLA by mlacalc convert {model} ({method}, {svd} SVD)\n"
         if c.published_cache_elements is not None:
@@ -263,7 +275,8 @@ def command(
     def sections():
         out = [
             Section(
-                f"{src.label} -> MLA at seq_len {seq_len:,} x batch {batch:,} (KV {kv_dtype})",
+                f"{src.label} -> MLA at seq_len {seq_len:,} x batch {batch:,} (KV {kv_dtype})"
+                + (f", {ENGINE_LABELS[times['engine']]}" if times else ""),
                 ["", "source", "converted", "ratio"],
                 _side_by_side(cc, times),
                 note=(
@@ -273,7 +286,8 @@ def command(
                     f"published, {c.equivalence_rank:,} in the shared-RoPE form"
                 )
                 + f"; full rank of the position-free K and V projections {c.full_rank:,}\n"
-                + "\n".join(f"- {n}" for n in reading_notes(cc)),
+                + "\n".join(f"- {n}" for n in reading_notes(cc))
+                + _times_words(times),
             ),
             Section(
                 f"Attention FLOPs, all layers (prefill of {seq_len:,} tokens, causal; decode at "
@@ -300,7 +314,7 @@ def command(
             ),
         ]
         if sweep:
-            out.append(_rank_section(sweep, hardware))
+            out.append(_rank_section(sweep, times))
         if save is not None:
             out[-1].note += f"; converted model written to {save}"
         return out
@@ -313,13 +327,134 @@ def command(
     check_context(src, seq_len)
 
 
+def _timed(src, c, hardware, engine, swept, impl, seq_len, batch, kv_dtype) -> tuple:
+    """The step times of the source and the converted model on one ``hardware`` under
+    ``engine`` (None: the device's default), each step's implementation, how they were
+    predicted (plan's route and words), the rank sweep's rows (``swept``: None, no sweep) and
+    the warning where one GPU holds neither."""
+    # deferred: the time model loads numpy and the profiles; the counts alone stay light
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.serving.convert_sweep import fit_warning, rank_sweep, step_prediction, step_route
+    from mlacalc.words.engines import check_engine
+
+    hw = load_hardware(hardware)
+    name = check_engine(engine, hw=hw)
+    route, profile, calibration = step_route(c.model, hw, seq_len, batch, impl, kv_dtype, name)
+    times: dict = {"hardware": hardware, "engine": name, "impl": {}}
+    for phase in ("decode", "prefill"):
+        asked = impl if phase == "decode" else None
+        pair = [
+            step_prediction(m, hw, phase, seq_len, batch, i, kv_dtype, name)
+            for m, i in ((src, None), (c.model, asked))
+        ]
+        times[phase] = (pair[0].seconds, pair[1].seconds)
+        times["impl"][phase] = pair[1].impl
+    times |= {
+        "profile": profile,
+        "calibration": calibration,
+        # plan's words for an engine not named: the device's default
+        "engine_named": engine is not None,
+        "route": route,
+    }
+    sweep = []
+    if swept is not None:
+        sweep = rank_sweep(
+            src, swept, hw, c.method, c.svd, c.rope_dim, seq_len, batch, impl, kv_dtype, name
+        )
+    fit = fit_warning({"source": src, "converted": c.model}, hardware, seq_len, batch, kv_dtype)
+    return times, sweep, fit
+
+
+def _times_words(times: dict) -> str:
+    """Under the first table, where its times come from and the error to expect: plan's
+    provenance line (:func:`~mlacalc.cli.plan_cmd.times_note`, one GPU) and its expected-error
+    line (the route's note); nothing where no device was named."""
+    if not times:
+        return ""
+    # deferred: plan's command module loads the serving words the counts alone do not need
+    from mlacalc.cli.plan_cmd import times_note
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.words.engines import default_engine_words
+
+    hw = load_hardware(times["hardware"])
+    default = "" if times["engine_named"] else default_engine_words(hw)
+    line = times_note(times["profile"], times["calibration"], times["engine"], default, hw, 1)
+    return f"\n{line}\n{times['route']['note']}"
+
+
+def _swept_ranks(ranks: list[int] | None) -> list[int] | None:
+    """``--ranks`` with a rank given twice kept once, where it was first given, said on
+    stderr (trial: ``--ranks 512,512`` printed the row twice)."""
+    if ranks is None:
+        return None
+    kept = list(dict.fromkeys(ranks))
+    twice = sorted({r for r in ranks if ranks.count(r) > 1})
+    if twice:
+        warn(
+            f"--ranks gives {', '.join(f'{r:,}' for r in twice)} more than once: each rank "
+            "is timed once"
+        )
+    return kept
+
+
+def _refuse_ranks(c, q_lora_rank: int | None, swept: list[int] | None) -> None:
+    """A latent rank above the hidden size refused, naming its option (``--ranks`` where the
+    sweep gave it) and the largest rank that holds anything: the full rank of the
+    position-free keys and values (the query's: of W_Q). A latent is projected from the
+    hidden state: past its width no dimension can carry anything (trial: --kv-lora-rank
+    100000 printed a 268 G model under a warning)."""
+    d = c.source.hidden_size
+    given = [("--kv-lora-rank", c.kv_lora_rank)] + [("--ranks", r) for r in swept or ()]
+    for option, rank in given:
+        if rank > d:
+            raise click.BadParameter(
+                f"{rank:,} is above the hidden size {d:,} the latent is projected from: give "
+                f"{c.full_rank:,} or less (the full rank of the position-free key and value "
+                "projections; past it a rank adds cache and nothing else)",
+                param_hint=option,
+            )
+    if q_lora_rank is not None and q_lora_rank > d:
+        raise click.BadParameter(
+            f"{q_lora_rank:,} is above the hidden size {d:,} the query latent is projected "
+            f"from: give {q_full_rank(c):,} or less (the full rank of W_Q; below it the latent "
+            "compresses the query)",
+            param_hint="--q-lora-rank",
+        )
+
+
+def q_full_rank(c) -> int:
+    """The full rank of the converted model's W_Q: min(d_model, the query width, its heads
+    times each head's width, TransMLA's carrying the RoPE part beside d_h)."""
+    m = c.model
+    return min(
+        c.source.hidden_size, m.num_attention_heads * (m.qk_nope_head_dim + m.qk_rope_head_dim)
+    )
+
+
 def _warn_rank(c, cc, document: dict) -> dict:
-    """``document``, after :func:`rank_warning` is said on stderr and first in its warnings."""
-    above = rank_warning(c, cc)
-    if above:
+    """``document``, after :func:`rank_warning` and :func:`q_rank_warning` are said on stderr
+    and first in its warnings."""
+    said = [w for w in (rank_warning(c, cc), q_rank_warning(c)) if w]
+    for above in reversed(said):
         document.setdefault("warnings", []).insert(0, above)
+    for above in said:
         warn(above)
     return document
+
+
+def q_rank_warning(c) -> str:
+    """A query rank not below the full rank of W_Q (up to the hidden size; above it is
+    refused), said on stderr: the query latent compresses nothing (trial: --q-lora-rank
+    100000 was only a note under the last table); empty below it or with the query whole."""
+    q = c.q_lora_rank
+    if q is None or q < q_full_rank(c):
+        return ""
+    return (
+        f"--q-lora-rank {q:,} is not below the full rank {q_full_rank(c):,} of the query "
+        "projection W_Q: the query latent compresses nothing and only adds weights (the "
+        f"'What changed' notes count them); give --q-lora-rank {q_full_rank(c) - 1:,} or less "
+        "to compress the query"
+    )
 
 
 def rank_warning(c, cc) -> str:
@@ -353,9 +488,12 @@ def rank_warning(c, cc) -> str:
     )
 
 
-def _rank_section(sweep, hardware) -> Section:
-    """The rank sweep's table: each rank's cache, parameters, FLOPs and step times on
-    ``hardware`` (first row: the source model)."""
+def _rank_section(sweep, times: dict) -> Section:
+    """The rank sweep's table: each rank's cache, parameters, FLOPs and step times on the
+    device under the engine of ``times`` (first row: the source model); the step columns name
+    the MLA implementation the converted rows were timed in (MHA2MLA: the shared-RoPE form)."""
+    conv = sweep[1:]
+    form = ", shared-RoPE form" if conv and conv[0].published_cache_bytes_per_token else ""
     # MHA2MLA: its published cache first, then the shared-RoPE form the rest counts
     both = any(r.published_cache_bytes_per_token is not None for r in sweep)
     caches = (
@@ -364,7 +502,8 @@ def _rank_section(sweep, hardware) -> Section:
         else ["cache / token"]
     )
     return Section(
-        f"Ranks on {hardware} (first row: the source model)",
+        f"Ranks on {times['hardware']}, {ENGINE_LABELS[times['engine']]} (first row: the "
+        "source model)",
         [
             "d_c",
             *caches,
@@ -389,4 +528,12 @@ def _rank_section(sweep, hardware) -> Section:
             ]
             for r in sweep
         ],
+        note=f"converted rows: decode timed in MLA {_impls(conv, 'decode_impl')}, prefill in "
+        f"MLA {_impls(conv, 'prefill_impl')}{form}",
     )
+
+
+def _impls(rows, field: str) -> str:
+    """The implementation(s) the sweep's converted rows were timed in, in words."""
+    said = dict.fromkeys(_IMPL_WORDS.get(getattr(r, field), getattr(r, field)) for r in rows)
+    return " / ".join(said)

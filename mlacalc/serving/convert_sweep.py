@@ -6,7 +6,10 @@ predicted time of a decode step and of a prefill on a device (the whole model's 
 timed by the calibrated kernel model, :func:`mlacalc.timemodel.predict.predict_time` with
 ``scope="model"``), beside the source model's at the same step. Step times are for one GPU
 holding the whole model (what ``predict_time`` times); a deployment over several GPUs is the
-planner's (``mlacalc plan`` with the converted model).
+planner's (``mlacalc plan`` with the converted model). Each time is the named serving engine's
+kernels (``engine``; None: the device's default, :func:`~mlacalc.words.engines.default_engine`)
+with the cache in ``kv_dtype``; :func:`step_route` says how they were predicted and the error
+to expect, in the words ``mlacalc plan`` uses.
 """
 
 from __future__ import annotations
@@ -20,11 +23,25 @@ from mlacalc.cost.params import weight_bytes
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.models.convert import convert
 from mlacalc.models.loading import ModelConfig, model_argument
-from mlacalc.timemodel.predict import predict_time
+from mlacalc.timemodel.predict import Prediction, predict_time
 from mlacalc.words import arguments as args
+from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.units import human_bytes
 
-__all__ = ["RankRow", "fit_warning", "rank_sweep", "step_seconds"]
+__all__ = [
+    "IMPL_WORDS",
+    "RankRow",
+    "fit_warning",
+    "rank_sweep",
+    "step_prediction",
+    "step_route",
+    "step_seconds",
+]
+
+#: How an output names the MLA implementation a converted model's step was timed in (the
+#: prediction's ``impl``): ``naive`` is the expanded per-head keys and values, what a prompt
+#: runs over the latent cache
+IMPL_WORDS = {"naive": "expanded", "compressed": "compressed", "absorbed": "absorbed"}
 
 
 @dataclass(frozen=True)
@@ -41,20 +58,122 @@ class RankRow:
     #: MHA2MLA as published (every KV head's RoPE part cached); ``cache_bytes_per_token`` is
     #: then the shared-RoPE form's (None: no other form; the source row)
     published_cache_bytes_per_token: int | None = None
+    #: the implementation each step was timed in (the prediction's ``impl``: ``absorbed``,
+    #: ``naive`` for expanded heads; ``standard`` for the source's attention)
+    decode_impl: str = ""
+    prefill_impl: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
-def step_seconds(
-    model: ModelConfig, hardware: Any, phase: str, seq_len: int, batch: int, impl: str | None
-) -> float:
-    """The predicted time of one forward step of the whole model (decode: one token per
-    sequence at ``seq_len`` keys; prefill: ``seq_len`` causal tokens per sequence)."""
+def step_prediction(
+    model: ModelConfig,
+    hardware: Any,
+    phase: str,
+    seq_len: int,
+    batch: int,
+    impl: str | None,
+    kv_dtype: str | None = None,
+    engine: str | None = None,
+) -> Prediction:
+    """The prediction of one forward step of the whole model (decode: one token per sequence
+    at ``seq_len`` keys; prefill: ``seq_len`` causal tokens per sequence), its cache in
+    ``kv_dtype`` (None: bf16), timed as ``engine``'s kernels (None: the device's default)."""
     causal = phase == "prefill"
     return predict_time(
-        model, hardware, phase, seq_len, batch, impl=impl, scope="model", causal=causal
-    ).seconds
+        model,
+        hardware,
+        phase,
+        seq_len,
+        batch,
+        impl=impl,
+        scope="model",
+        causal=causal,
+        kv_dtype=kv_dtype,
+        engine=engine,
+    )
+
+
+def step_seconds(
+    model: ModelConfig,
+    hardware: Any,
+    phase: str,
+    seq_len: int,
+    batch: int,
+    impl: str | None,
+    kv_dtype: str | None = None,
+    engine: str | None = None,
+) -> float:
+    """:func:`step_prediction`'s time in seconds.
+
+    Examples
+    --------
+    >>> from mlacalc.models.convert import convert
+    >>> m = convert("llama-3-8b", kv_lora_rank=512).model
+    >>> bf16 = step_seconds(m, "H100", "decode", 32768, 8, "absorbed")
+    >>> step_seconds(m, "H100", "decode", 32768, 8, "absorbed", kv_dtype="fp8") < bf16
+    True
+    """
+    return step_prediction(model, hardware, phase, seq_len, batch, impl, kv_dtype, engine).seconds
+
+
+def step_route(
+    model: ModelConfig,
+    hardware: Any,
+    seq_len: int,
+    batch: int,
+    impl: str | None = None,
+    kv_dtype: str | None = None,
+    engine: str | None = None,
+) -> tuple[dict[str, Any], str, str]:
+    """How ``model``'s decode step on one ``hardware`` under ``engine`` (None: the device's
+    default) is predicted, as ``mlacalc plan`` says it: the route
+    (:func:`~mlacalc.serving.provenance.prediction_route`, with the share of the step another
+    engine's fits time: :func:`~mlacalc.serving.provenance.with_stand_ins`; its ``note`` is
+    plan's expected-error line), the profile's name and the calibration in words (plan's
+    ``calibration``: :func:`~mlacalc.serving.provenance.calibration_of` of the step's kernels,
+    and what stood in for the engine)."""
+    # deferred: provenance loads the serving words and the README's error tables
+    from mlacalc.cost.model_step import step_kernels
+    from mlacalc.serving.provenance import (
+        calibration_of,
+        engine_profile_of,
+        prediction_route,
+        stand_in_parts,
+        with_stand_ins,
+    )
+
+    hw = load_hardware(hardware)
+    prof, name, note = engine_profile_of(None, engine, hw)
+    p = step_prediction(model, hw, "decode", seq_len, batch, impl, kv_dtype, name)
+    # the step's kernels as predict_time timed them (an element-wise kernel that moves nothing
+    # runs none), each with its time, as plan's step breakdown gives them
+    kernels = [
+        k
+        for k in step_kernels(
+            model,
+            "decode",
+            seq_len,
+            batch,
+            None,
+            impl,
+            False,
+            None,
+            kv_dtype or "bf16",
+            scope="model",
+            engine=prof.engine,
+        )
+        if k.kind != "elementwise" or k.bytes
+    ]
+    if [k.name for k in kernels] != [o.name for o in p.ops]:
+        raise AssertionError("step_route: the step's kernels are not the prediction's")
+    timed = [k.to_dict() | {"seconds": o.seconds} for k, o in zip(kernels, p.ops)]
+    route = with_stand_ins(
+        prediction_route(prof, hw, name, note, model), stand_in_parts(prof, hw, timed)
+    )
+    _, how = calibration_of(prof, hw, timed)
+    return route, prof.name, how + note
 
 
 def fit_warning(
@@ -115,11 +234,16 @@ def rank_sweep(
     batch: int = 1,
     impl: str = "absorbed",
     kv_dtype: str = "bf16",
+    engine: str | None = None,
 ) -> list[RankRow]:
-    """The source model and its conversion at each rank of ``ranks``, one row each.
+    """The source model and its conversion at each rank of ``ranks``, one row each (a rank
+    given twice is timed once, where it was first given).
 
     Decode uses ``impl`` (``absorbed`` by default, what MLA serving runs); prefill the
-    implementation mlacalc picks for prefill (expanded heads).
+    implementation the engine runs a prompt in (expanded heads; vLLM's short prompts absorbed:
+    each row's ``prefill_impl`` says which). Every step time is ``engine``'s kernels (None:
+    the device's default) reading the cache in ``kv_dtype``. A rank that cannot be converted
+    is refused naming ``ranks``.
 
     Examples
     --------
@@ -128,7 +252,21 @@ def rank_sweep(
     [131072, 20480, 36864]
     """
     m = model_argument(model)
-    ranks = args.one_or_many("ranks", ranks, what="ranks")
+    ranks = list(dict.fromkeys(args.one_or_many("ranks", ranks, what="ranks")))
+    convs = []
+    for rank in ranks:
+        try:
+            convs.append(convert(m, method=method, kv_lora_rank=rank, rope_dim=rope_dim, svd=svd))
+        except InvalidArgumentError as exc:
+            if exc.argument != "kv_lora_rank":
+                raise
+            raise InvalidArgumentError("ranks", exc.message) from None
+
+    def timed(model: ModelConfig, phase: str, decode_impl: str | None) -> Prediction:
+        impl_of = decode_impl if phase == "decode" else None
+        return step_prediction(model, hardware, phase, seq_len, batch, impl_of, kv_dtype, engine)
+
+    src_decode, src_prefill = timed(m, "decode", None), timed(m, "prefill", None)
     rows = [
         RankRow(
             rank=0,
@@ -138,13 +276,15 @@ def rank_sweep(
             ).source_cache_bytes_per_token,
             params=conversion_cost(convert(m, method=method, rope_dim=rope_dim)).source_params,
             decode_attention_flops=attention_flops(m, "decode", seq_len, batch),
-            decode_s=step_seconds(m, hardware, "decode", seq_len, batch, None),
-            prefill_s=step_seconds(m, hardware, "prefill", seq_len, batch, None),
+            decode_s=src_decode.seconds,
+            prefill_s=src_prefill.seconds,
+            decode_impl=src_decode.impl,
+            prefill_impl=src_prefill.impl,
         )
     ]
-    for rank in ranks:
-        c = convert(m, method=method, kv_lora_rank=rank, rope_dim=rope_dim, svd=svd)
+    for c in convs:
         cc = conversion_cost(c, "decode", seq_len, batch, impl=impl, kv_dtype=kv_dtype)
+        decode, prefill = timed(c.model, "decode", impl), timed(c.model, "prefill", impl)
         rows.append(
             RankRow(
                 rank=c.kv_lora_rank,
@@ -152,9 +292,11 @@ def rank_sweep(
                 cache_bytes_per_token=cc.cache_bytes_per_token,
                 params=cc.served_params,  # as report counts the saved model
                 decode_attention_flops=cc.flops,
-                decode_s=step_seconds(c.model, hardware, "decode", seq_len, batch, impl),
-                prefill_s=step_seconds(c.model, hardware, "prefill", seq_len, batch, None),
+                decode_s=decode.seconds,
+                prefill_s=prefill.seconds,
                 published_cache_bytes_per_token=cc.published_cache_bytes_per_token,
+                decode_impl=decode.impl,
+                prefill_impl=prefill.impl,
             )
         )
     return rows

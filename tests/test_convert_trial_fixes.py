@@ -1,0 +1,178 @@
+"""`mlacalc convert` as a team converting Llama-3 / Qwen2.5 70B-class GQA models to MLA found it
+(round 24): step times blind to --kv-dtype, no engine or route named, the prefill row's MLA
+implementation unsaid, ranks past the hidden size counted, --ranks errors named after
+--kv-lora-rank, repeated ranks timed twice, and the paper's spellings refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mlacalc.models.convert import convert
+from mlacalc.serving.convert_sweep import rank_sweep, step_route, step_seconds
+from mlacalc.serving.provenance import prediction_note
+from mlacalc.words.errors import InvalidArgumentError
+
+TIMED = ["convert", "llama-3-8b", "--kv-lora-rank", "512", "-s", "32k", "-b", "8", "--hw", "H100"]
+
+
+def _times(run, *argv) -> dict:
+    out, _ = run(*TIMED, *argv, "--format", "json")
+    return json.loads(out)["times_s"]
+
+
+def test_step_times_read_the_cache_in_kv_dtype(run):
+    # before: --kv-dtype fp8 halved the cache and printed bf16's decode time (Llama-3.3-70B at
+    # 128K x 8 on H100: 168.94 ms source, 88.75 ms converted under both)
+    bf16, fp8 = _times(run), _times(run, "--kv-dtype", "fp8")
+    assert fp8["decode"][0] < bf16["decode"][0] and fp8["decode"][1] < bf16["decode"][1]
+    rows = {
+        d: rank_sweep("llama-3-8b", [512], "H100", seq_len=32768, batch=8, kv_dtype=d)
+        for d in ("bf16", "fp8")
+    }
+    assert all(a.decode_s > b.decode_s for a, b in zip(rows["bf16"], rows["fp8"]))
+    assert rows["fp8"][1].decode_s == pytest.approx(fp8["decode"][1])
+
+
+def test_times_name_the_engine_and_its_route(run):
+    # before: no --engine, and no word of whose kernels or how far off
+    trt, vllm = _times(run), _times(run, "--engine", "vllm")
+    assert (trt["engine"], vllm["engine"]) == ("trtllm", "vllm")
+    assert vllm["decode"] != trt["decode"]  # vLLM's own fit times the step
+    route = vllm["route"]
+    assert route["engine"] == "vllm" and route["device"] == "H100-SXM"
+    assert route["note"] == prediction_note(route) and route["note"].startswith("Expected error")
+    assert vllm["profile"] == "fit-h100-sxm-vllm"
+    out, _ = run(*TIMED, "--engine", "VLLM")  # any case, as plan's
+    assert "(engine vllm; profile fit-h100-sxm-vllm:" in out
+    assert route["note"] in " ".join(out.split())
+    assert "(KV bf16), vLLM" in out
+    # an unnamed engine is the device's default, said as plan says it
+    assert "(engine trtllm, the default engine; profile default:" in run(*TIMED)[0]
+
+
+def test_amd_times_are_sglangs_name_and_say_the_route():
+    m = convert("llama-3-8b", kv_lora_rank=512).model
+    route, _, how = step_route(m, "MI300X", 4096, 1, "absorbed")
+    assert route["engine"] == "sglang" and route["engine_route"] == "stand_in"
+    assert route["expected_error"] is None and "trtllm kernels stand in for sglang" in how
+
+
+def test_amd_cli_says_the_default_and_no_measured_error(run):
+    argv = ["convert", "llama-3-8b", "--kv-lora-rank", "512", "-s", "4k", "--hw", "MI300X"]
+    text = " ".join(run(*argv)[0].split())
+    assert "engine sglang, the default on AMD (TensorRT-LLM runs on NVIDIA GPUs only)" in text
+    assert "Expected error: the kernel tables' error for this route is not measured" in text
+
+
+@pytest.mark.parametrize("bad", ["tensorrt", "trt-llm", "", "vllm,sglang", "all"])
+def test_bad_engine_is_one_line(run, bad):
+    out, err = run(*TIMED, "--engine", bad, code=2)
+    assert "--engine" in err and "trtllm" in err and err.count("\n") == 1 and not out
+
+
+def test_engine_without_a_device_is_refused(run):
+    out, err = run("convert", "llama-3-8b", "--engine", "sglang", code=2)
+    assert "Invalid value for --engine" in err and "--hardware" in err and not out
+
+
+def test_step_rows_name_the_implementation_and_form(run):
+    out, _ = run(*TIMED)
+    assert "decode step time (MLA absorbed; H100)" in out
+    assert "prefill step time (MLA expanded; H100)" in out
+    argv = ["convert", "llama-2-7b", "--method", "mha2mla", "--kv-lora-rank", "256", "-s", "4k"]
+    out, _ = run(*argv, "--hw", "H100", "--ranks", "256")
+    assert "decode step time (MLA absorbed, shared-RoPE form; H100)" in out
+    assert "prefill step time (MLA expanded, shared-RoPE form; H100)" in out
+    from mlacalc.cli.convert_cmd import _rank_section
+
+    text = " ".join(out.split())
+
+    rows = rank_sweep("llama-2-7b", [256], "H100", "mha2mla", seq_len=4096)
+    assert (rows[1].decode_impl, rows[1].prefill_impl) == ("absorbed", "naive")
+    table = _rank_section(rows, {"hardware": "H100", "engine": "trtllm"})
+    assert table.note == (
+        "converted rows: decode timed in MLA absorbed, prefill in MLA expanded, shared-RoPE form"
+    )
+    assert "decode timed in MLA absorbed, prefill in MLA expanded, shared-RoPE" in text
+
+
+def test_ranks_past_the_hidden_size_are_refused(run):
+    # before: --kv-lora-rank 100000 warned and printed a 268 G model
+    out, err = run("convert", "llama-3-70b", "--kv-lora-rank", "100000", code=2)
+    assert "Invalid value for --kv-lora-rank: 100,000 is above the hidden size 8,192" in err
+    assert "give 1,984 or less" in err and err.count("\n") == 1 and not out
+    _, err = run("convert", "llama-3-70b", "--kv-lora-rank", "8192")  # at it: a warning
+    assert "--kv-lora-rank 8,192 is above" in err
+    out, err = run(*TIMED, "--ranks", "512,5000", code=2)
+    assert "Invalid value for --ranks: 5,000 is above the hidden size 4,096" in err
+    # the query's rank likewise: past the hidden size refused, at W_Q's full rank said
+    _, err = run("convert", "llama-3-70b", "--q-lora-rank", "100000", code=2)
+    assert "Invalid value for --q-lora-rank: 100,000 is above the hidden size 8,192" in err
+    assert "give 8,192 or less" in err
+    out, err = run("convert", "llama-3-70b", "--q-lora-rank", "8192", "--format", "json")
+    assert "--q-lora-rank 8,192 is not below the full rank 8,192" in err
+    assert any("--q-lora-rank 8,192" in w for w in json.loads(out)["warnings"])
+    _, err = run("convert", "llama-3-70b", "--q-lora-rank", "8191")
+    assert err == ""
+
+
+def test_a_swept_rank_is_refused_naming_ranks(run):
+    # before: "Invalid value for --kv-lora-rank: ... 255 is odd" of a rank --ranks gave
+    argv = ["convert", "llama-3-8b", "--svd", "split", "--ranks", "255,512", "--hw", "H100"]
+    _, err = run(*argv, code=2)
+    assert "Invalid value for --ranks:" in err and "255 is odd" in err
+    assert "--kv-lora-rank" not in err
+    with pytest.raises(InvalidArgumentError, match=r"^ranks: "):
+        rank_sweep("llama-3-8b", [255], "H100", svd="split")
+
+
+def test_a_repeated_rank_is_timed_once(run):
+    out, err = run(*TIMED, "--ranks", "512,256,512", "--format", "json")
+    assert [r["rank"] for r in json.loads(out)["rank_sweep"]] == [0, 512, 256]
+    assert "--ranks gives 512 more than once: each rank is timed once" in err
+    assert [r.rank for r in rank_sweep("llama-3-8b", [512, 512], "H100", seq_len=1024)] == [0, 512]
+
+
+@pytest.mark.parametrize(
+    ("option", "spelled", "field", "canonical"),
+    [
+        ("--method", "TransMLA", "method", "transmla"),
+        ("--method", "MHA2MLA", "method", "mha2mla"),
+        ("--svd", "Joint", "svd", "joint"),
+        ("--svd", "SPLIT", "svd", "split"),
+        ("--rope-strategy", "HIGH", "rope_strategy", "high"),
+    ],
+)
+def test_paper_spellings_are_taken_in_any_case(run, option, spelled, field, canonical):
+    # before: refused ("'TransMLA' is not one of 'transmla', 'mha2mla'") while FP8 was taken
+    extra = ["--method", "mha2mla"] if option == "--rope-strategy" else []
+    out, _ = run("convert", "llama-2-7b", *extra, option, spelled, "--format", "json")
+    assert json.loads(out)["conversion"][field] == canonical
+
+
+def test_impl_is_taken_in_any_case(run):
+    out, _ = run("convert", "llama-3-8b", "--impl", "Absorbed", "--format", "json")
+    assert json.loads(out)["impl"] == "absorbed"
+
+
+@pytest.mark.parametrize(
+    ("option", "bad"),
+    [
+        ("--method", "TransMLAx"),
+        ("--svd", "jointt"),
+        ("--impl", "absorb"),
+        ("--rope-strategy", "HI"),
+    ],
+)
+def test_other_spellings_are_still_refused(run, option, bad):
+    extra = ["--method", "mha2mla"] if option == "--rope-strategy" else []
+    out, err = run("convert", "llama-2-7b", *extra, option, bad, code=2)
+    assert option in err and err.count("\n") == 1 and not out
+
+
+def test_step_seconds_passes_the_engine():
+    m = convert("llama-3-8b", kv_lora_rank=512).model
+    trt = step_seconds(m, "H100", "decode", 8192, 8, "absorbed")
+    assert step_seconds(m, "H100", "decode", 8192, 8, "absorbed", engine="vllm") != trt
