@@ -21,11 +21,13 @@ from mlacalc.models.convert import (
     convert,
 )
 from mlacalc.models.loading import ModelConfig
-from mlacalc.serving.convert_sweep import fit_warning, rank_sweep
+from mlacalc.serving.convert_sweep import fit_warning, rank_sweep, step_route
+from mlacalc.words.engines import ENGINE_LABELS
 from mlacalc.words.errors import MlacalcError
 from mlacalc.words.units import human_bytes, human_si
 
-from .common import Scenario, download, show_table
+from .common import Scenario, download, engine_words, show_table
+from .planner import prediction_line
 
 TITLE = "Convert to MLA"
 
@@ -40,9 +42,25 @@ def _sweep(
     rope: int,
     seq_len: int,
     batch: int,
+    kv_dtype: str,
+    engine: str,
 ) -> list[dict]:
-    rows = rank_sweep(model, ranks, hardware, method, svd, rope, seq_len, batch)
+    """The rank sweep's rows (:func:`rank_sweep`), the cache in the sidebar's KV dtype, the
+    steps timed as its engine's kernels (trial: the chart read 90 KiB at d_c 512 beside a
+    metric of 45 KiB under fp8, and one decode time under every engine)."""
+    rows = rank_sweep(
+        model, ranks, hardware, method, svd, rope, seq_len, batch, "absorbed", kv_dtype, engine
+    )
     return [r.to_dict() for r in rows]
+
+
+@st.cache_data(show_spinner=False)
+def _route(
+    model: ModelConfig, hardware: str, seq_len: int, batch: int, kv_dtype: str, engine: str
+) -> tuple[dict, str, str]:
+    """How the converted model's decode step is predicted: `mlacalc plan`'s route, profile
+    and calibration words (:func:`step_route`)."""
+    return step_route(model, hardware, seq_len, batch, "absorbed", kv_dtype, engine)
 
 
 def _ranks(top: int, svd: str, published: int | None = None) -> tuple[int, ...]:
@@ -178,11 +196,20 @@ def render(sc: Scenario) -> None:
             int(rope),
             sc.seq_len,
             sc.batch,
+            sc.kv_dtype,
+            sc.engine,
+        )
+        route, profile, how = _route(
+            c.model, sc.hardware, sc.seq_len, sc.batch, sc.kv_dtype, sc.engine
         )
     st.markdown(
         f"Against the rank, on one **{sc.device.name}** holding the model, decode at "
-        f"{sc.seq_len:,} keys x batch {sc.batch} (absorbed):"
+        f"{sc.seq_len:,} keys x batch {sc.batch} (MLA absorbed, KV {sc.kv_dtype}) as "
+        f"**{ENGINE_LABELS.get(sc.engine, sc.engine)}**'s kernels:"
     )
+    # where the times come from and how far off they may be, as the planner says it
+    st.caption(f"Times: the kernel time model, {engine_words(sc.engine, profile, how)}.")
+    st.caption(prediction_line(route))
     fit = fit_warning(
         {"source": m, f"converted model at d_c {c.kv_lora_rank:,}": c.model},
         sc.hardware,

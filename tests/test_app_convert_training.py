@@ -61,6 +61,38 @@ def test_convert_tab_llama():
     assert any("partial RoPE" in c.value for c in at.caption)
 
 
+def _chart(at, title: str) -> dict:
+    """A rank chart by its title: trace name -> (ranks, values)."""
+    for chart in at.get("plotly_chart"):
+        spec = json.loads(chart.proto.spec)
+        if spec["layout"]["title"]["text"] == title:
+            return {t["name"]: (t["x"], t["y"]) for t in spec["data"]}
+    raise AssertionError(f"no chart {title!r}")
+
+
+def test_convert_tab_charts_follow_the_kv_dtype_and_engine():
+    """Round 24's trial: under fp8 the cache chart read 90 KiB at d_c 512 beside a metric of
+    45 KiB, and the decode chart one time (63.814 ms) under every engine, with no route said."""
+    query = dict(model="llama-3-70b", seq_len="4096", batch="8", hw="H100")
+    at = run("Convert to MLA", **query, kv="fp8", engine="trtllm")
+    assert metrics(at)["cache per token"] == "45.00 KiB"
+    ranks, kib = cache_chart(at)["converted"]
+    assert kib[ranks.index(512)] == 45.0
+    trt = _chart(at, "decode step")["converted"][1]
+    captions = [c.value for c in at.caption]
+    assert any(
+        c.startswith("Times: the kernel time model, engine trtllm; profile") for c in captions
+    )
+    assert any(c.startswith("Expected error of these times: median 4.7%") for c in captions)
+    vllm_at = run("Convert to MLA", **query, kv="fp8", engine="vllm")
+    assert _chart(vllm_at, "decode step")["converted"][1] != trt
+    captions = [c.value for c in vllm_at.caption]
+    assert any("engine vllm; profile 'fit-h100-sxm-vllm'" in c for c in captions)
+    assert any("(vLLM on H100-SXM, fitted;" in c for c in captions)
+    bf16 = run("Convert to MLA", **query, kv="bf16", engine="trtllm")
+    assert all(a > b for a, b in zip(_chart(bf16, "decode step")["converted"][1], trt))
+
+
 def test_convert_tab_mha2mla_leads_with_the_published_cache():
     """Llama-2-7B MHA2MLA at d_c 256, RoPE 32: the metric is MHA2MLA's own cache, 80 KiB
     (-84.4%), named, as `mlacalc convert` leads (it showed the shared-RoPE form's 18 KiB,
