@@ -144,7 +144,12 @@ from mlacalc.timemodel.dsa_time import (
     walk_heads,
     walked_core,
 )
-from mlacalc.timemodel.elementwise_time import per_sequence_conv, token_block_conv
+from mlacalc.timemodel.elementwise_time import (
+    AMAX_BLOCK_ELEMENTS,
+    AMAX_GRID_BLOCKS,
+    per_sequence_conv,
+    token_block_conv,
+)
 from mlacalc.timemodel.fit import Observations
 from mlacalc.timemodel.gemm_time import (
     CUTLASS_SM100_ENGINES,
@@ -416,7 +421,15 @@ def _source_variants(t: MeasuredTable, dt: np.ndarray) -> np.ndarray:
 
 
 def _quantize(
-    b: _Builder, name: str, rows, elements, group: int, passes: int, write: int = 1, units=0
+    b: _Builder,
+    name: str,
+    rows,
+    elements,
+    group: int,
+    passes: int,
+    write: int = 1,
+    units=0,
+    amax_blocks=0,
 ) -> None:
     """A quantize kernel over bf16 ``elements``: ``passes`` reads of the input, fp8 output
     (when ``write``) and fp32 scales (one per ``group`` elements; 0 = one per tensor). The
@@ -425,7 +438,9 @@ def _quantize(
     the scale's reset to zero (a memset) and the reduction kernel, whose blocks each fold
     their maximum into that one scale. ``units``: the CTAs of a kernel that gives each token
     one (vLLM's, :data:`TOKEN_CTA_QUANTIZE_ENGINES`), which draw the bandwidth by their count;
-    0 where the kernel's blocks tile the elements."""
+    0 where the kernel's blocks tile the elements. ``amax_blocks``: the blocks of a fixed-grid
+    amax that hold elements and fold their maximum into the scale one after another
+    (TensorRT-LLM's, ``elementwise_time.AMAX_GRID_BLOCKS``)."""
     e = _f(np.asarray(elements))
     scales = np.ceil(e / group) * 4 if group else np.full_like(e, 4.0)
     nbytes = passes * 2 * e + write * (e + scales)
@@ -443,6 +458,7 @@ def _quantize(
         write=write,
         launches=1 if write else 2,
         units=units,
+        amax_blocks=amax_blocks,
     )
 
 
@@ -2207,7 +2223,11 @@ def _quantize_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, scale_
     # 65,536 on B200, the same up to 225 tokens)
     units = _f(t.column("m")) if t.engine in TOKEN_CTA_QUANTIZE_ENGINES else 0
     if scale_only:
-        _quantize(b, "compute_scale", rows, e, 0, 1, write=0, units=units)
+        # a kernel whose blocks tile the elements (TensorRT-LLM's): a fixed grid, each block
+        # holding elements folds its maximum into the scale (elementwise_time.AMAX_GRID_BLOCKS)
+        tiled = t.engine not in TOKEN_CTA_QUANTIZE_ENGINES
+        blocks = np.minimum(AMAX_GRID_BLOCKS, np.ceil(e / AMAX_BLOCK_ELEMENTS)) * tiled
+        _quantize(b, "compute_scale", rows, e, 0, 1, write=0, units=units, amax_blocks=blocks)
         zero = t.seconds <= 0
         # the table is a difference floored at zero (dynamic minus static quantization): where
         # most rows are zero (SGLang's: 1,625 and 1,627 of 1,628), the engine's dynamic scale

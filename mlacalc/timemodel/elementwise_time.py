@@ -31,6 +31,8 @@ from mlacalc.timemodel.shared import (
 from mlacalc.words.kernels import KernelBatch
 
 __all__ = [
+    "AMAX_BLOCK_ELEMENTS",
+    "AMAX_GRID_BLOCKS",
     "CONV_BLOCK_TOKENS",
     "CONV_CTA_CHANNELS",
     "CTA_WALK_NORM",
@@ -150,6 +152,21 @@ L2_PER_SM_KINDS = ("quantize",)
 #: 2.8, 3.2 us). (From recall, vLLM's per-token kernels launch min(k, 1,024) threads a token,
 #: csrc/quantization/fp8/common.cu: 4,096 is 1,024 threads of 4 elements; not checked.)
 QUANT_CTA_ELEMENTS = 4096
+
+#: TensorRT-LLM's stand-alone per-tensor amax (its ``computescale_perf`` rows: the scale's reset,
+#: then ``computeFP8QuantizeScale``): a fixed grid of AMAX_GRID_BLOCKS blocks of
+#: AMAX_BLOCK_ELEMENTS threads striding over the elements, each block folding its maximum into
+#: the one fp32 scale (the grid and block as recalled of TensorRT-LLM's quantization kernels,
+#: not read from a source here). The blocks that hold elements, min(AMAX_GRID_BLOCKS,
+#: elements / AMAX_BLOCK_ELEMENTS), each add ``amax_block_s``, one after another (their folds
+#: on one address; the rows do not tell that from their launches). Read from B200's rows: the
+#: call takes 8.7-8.8 us up to 0.36 M elements, rises to 10.4 at 1 M and 11.5 at 2 M, then stays
+#: at 11.5-12.5 us to 6 M (the HBM's share only past it), where the bandwidth terms alone rose
+#: 9.1 -> 9.9 us; H100's rise 7.7 -> 8.8 us over the same sizes. Least squares over the shipped
+#: predictions with a per-block cost and a shift of the floor: 1,024 elements a block fits best
+#: (B200 median 6.8% -> 3.3%; 2,048: 4.0%, 4,096: 4.3%), 2.0 ns a block on B200 and 0.5 on H100.
+AMAX_BLOCK_ELEMENTS = 1024
+AMAX_GRID_BLOCKS = 1024
 
 #: CTAs of vLLM's per-token quantize kernels an SM holds at once (a wave: 1,056 on H100), inferred
 #: from its amax table's steps of about 1 us each 1,056 tokens on H100 at k >= 256 (1,280, 2,304,
@@ -386,6 +403,9 @@ def streaming_terms(
     # a call of several graph nodes (``launches``: the amax reduction is a memset of its scale
     # and the reduction kernel) pays the fixed cost of each
     extra = (np.maximum(col(batch, "launches", 1), 1.0) - 1.0) * prm["fixed_s"]
+    # TensorRT-LLM's per-tensor amax: its blocks that hold elements, one after another
+    # (``amax_blocks``, AMAX_GRID_BLOCKS)
+    extra = extra + col(batch, "amax_blocks", 0) * prm.get("amax_block_s", 0.0)
     # a row's CTA also waits on its own passes' synchronisations (a top-k selection's radix
     # passes over its row: about 8 us a row on H100 whatever its length, 10 us for one row of
     # 2,048 keys, 124 us for 2,048 rows): ``unit_latency_s`` per wave of rows over the SMs;

@@ -84,6 +84,7 @@ CLOCKED = (
     "narrow_head_s",
     "mmha_block_s",
     "mmha_hidden_s",
+    "amax_block_s",
 )
 #: The clocked terms of a collective: its fixed cost (its kernel's launch, the flag handshakes
 #: of its protocol), its bulk copies' synchronisation per step and its per-step wait
@@ -200,6 +201,11 @@ PARAMS: dict[str, tuple[float, float, str]] = {
         "seconds a chunked delta-rule call takes a token of its fullest chunk, once a call",
     ),
     "near_topk_s": (0.0, 5e-4, "seconds a wave of TensorRT-LLM's decode top-k rows near the top-k"),
+    "amax_block_s": (
+        0.0,
+        2e-8,
+        "seconds each block of a per-tensor amax that holds elements adds, one after another",
+    ),
     "pool_switch_s": (
         0.0,
         1e-4,
@@ -322,6 +328,9 @@ DEFAULTS: dict[str, float] = {
     "chunk_token_s": 0.0,
     "near_topk_s": 0.0,
     "pool_switch_s": 0.0,
+    # TensorRT-LLM's per-tensor amax blocks, one after another (elementwise_time.AMAX_GRID_BLOCKS):
+    # none where a class was not fitted with them
+    "amax_block_s": 0.0,
 }
 
 #: the starting point of both prefill kinds (FlashAttention-style and MLA's expanded prefill)
@@ -492,6 +501,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "l2_share",
         "l2_speedup",
         "unit_latency_s",  # a CTA an SM launches (rows with ``units``: vLLM's token CTAs)
+        "amax_block_s",  # a block of TensorRT-LLM's amax (rows with ``amax_blocks``)
     ),
     **{k: _COMM_FIT for k in COMM_KINDS},
     "all_reduce": (*_COMM_FIT, "switch_eff"),
