@@ -176,3 +176,22 @@ def test_step_seconds_passes_the_engine():
     m = convert("llama-3-8b", kv_lora_rank=512).model
     trt = step_seconds(m, "H100", "decode", 8192, 8, "absorbed")
     assert step_seconds(m, "H100", "decode", 8192, 8, "absorbed", engine="vllm") != trt
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"engine": "tensorrt"}, "engine"),
+        ({"engine": ""}, "engine"),
+        ({"engine": 3}, "engine"),
+        ({"kv_dtype": "fp7"}, "kv_dtype"),
+    ],
+)
+def test_sweep_and_route_refuse_a_bad_engine_or_kv_dtype_by_name(kwargs, field):
+    from mlacalc.words.errors import MlacalcError
+
+    with pytest.raises(MlacalcError, match=rf"^{field}: "):
+        rank_sweep("llama-3-8b", [256], "H100", seq_len=1024, **kwargs)
+    m = convert("llama-3-8b", kv_lora_rank=256).model
+    with pytest.raises(MlacalcError, match=rf"^{field}: "):
+        step_route(m, "H100", 1024, 1, "absorbed", **kwargs)
