@@ -208,7 +208,10 @@ def render(sc: Scenario) -> None:
         f"**{ENGINE_LABELS.get(sc.engine, sc.engine)}**'s kernels:"
     )
     # where the times come from and how far off they may be, as the planner says it
-    st.caption(f"Times: the kernel time model, {engine_words(sc.engine, profile, how)}.")
+    if profile == "roofline":  # a device of measured ceilings (step_route): the plain bound
+        st.caption(f"Times: the {how} on {sc.device.name}'s measured ceilings.")
+    else:
+        st.caption(f"Times: the kernel time model, {engine_words(sc.engine, profile, how)}.")
     st.caption(prediction_line(route))
     fit = fit_warning(
         {"source": m, f"converted model at d_c {c.kv_lora_rank:,}": c.model},

@@ -383,3 +383,22 @@ def test_the_training_tab_takes_stage_layers():
     at.text_input(key="tr_stage_layers").set_value("7,8,8").run()
     want = "stage_layers: got 3 counts for 4 pipeline stages"
     assert any(e.value.startswith(want) for e in at.error)
+
+
+def test_convert_tab_says_amd_and_measured_devices_routes():
+    """MI300X: SGLang's name over TensorRT-LLM's pooled fit, no measured error; a device of
+    measured ceilings: the plain roofline bound its times are (not "the kernel time model")."""
+    at = run("Convert to MLA", model="llama-3-8b", seq_len="4096", batch="1", hw="MI300X")
+    captions = [c.value for c in at.caption]
+    assert any(
+        c.startswith("Times: the kernel time model, engine sglang (trtllm") for c in captions
+    )
+    assert any(
+        c.startswith("Expected error of these times: not measured for this route (SGLang on MI300X")
+        for c in captions
+    )
+    hw = "measured:cuda-nvidia-h200-full-bf16"
+    at = run("Convert to MLA", model="llama-3-8b", seq_len="4096", batch="1", hw=hw)
+    assert f"Times: the plain roofline bound on {hw}'s measured ceilings." in [
+        c.value for c in at.caption
+    ]

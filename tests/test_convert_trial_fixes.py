@@ -195,3 +195,15 @@ def test_sweep_and_route_refuse_a_bad_engine_or_kv_dtype_by_name(kwargs, field):
     m = convert("llama-3-8b", kv_lora_rank=256).model
     with pytest.raises(MlacalcError, match=rf"^{field}: "):
         step_route(m, "H100", 1024, 1, "absorbed", **kwargs)
+
+
+def test_a_device_of_measured_ceilings_is_said_as_timed(run):
+    # step_route matched the step's kernels to a kernel-model prediction; predict_time times a
+    # measured device by the plain roofline on its ceilings, and the command failed
+    # ("internal error: AssertionError") where it had printed times before the route was added
+    argv = ["convert", "llama-3-8b", "--kv-lora-rank", "512", "-s", "4k"]
+    out, _ = run(*argv, "--hw", "measured:cuda-nvidia-h200-full-bf16", "--format", "json")
+    times = json.loads(out)["times_s"]
+    assert times["profile"] == "roofline" and times["route"]["device_route"] == "measured_ceilings"
+    text = " ".join(run(*argv, "--hw", "measured:cpu-2core-epyc-fp32")[0].split())
+    assert "Times are the plain roofline bound on measured:cpu-2core-epyc-fp32's measured" in text

@@ -377,6 +377,12 @@ def _times_words(times: dict) -> str:
     from mlacalc.words.engines import default_engine_words
 
     hw = load_hardware(times["hardware"])
+    if times["profile"] == "roofline":  # a device of measured ceilings: step_route
+        return (
+            f"\nTimes are the plain roofline bound on {hw.name}'s measured ceilings (engine "
+            f"{times['engine']}; `mlacalc plan` scales the kernel time model to them instead)."
+            f"\n{times['route']['note']}"
+        )
     default = "" if times["engine_named"] else default_engine_words(hw)
     line = times_note(times["profile"], times["calibration"], times["engine"], default, hw, 1)
     return f"\n{line}\n{times['route']['note']}"

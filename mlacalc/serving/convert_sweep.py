@@ -147,6 +147,12 @@ def step_route(
     hw = load_hardware(hardware)
     prof, name, note = engine_profile_of(None, engine, hw)
     p = step_prediction(model, hw, "decode", seq_len, batch, impl, kv_dtype, name)
+    if p.profile != prof.name:
+        # predict_time times a device of measured ceilings by the plain roofline on them, no
+        # profile's class (plan, by the kernel model scaled to them): nothing stands in, and
+        # the words are the prediction's own
+        route = prediction_route(prof, hw, name, note, model)
+        return with_stand_ins(route, []), p.profile, p.calibration
     # the step's kernels as predict_time timed them (an element-wise kernel that moves nothing
     # runs none), each with its time, as plan's step breakdown gives them
     kernels = [
