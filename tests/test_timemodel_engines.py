@@ -1285,6 +1285,36 @@ def test_a_warm_topk_call_reads_its_logits_from_the_l2_while_they_fit(system, pr
         assert band.sum() >= 150 and abs(np.median(err[band])) <= 0.03
 
 
+@pytest.mark.parametrize(
+    "system, profile", [("h100_sxm", "fit-h100-sxm-sglang"), ("b200_sxm", "fit-b200-sxm-sglang")]
+)
+def test_sglang_v1_topk_draws_and_waits_by_its_top_k(system, profile):
+    """``dsv4_csa_topk_calib_perf`` times the same shapes for DeepSeek-V4-Flash (top-k 512)
+    and -Pro (1,024); one class gave them the same time, Flash's v1 rows of up to 128 queries
+    past 65,536 cached tokens 29% (H100) / 18% (B200) short and Pro's 23% / 21% over at the
+    median. With a CTA's draw and its passes' wait by its top-k
+    (elementwise_time.SLOT_DRAW_VARIANTS) the two models' medians there are within 10 points of
+    each other, as they are at 2,048 queries and more over 1,025-4,096 pooled keys (B200 was
+    3% over for Flash and 10% short for Pro there)."""
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+
+    path = MEASURED / system / "sparse_attention" / "sglang" / "0.5.14"
+    (t,) = load_measured(path / "dsv4_csa_topk_calib_perf.parquet").tables
+    err = predict_mapped(map_table(t), None, profile) / t.seconds - 1.0
+    v1 = np.char.startswith(t.column("score_mode").astype(str), "v1") & np.isfinite(err)
+    flash = np.char.find(t.column("model").astype(str), "Flash") >= 0
+    queries = t.column("batch_size") * t.column("isl")
+    keys = t.column("step") + t.column("isl")
+    few_long = v1 & (queries <= 128) & (keys > 4 * 16384)
+    many_short = v1 & (queries >= 2048) & (keys > 4 * 1024) & (keys <= 4 * 4096)
+    for band in (few_long, many_short):
+        assert (band & flash).sum() >= 100 and (band & ~flash).sum() >= 100
+        assert abs(np.median(err[band & flash]) - np.median(err[band & ~flash])) <= 0.10
+
+
 def test_near_topk_rows_are_tensorrt_llm_decode_rows_just_past_the_topk():
     """The rows of TensorRT-LLM's decode top-k that take its slower path near the top-k
     (cost.compressed.NEAR_TOPK_KEYS): a call of 8 rows and more, each with more keys than

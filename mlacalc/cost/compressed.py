@@ -601,7 +601,9 @@ def engine_topk(
     one with no more than ``topk`` of them takes them all without reading its logits), the
     CTAs that draw the bandwidth (``ctas``: one a query, where any selects) and the kernel
     (``topk_kernel``: 0 where no query selects, the step's kernel; else
-    :data:`~mlacalc.words.kernels.V4_TOPK_VARIANTS` position + 1), and its bytes (the fp32
+    :data:`~mlacalc.words.kernels.V4_TOPK_VARIANTS` position + 1), the top-k a selecting
+    query keeps (``index_topk``, 0 where none selects:
+    :data:`~mlacalc.timemodel.elementwise_time.SLOT_DRAW_VARIANTS`), and its bytes (the fp32
     logits of the selecting queries read, every query's indices written). SGLang's GLM-5
     top-k rows of 2,048 new tokens after 1 to 64 cached (1 to 64 queries select) take 17 us
     on H100 at one sequence, where every query's logits read by the selecting CTAs predicted
@@ -621,6 +623,7 @@ def engine_topk(
         "units": selecting,
         "ctas": np.where(selecting > 0, batch * q, 0),
         "topk_kernel": np.where(selecting > 0, code, 0),
+        "index_topk": np.where(selecting > 0, topk, 0),
     }
     return shape, pairs * _LOGIT_BYTES + batch * q * topk * _INDEX_BYTES
 
@@ -826,7 +829,7 @@ def _topk(k: Kernel, shape: dict[str, Any], nbytes: Any) -> Kernel:
     """The step's top-k ``k`` as :func:`engine_topk` gives it (where no query selects, the
     step's kernel, its shape's fields all there: a measured table's rows take them)."""
     if not shape["topk_kernel"]:
-        none = {"units": 0, "ctas": 0, "long_elements": 0, "topk_kernel": 0}
+        none = {"units": 0, "ctas": 0, "long_elements": 0, "topk_kernel": 0, "index_topk": 0}
         return replace(k, shape={**k.shape, **none})
     return replace(k, bytes=int(nbytes), shape={f: int(v) for f, v in shape.items()})
 

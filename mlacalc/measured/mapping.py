@@ -2455,7 +2455,8 @@ def _topk_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
         s = known & (variant == v) & ~none
         b.add("topk", "elementwise", "bf16", rows[s], 0.0, nbytes[s], variant=str(v),
               elements=pairs[s], units=selecting[s], ctas=shape["ctas"][s],
-              long_elements=shape["long_elements"][s])  # fmt: skip
+              long_elements=shape["long_elements"][s],
+              index_topk=shape["index_topk"][s])  # fmt: skip
 
 
 def _sparse_mla_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:

@@ -1783,7 +1783,7 @@ def _engine_topk(
         if c == 0:  # the step's kernel, its own bytes and size; or none
             elements = spec.shape["elements"] if keep else 0.0 * code
             sh = {"elements": elements, "units": 0.0 * code, "ctas": 0.0 * code}
-            sh["long_elements"] = 0.0 * code
+            sh["long_elements"] = sh["index_topk"] = 0.0 * code
             sh["topk_kernel"] = code
             b = spec.bytes if keep else 0.0
         else:

@@ -41,6 +41,7 @@ __all__ = [
     "HOPPER_DRAW_VARIANTS",
     "L2_PER_SM_KINDS",
     "OWN_CONV",
+    "SLOT_DRAW_VARIANTS",
     "SM_BOUND_VARIANTS",
     "SM_BYTES_PER_CLOCK",
     "TOKEN_BLOCK_ENGINES",
@@ -66,6 +67,21 @@ TOPK_VARIANTS = (
     "topk_trtllm_decode",  # TensorRT-LLM's decode top-k of a DSA layer (cost.compressed)
     "topk_vllm_prompt",  # vLLM's DeepSeek-V4 CSA prompt top-k (cost.compressed.ROW_TOPK_PROMPT)
 )
+
+#: SGLang's DeepSeek-V4 prompt top-k (``topk_transform_v1``, the classes named here) scales
+#: with its top-k (shape ``index_topk``: 512 for DeepSeek-V4-Flash, 1,024 for -Pro) both ways:
+#: a selecting row's CTA draws bandwidth ``(index_topk / SLOT_REF) ** slot_draw`` times a
+#: 512-slot one's (more slots, more threads with loads in flight), and waits its passes
+#: ``(index_topk / SLOT_REF) ** slot_wait`` times as long a wave (the final passes write and
+#: transform each slot), both exponents fitted. ``dsv4_csa_topk_calib_perf`` times the same
+#: shapes for both models: at up to 128 queries past 65,536 cached tokens Pro's rows take
+#: 0.52-0.62x Flash's on H100 (B200 0.52-0.77x: a long row's walk), at 512 queries and more
+#: over 1,025-4,096 pooled keys 1.12-1.35x on H100 and 1.28-1.53x on B200 (top-last logits:
+#: the selections' waves), where one class gave them the same time: Flash's long rows of up to
+#: 128 queries 18-29% short and Pro's 21-23% over at the median (docs/time-model.md, "SGLang's
+#: v1 top-k by its top-k").
+SLOT_REF = 512.0
+SLOT_DRAW_VARIANTS = ("topk_v1_flat", "topk_v1_top_last", "topk_v1_flat_long")
 
 #: The top-k kernels timed on their own tables (SGLang's, warm replays of one input) whose
 #: logits a call finds in the L2 while they fit: ``dsv4_csa_topk_calib_perf``'s rows of more
@@ -346,6 +362,11 @@ def streaming_terms(
     if batch.variant in SM_BOUND_VARIANTS:
         reach = min(reach, SM_BYTES_PER_CLOCK * fig.sm_count * fig.clock_hz)
     drawing = units
+    # SGLang's v1 DeepSeek-V4 top-k: a CTA's draw and its passes' wait by its slots
+    # (:data:`SLOT_DRAW_VARIANTS`); 1 for any other kernel
+    slots = col(batch, "index_topk", 0)
+    per_cta = np.where((slots > 0) & (batch.variant in SLOT_DRAW_VARIANTS), slots / SLOT_REF, 1.0)
+    drawing = drawing * per_cta ** prm.get("slot_draw", 0.0)
     if batch.variant in HOPPER_DRAW_VARIANTS:
         drawing = units / hbm_per_sm_ratio(fig)  # a unit's bytes a clock: Hopper's
     bw = prm["eff_memory"] * reach * memory_share(drawing, fig, prm)
@@ -433,7 +454,8 @@ def streaming_terms(
         scalar = np.where(col(batch, "scalar_load", 0) > 0, prm.get("scalar_load", 1.0), 1.0)
         memory = combine(memory, rows / fig.sm_count * lat * scalar, CTA_WALK_NORM)
         rows = np.zeros(len(batch))
-    extra = extra + np.where(rows > 0, np.ceil(rows / fig.sm_count), 0.0) * lat
+    wait = per_cta ** prm.get("slot_wait", 0.0)
+    extra = extra + np.where(rows > 0, np.ceil(rows / fig.sm_count), 0.0) * lat * wait
     # TensorRT-LLM's decode top-k rows of a few keys past the top-k (``near_rows``,
     # cost.compressed.NEAR_TOPK_KEYS): ``near_topk_s`` a wave of them over the SMs
     near = col(batch, "near_rows", 0)

@@ -195,6 +195,8 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     ),
     "scalar_load": (1.0, 4.0, "a conv CTA's wait on its unvectorised path, in vectorised waits"),
     "long_read": (1.0, 3.0, "a top-k row's reads past an SM's L1, x those of a row within it"),
+    "slot_draw": (0.0, 1.5, "exponent of a top-k CTA's draw in its slots over 512"),
+    "slot_wait": (0.0, 1.5, "exponent of a top-k row's passes' wait in its slots over 512"),
     "chunk_token_s": (
         0.0,
         2e-6,
@@ -325,6 +327,8 @@ DEFAULTS: dict[str, float] = {
     # a conv kernel's CTAs wait as long on either load path where no fit saw the slower one
     "scalar_load": 1.0,
     "long_read": 1.0,
+    "slot_draw": 0.0,
+    "slot_wait": 0.0,
     "chunk_token_s": 0.0,
     "near_topk_s": 0.0,
     "pool_switch_s": 0.0,
@@ -488,6 +492,8 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "unit_latency_s",
         "scalar_load",
         "long_read",
+        "slot_draw",
+        "slot_wait",
         "near_topk_s",
         "tile_s",
         "chunk_token_s",
