@@ -492,7 +492,7 @@ def uniform_cost(model: ModelConfig, w: Workload) -> AttentionCost:
 #: The cache layout of a DSA layer's indexer keys, whatever the latent cache's: fp8 (e4m3) with
 #: one float32 scale a 128 values (132 B for ``index_head_dim`` 128). DeepSeek's released
 #: inference code for V3.2 keeps them so (DeepSeek-V3.2-Exp ``inference/model.py``, class
-#: ``Indexer``: ``k_cache`` float8_e4m3fn and ``k_scale_cache``, published-facts.md; its
+#: ``Indexer``: ``k_cache`` float8_e4m3fn and ``k_scale_cache``; its
 #: latent cache beside them in bf16, from recall); the DSA module tables' engines quantize
 #: the indexer's query and key to fp8 and score them with DeepGEMM's fp8 MQA logits
 #: (``mlacalc.measured.mapping``: ``index_k_cache``, ``mqa_logits`` at ``dim + 4`` bytes a

@@ -221,10 +221,10 @@ def component_weight_bytes(
 #: Engines that store a DSA model's fp8 latent cache in FlashMLA's sparse fp8 layout
 #: (``fp8_ds_mla``: 512 fp8 values, 4 float32 scales and the 64 RoPE values in bf16, 656 B a
 #: layer where plain fp8 is 576). vLLM: its page size for ``fp8_ds_mla`` is ``block_size x
-#: 656`` (shared reference: published-facts.md, vllm/v1/kv_cache_interface.py) and, from
-#: recall, DeepSeek-V3.2's config hook turns ``--kv-cache-dtype fp8`` into it. SGLang: the
-#: shared reference notes its NSA pool's ``override_kv_cache_dim`` for DeepSeek-V3.2's fp8
-#: storage; that it is the same 656 bytes is from recall. TensorRT-LLM: from recall, its MLA
+#: 656`` (vLLM's ``vllm/v1/kv_cache_interface.py``) and, from
+#: recall, DeepSeek-V3.2's config hook turns ``--kv-cache-dtype fp8`` into it. SGLang: its
+#: NSA pool's ``override_kv_cache_dim`` for DeepSeek-V3.2's fp8 storage; that it is the same
+#: 656 bytes is from recall. TensorRT-LLM: from recall, its MLA
 #: cache holds the 576 values in the cache's dtype (one scale per tensor), as plain fp8 sizes.
 DSA_FP8_LAYOUT_ENGINES = {"vllm": "vLLM", "sglang": "SGLang"}
 
