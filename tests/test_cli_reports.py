@@ -133,6 +133,13 @@ def test_insight_names_the_profile_that_timed_the_tables(run, hardware, extra):
     assert model.startswith(f"kernel model ({profile}):")
 
 
+def test_insight_says_why_a_model_without_mla_gets_only_the_ridge(run):
+    """DeepSeek-V4-Pro's --insight printed the ridge row alone with no word why (round 24)."""
+    out = run("roofline", "deepseek-v4-pro", "-H", "H200", "--seq-len", "2k", "--insight")[0]
+    assert "Only the ridge point: DeepSeek-V4-Pro's attention is DeepSeek-V4's compressed " in out
+    assert "not MLA (kv_lora_rank is null)" in out
+
+
 def test_insight_prints_a_whole_kv_length_as_one(run):
     """The kernel model's S is a whole KV length (before: "1,404.0")."""
     out = run("roofline", "deepseek-v3", "-H", "H200", "--insight")[0]

@@ -123,3 +123,19 @@ def test_roofline_insight_cli_on_a_crossover_free_model(run, tmp_path):
                  "--format", "json")  # fmt: skip
     crossings = [i for i in json.loads(out)["insights"] if "absorption" in i["name"]]
     assert len(crossings) == 2 and all(i["value"] is None for i in crossings)
+
+
+def test_dsa_insight_reads_the_attention_kernel_and_its_top_k_cap():
+    # trial (round 24): DeepSeek-V3.2's insight read the indexer_scores row (120.4 FLOP/byte,
+    # memory) as "the attention kernel" and gave dense MLA's limit 241.8; the attention row
+    # reads min(S, 2,048) keys: 216.2 FLOP/byte at S = 131,072, compute-bound on H200's bf16 ridge
+    model = model_compute_bound_seq_len("deepseek-v3.2", "H200", batch=1, seq_len=131072)
+    assert "at S = 131,072: compute (216.2 FLOP/byte" in model.note, model.note
+    assert model.value == 1404
+    core, layer = compute_bound_seq_len("deepseek-v3.2", "H200", batch=1)
+    assert round(core.value, 1) == 1403.6  # below index_topk: the crossing stands
+    assert "stops at 216.2 FLOP/byte from S = index_topk = 2,048" in core.note
+    assert layer.value is None and "never" in layer.note  # 933,904 > 2,048: never reached
+    # on H100 (ridge 295.4) the capped 216.2 never crosses
+    h100 = compute_bound_seq_len("deepseek-v3.2", "H100-SXM", batch=1)[0]
+    assert h100.value is None and "216.2" in h100.note

@@ -502,7 +502,24 @@ def _sections(m, whole, predictions: list, kinds: list, plain: list, insights: l
             text_columns=(2,),
         )
     )
+    if not m.is_mla:
+        out[-1].note = _not_mla_insight_note(m)
     return out
+
+
+def _not_mla_insight_note(m) -> str:
+    """Why --insight gives a model without MLA only the ridge point."""
+    kind = (
+        "DeepSeek-V4's compressed attention (CSA / HCA)"
+        if m.compress_ratios or m.compress_rate_csa or m.compress_rate_hca
+        else m.variant.upper()
+    )
+    return (
+        f"Only the ridge point: {m.label}'s attention is {kind}, not MLA (kv_lora_rank is "
+        "null); the other insights (where absorbed decode turns compute-bound, the absorption "
+        "crossover) are MLA's closed forms. The bound column above compares each kernel with "
+        "the ridge."
+    )
 
 
 def _insight_value(value) -> str:

@@ -93,18 +93,14 @@ def _ridge() -> Any:
 
 
 @functools.lru_cache(maxsize=2)
-def _crossing_forms(q_lora: bool) -> tuple[tuple[str, Any, Any, Any], ...]:
-    """The closed forms behind :func:`compute_bound_seq_len`, solved once per query layout:
-    (name, the S at which intensity reaches the ridge ``R``, that S simplified for display,
-    the intensity's limit as S grows)."""
-
+def _crossing_terms(q_lora: bool) -> tuple[tuple[str, Any, Any], ...]:
+    """(name, FLOPs, bytes) of the two crossings of :func:`compute_bound_seq_len`."""
     # the attention-core kernel (as FlashMLA runs it): scores + values over the latent cache
     core_flops = 2 * s.B * s.n_h * s.S * (2 * s.d_c + s.d_rope)
     core_bytes = s.b * s.B * s.S * (s.d_c + s.d_rope) + s.b_a * s.B * s.n_h * (2 * s.d_c + s.d_rope)
     layer_flops = formula("attention_flops", "mla", "absorbed", phase="decode", q_lora=q_lora)
     layer_bytes = formula("fused_bytes", "mla", "absorbed", phase="decode", q_lora=q_lora)
-    out = []
-    for name, flops, nbytes in (
+    return (
         (
             "plain roofline: absorbed decode core kernel turns compute-bound at S =",
             core_flops,
@@ -116,7 +112,17 @@ def _crossing_forms(q_lora: bool) -> tuple[tuple[str, Any, Any, Any], ...]:
             layer_flops,
             layer_bytes,
         ),
-    ):
+    )
+
+
+@functools.lru_cache(maxsize=2)
+def _crossing_forms(q_lora: bool) -> tuple[tuple[str, Any, Any, Any], ...]:
+    """The closed forms behind :func:`compute_bound_seq_len`, solved once per query layout:
+    (name, the S at which intensity reaches the ridge ``R``, that S simplified for display,
+    the intensity's limit as S grows)."""
+
+    out = []
+    for name, flops, nbytes in _crossing_terms(q_lora):
         solutions = sp.solve(sp.Eq(flops, _ridge() * nbytes), s.S)
         expr = solutions[0] if solutions else None
         shown = sp.simplify(expr) if solutions else sp.nan
@@ -158,10 +164,14 @@ def compute_bound_seq_len(
         s.b_w: sp.Rational(dtype_bits(m.weights_dtype), 8),
     }
     out = []
+    topk = m.index_topk  # DSA: attention reads at most index_topk keys, whatever S
     for name, expr, shown, limit_expr in _crossing_forms(m.q_lora_rank is not None):
         value = expr.subs(values).subs(_ridge(), ridge) if expr is not None else None
         limit = limit_expr.subs(values)
         expr = shown
+        if topk is not None:
+            out.append(_dsa_crossing(m, name, expr, value, limit, values, hw, ridge, batch))
+            continue
         if value is None or not value.is_real or value <= 0:
             out.append(
                 Insight(
@@ -184,6 +194,30 @@ def compute_bound_seq_len(
                 )
             )
     return out
+
+
+def _dsa_crossing(m, name, expr, value, limit, values, hw, ridge, batch) -> Insight:
+    """A crossing of :func:`compute_bound_seq_len` for a DSA model: its attention reads
+    min(S, index_topk) keys, so the intensity stops growing at S = index_topk (the dense limit
+    is never reached) and a crossing past index_topk never comes."""
+    topk = m.index_topk
+    _, flops, nbytes = next(t for t in _crossing_terms(m.q_lora_rank is not None) if t[0] == name)
+    capped = float((flops / nbytes).subs(values).subs(s.S, topk))
+    layer = "layer" in name
+    what = (
+        "dense MLA's fused layer with S capped at index_topk; the indexer's kernels are not in "
+        "this closed form"
+        if layer
+        else "the core reads the index_topk keys the indexer picks"
+    )
+    head = (
+        f"batch {batch}, {hw.name} datasheet ridge {ridge:.1f} FLOP/byte; DSA: {what}, so the "
+        f"intensity stops at {capped:.1f} FLOP/byte from S = index_topk = {topk:,} "
+        f"(dense MLA would tend to {float(limit):.1f})"
+    )
+    if value is not None and value.is_real and 0 < value <= topk:
+        return Insight(name, expr, float(value), head)
+    return Insight(name, expr, None, f"never: {head}, below the ridge")
 
 
 #: KV lengths the kernel model is evaluated at by :func:`model_compute_bound_seq_len`
@@ -223,7 +257,8 @@ def model_compute_bound_seq_len(
         p = predict_time(
             m, hw, "decode", S, batch, "absorbed", dtype=dtype, kv_dtype=kv_dtype, profile=profile
         )
-        return p, next(o for o in p.ops if o.stage == "core")
+        # the attention kernel itself, not a DSA indexer's (a core kernel too)
+        return p, next(o for o in p.ops if o.stage == "core" and not o.name.startswith("indexer"))
 
     first, _ = core(_MODEL_GRID[0])
     if first.profile == "roofline":
@@ -234,6 +269,11 @@ def model_compute_bound_seq_len(
         "compute-bound from S ="
     )
     words = [f"batch {batch}, {hw.name}, the bound column's rule"]
+    if m.index_topk is not None:
+        words.append(
+            f"DSA: the attention row, which reads min(S, index_topk = {m.index_topk:,}) keys; "
+            "the indexer's rows are not in it"
+        )
     if seq_len is not None:
         _, op = core(seq_len)
         words.append(
