@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from difflib import get_close_matches
 from fractions import Fraction
 
 import click
@@ -29,11 +30,25 @@ from mlacalc.words.vocab import (
 _OWN_RULES = ("csa", "hca", "swa", "msa", "dsa")
 
 
+class _NearChoice(click.Choice):
+    """A choice whose refusal names the closest spelling (as a model name's does)."""
+
+    def __init__(self, choices, what: str):
+        super().__init__(choices)
+        self.what = what
+
+    def convert(self, value, param, ctx):
+        if value in self.choices:
+            return value
+        near = get_close_matches(str(value), list(self.choices), n=1)
+        hint = f"did you mean '{near[0]}'? " if near else ""
+        self.fail(
+            f"'{value}' is not a {self.what}: {hint}one of {', '.join(self.choices)}", param, ctx
+        )
+
+
 @click.command("formula")
-@click.argument(
-    "quantity",
-    type=click.Choice(list(QUANTITIES)),
-)
+@click.argument("quantity", type=_NearChoice(list(QUANTITIES), "quantity"), metavar="QUANTITY")
 @click.option(
     "--variant",
     type=VARIANT_CHOICE,
@@ -71,7 +86,8 @@ _OWN_RULES = ("csa", "hca", "swa", "msa", "dsa")
 @click.option("--pretty", "style", flag_value="pretty", help="Print a 2-D pretty form.")
 @click.option("--python", "style", flag_value="python", help="Print a Python expression.")
 def command(quantity, variant, impl, phase, stage, causal, no_q_lora, subs_model, sets, style):
-    """Print the symbolic formula of a quantity.
+    """Print the symbolic formula of a QUANTITY: kv_cache_elements, kv_cache_bytes,
+    attention_params, attention_flops, elementwise_flops, unfused_bytes or fused_bytes.
 
     \b
     Symbols: d hidden, L layers, n_h heads, n_kv KV heads, d_h head width, d_c latent,
@@ -121,6 +137,15 @@ def command(quantity, variant, impl, phase, stage, causal, no_q_lora, subs_model
         "q_lora": not no_q_lora,
     }
     expr = build(quantity, variant, **settings)
+    if stage is not None and expr == 0:  # no op of the layer is of that stage
+        has = [s for s in MATMUL_STAGES if build(quantity, variant, **{**settings, "stage": s})]
+        impl_words = ""
+        if variant == "mla":
+            impl_words = f" ({impl or 'serving default'}{_where_phase(phase)})"
+        raise click.BadParameter(
+            f"{variant.upper()}{impl_words} has no {stage} stage: its stages are {', '.join(has)}",
+            param_hint="--stage",
+        )
     # a flag that leaves the formula as it is was ignored: say so
     given = {
         "--phase": ("phase", None),
@@ -155,6 +180,11 @@ def command(quantity, variant, impl, phase, stage, causal, no_q_lora, subs_model
     else:
         text = str(expr)
     click.echo(text)
+
+
+def _where_phase(phase) -> str:
+    """', in PHASE' for a phase given, '' for none."""
+    return f", in {phase}" if phase else ""
 
 
 def _check_plain(m, variant: str) -> None:
