@@ -267,6 +267,39 @@ def test_the_first_wave_of_tiles_pays_its_main_loops_once_per_gemm():
     assert default_params("moe")["first_wave"] == 0.0
 
 
+def test_the_triton_moe_at_an_unaligned_intermediate_pays_each_fc2_weight_row_a_row_tile():
+    """``unaligned_row_s``: the Triton fused MoE's bf16 calls (``all_pairs``) whose rank's
+    intermediate is not a multiple of 16 elements pay it a (row tile x FC2 weight row), the row
+    tiles of the default config's rows (16 at no more tokens than the rank's experts, 64 past
+    them); an aligned size, another kernel or dtype, or the default 0 adds nothing. 32 experts,
+    one row each: 32 tiles of 16 rows at 4 tokens; 512 rows each: 8 tiles of 64 each at 2,048."""
+    import dataclasses
+
+    from mlacalc.timemodel.moe_time import UNALIGNED_K_MOE
+
+    prm = {**default_params("moe"), "unaligned_row_s": 1e-10}
+
+    def extra(inter, dtype="bf16", all_pairs=1.0, tokens=4.0, p=prm):
+        pairs = tokens * 8.0
+        b = _moe_batch(
+            dtype, tokens=[tokens], active=[32.0], top=[pairs / 32.0], rows=[pairs],
+            inter=[inter], experts=[32.0], all_pairs=[all_pairs],
+        )  # fmt: skip
+        b = dataclasses.replace(b, flops=2.0 * pairs * HIDDEN * inter * 3 * np.ones(1))
+        return kernel_terms(b, FIG, p)["extra_s"][0]
+
+    assert UNALIGNED_K_MOE == 16.0
+    assert extra(88.0) - extra(96.0) > 0.99 * 1e-10 * 32 * HIDDEN
+    paid = extra(88.0) - extra(88.0, p={**prm, "unaligned_row_s": 0.0})
+    assert paid == pytest.approx(1e-10 * 32 * HIDDEN, rel=1e-9)
+    many = extra(88.0, tokens=2048.0) - extra(88.0, tokens=2048.0, p={**prm, "unaligned_row_s": 0})
+    assert many == pytest.approx(1e-10 * 32 * 8 * HIDDEN, rel=1e-9)
+    for other in (dict(inter=96.0), dict(inter=88.0, all_pairs=0.0), dict(inter=88.0, dtype="fp8")):
+        kw = {"inter": other.pop("inter"), **other}
+        assert extra(**kw) == extra(**kw, p={**prm, "unaligned_row_s": 0.0})
+    assert default_params("moe")["unaligned_row_s"] == 0.0
+
+
 @pytest.mark.slow
 def test_trtllm_w4a8_moe_rows_of_one_wave_and_of_many_are_both_fitted():
     """TensorRT-LLM's B200 w4a8 MXFP4 rows (TensorRT-LLM-gen) of 64-256-row tiles ran fast

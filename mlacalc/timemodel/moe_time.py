@@ -35,6 +35,7 @@ from mlacalc.words.kernels import MIN_LATENCY_MOE, TRTLLM_GEN_MOE, KernelBatch
 
 __all__ = [
     "ALL_PAIRS_MOE",
+    "UNALIGNED_K_MOE",
     "BF16_RATE_MOE",
     "CUTLASS_ROWS_MOE",
     "DEEPEP_GROUPED_GEMM",
@@ -803,6 +804,43 @@ def reread_bytes(batch: KernelBatch, col_tile: np.ndarray, mats: np.ndarray) -> 
 REREAD_COLS = 64.0
 
 
+#: The Triton fused MoE (:data:`ALL_PAIRS_MOE`) on a rank whose intermediate size is not a
+#: multiple of this many elements: Triton specializes an integer argument (a stride, a size) by
+#: its divisibility by 16 and vectorizes a load only where it can prove the alignment, so FC2
+#: (K = the rank's intermediate, contiguous in both its operands: the activated rows and the
+#: down-projection weights, whose row stride is that size) loads its operands element by
+#: element, as recalled of Triton's specialization (no copy of the kernels at hand). vLLM's
+#: H100 bf16 Triton rows at those sizes (22, 24, 44, 58, 88, 116, 232: hidden 2,816 /
+#: intermediate 704 and 2,688 / 1,856 at TP 8-32, 2,048 / 768 at TP 32) take about twice the
+#: model's time, and more than the same shape at half the TP (2,816 / 704, 16,384 tokens,
+#: balanced: 1,637 us at TP 4, 3,172 at TP 8, 2,511 at TP 32), where every aligned size fits
+#: within its kind's median. The excess over the fitted model is a cost per weight row a row
+#: tile, nearly whatever the intermediate: 0.2-0.3 ns of the device per (row tile of the default
+#: config's rows, :func:`triton_moe_default_tile`, x hidden row) at 22-88 elements, 0.3-0.5 ns
+#: at 116-232. ``unaligned_row_s`` that (default 0; bf16 alone: SGLang's MXFP4 rows at 90-360
+#: show no such cost); docs/time-model.md, "The Triton MoE at an unaligned intermediate size".
+UNALIGNED_K_MOE = 16.0
+
+#: The tiles of :func:`triton_moe_default_tile`'s rows in :data:`_MOE_TILES` (16 x 128, 64 x 128)
+_DEFAULT_ROW_TILES = {16.0: 0, 64.0: 3}
+
+
+def _unaligned_rows_s(
+    batch: KernelBatch, m_tiles: np.ndarray, prm: dict[str, float]
+) -> np.ndarray:
+    """``unaligned_row_s`` a (row tile x FC2 weight row) of the Triton fused MoE's bf16 calls
+    whose rank's intermediate is off :data:`UNALIGNED_K_MOE`; ``m_tiles`` (tile, row) the row
+    tiles of each of :data:`_MOE_TILES`' row counts over the rank's experts."""
+    inter = col(batch, "inter", 1)
+    off = (col(batch, ALL_PAIRS_MOE, 0) > 0) & (np.mod(inter, UNALIGNED_K_MOE) > 0)
+    if batch.dtype != "bf16" or prm.get("unaligned_row_s", 0.0) <= 0 or not off.any():
+        return np.zeros(len(batch))
+    rows, _ = triton_moe_default_tile(col(batch, "tokens", 1), col(batch, "experts", 1))
+    at = np.where(rows <= 16.0, _DEFAULT_ROW_TILES[16.0], _DEFAULT_ROW_TILES[64.0])
+    tiles = m_tiles[at, np.arange(len(batch))]
+    return np.where(off, prm["unaligned_row_s"] * tiles * col(batch, "hidden", 1), 0.0)
+
+
 def triton_fused_moe(source: Any) -> np.ndarray:
     """Per ``kernel_source`` whether it names SGLang's or vLLM's Triton fused MoE
     (``fused_moe_kernel``: ``sglang_fused_moe_triton``, vLLM's ``..._triton_tritonexperts``),
@@ -1309,6 +1347,9 @@ def moe_terms(
         extra = extra + np.where(col(batch, EP_MAP_MOE, 0) > 0, prm["ep_row_s"] * row_tile, 0.0)
     rows_tiles = m_tiles[best, np.arange(len(batch))]
     extra = extra + _weights_again_s(batch, fig, rows_tiles, active, mats, bw)
+    # FC2 of the Triton fused MoE at an intermediate size off Triton's alignment
+    # (:data:`UNALIGNED_K_MOE`)
+    extra = extra + _unaligned_rows_s(batch, m_tiles, prm)
     return {"compute_s": compute, "memory_s": memory, "extra_s": extra}
 
 

@@ -155,6 +155,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "wave_draw": (0.05, 1.0, "share of HBM a wave of the Triton MoE default config's CTAs draws"),
     "reread_passes": (0.0, 4.0, "HBM-rate passes over a Triton MoE pair's rows read per col tile"),
     "first_wave": (0.0, 4.0, "main loops a MoE GEMM's first wave of tiles pays beyond one"),
+    "unaligned_row_s": (0.0, 2e-9, "seconds a Triton MoE's FC2 weight row a row tile, unaligned K"),
     "promote_cycles": (0.0, 0.25, "SM cycles per output element and K block rescaling fp8 blocks"),
     "convert_row_cycles": (0.0, 4000.0, "SM cycles per weight row converting fp32 block scales"),
     "quant_row_cycles": (0.0, 2000.0, "SM cycles per input row of a quantize with a CTA a row"),
@@ -260,6 +261,9 @@ DEFAULTS: dict[str, float] = {
     "reread_passes": 0.0,
     # a class fitted without it pays one main loop a wave, the first as the rest
     "first_wave": 0.0,
+    # a class fitted without it pays nothing for an intermediate size off Triton's 16-element
+    # alignment (moe_time.UNALIGNED_K_MOE)
+    "unaligned_row_s": 0.0,
     # one fused multiply-add per output element and block, on the 128 FP32 lanes of an SM
     "promote_cycles": 1.0 / 128.0,
     # a class fitted where no call converts its scales (gemm_time._scale_conversion) has none
@@ -484,6 +488,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "wave_draw",
         "reread_passes",
         "first_wave",
+        "unaligned_row_s",
     ),
     "elementwise": (
         "eff_memory",
