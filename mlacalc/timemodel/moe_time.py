@@ -35,7 +35,6 @@ from mlacalc.words.kernels import MIN_LATENCY_MOE, TRTLLM_GEN_MOE, KernelBatch
 
 __all__ = [
     "ALL_PAIRS_MOE",
-    "UNALIGNED_K_MOE",
     "BF16_RATE_MOE",
     "CUTLASS_ROWS_MOE",
     "DEEPEP_GROUPED_GEMM",
@@ -79,6 +78,7 @@ __all__ = [
     "TRTLLM_OWN_MOE",
     "TUNED_MOE",
     "TUNED_STAND_IN",
+    "UNALIGNED_K_MOE",
     "WARP_LOADED_MOE",
     "WEIGHTS_HELD",
     "engine_moe_tiles",
@@ -825,9 +825,7 @@ UNALIGNED_K_MOE = 16.0
 _DEFAULT_ROW_TILES = {16.0: 0, 64.0: 3}
 
 
-def _unaligned_rows_s(
-    batch: KernelBatch, m_tiles: np.ndarray, prm: dict[str, float]
-) -> np.ndarray:
+def _unaligned_rows_s(batch: KernelBatch, m_tiles: np.ndarray, prm: dict[str, float]) -> np.ndarray:
     """``unaligned_row_s`` a (row tile x FC2 weight row) of the Triton fused MoE's bf16 calls
     whose rank's intermediate is off :data:`UNALIGNED_K_MOE`; ``m_tiles`` (tile, row) the row
     tiles of each of :data:`_MOE_TILES`' row counts over the rank's experts."""
