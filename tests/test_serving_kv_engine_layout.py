@@ -43,9 +43,11 @@ def test_sparse_layout_on_a_model_without_dsa_is_said():
     notes = [w for w in p.warnings if "--kv-dtype fp8_ds_mla" in w]
     assert len(notes) == 1 and "no DSA" in notes[0] and "\n" not in notes[0]
     # DeepSeek-V3.2 (DSA) takes the layout without a word on it; at TP8 its latent-copy
-    # warning (plan_checks.latent_copies, round 21) is the one said, and not about the layout
+    # warning (plan_checks.latent_copies, round 21) and its indexer's (plan.indexer_tp_warnings,
+    # round 24) are the ones said, and not about the layout
     said = plan("deepseek-v3.2", "B200", 8, kv_dtype="fp8_ds_mla", seq_len=4096).warnings
-    assert [w for w in said if "copied on every tensor-parallel rank" not in w] == []
+    assert [w for w in said if "tensor-parallel rank" not in w] == []
+    assert not any("fp8_ds_mla" in w for w in said)
 
 
 def test_sparse_layout_note_gives_the_models_own_row():

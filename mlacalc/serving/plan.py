@@ -696,6 +696,7 @@ def plan(
         + fp4_kernel_warnings(req, cap, sm)
         + fp8_kernel_warnings(req, cap, sm)
         + mmha_warnings(req, sm)
+        + indexer_tp_warnings(req, cap, sm)
     )
     if req.isl is None:
         return with_tp_network_warning(req, with_tbo_warning(capacity_plan(req, cap, common, sm)))
@@ -898,6 +899,40 @@ def fp8_kernel_warnings(req: PlanRequest, cap: Capacity, sm: StepModel) -> tuple
             "keep fp8)"
         )
         + _context_note(req),
+    )
+
+
+def _indexer_share(kernels: list[dict[str, Any]]) -> tuple[float, float]:
+    """The seconds of a timed step's DSA indexer kernels (``indexer_*``, every call) and of all
+    its kernels, first row."""
+    total = sum(float(k["seconds"][0]) for k in kernels)
+    index = sum(float(k["seconds"][0]) for k in kernels if k["name"].startswith("indexer"))
+    return index, total
+
+
+def indexer_tp_warnings(req: PlanRequest, cap: Capacity, sm: StepModel) -> tuple[str, ...]:
+    """A DSA model's attention split over ``tp > 1`` ranks: each layer's indexer (its
+    projections, scores over every cached key and top-k) is whole on every rank, not split
+    by tensor parallelism (docs/serving.md), said with its share of the decode step and of
+    one ``seq_len`` prompt's prefill on a rank (a new-user trial read DeepSeek-V3.2's prefill
+    of a 131,072-token prompt on 8 H200 at TP8, 25.6 s against DeepSeek-V3's 14.7 s, with
+    no word why). DP-attention runs it on each rank's own sequences."""
+    m, lay = req.m, req.lay
+    if m.index_topk is None or lay.tp <= 1 or m.every_indexer_shared or not cap.max_batch:
+        return ()
+    _, B, S = _compared_batch(req, cap)
+    dec_i, dec_t = _indexer_share(sm.step(overlap=req.overlap, dec_B=B, dec_S=S).kernels)
+    pf_i, pf_t = _indexer_share(sm.step(overlap=req.overlap, pf_N=1, pf_q=S).kernels)
+    if not dec_t or not pf_t:
+        return ()
+    return (
+        f"{m.label}'s DSA indexer (its q / k / weights projections, scores over every cached "
+        f"key and top-{m.index_topk:,}) is whole on every tensor-parallel rank (TP{lay.tp}), not "
+        f"split by heads as the attention is: on each GPU it takes {pf_i:.2f} s of the "
+        f"{pf_t:.2f} s of kernels of one {S:,}-token prompt's prefill ({pf_i / pf_t:.0%}) and "
+        f"{dec_i * 1e3:.2f} of the {dec_t * 1e3:.2f} ms of kernels of a decode step of "
+        f"{B:,} sequence{'s' if B != 1 else ''} ({dec_i / dec_t:.0%}); DP-attention "
+        "(--tp 1 --dp-attention) runs it on each GPU's own sequences only",
     )
 
 
