@@ -389,3 +389,29 @@ def test_the_table_shows_the_models_limiting_term_beside_the_bound(run):
     assert "limited by: the kernel time model's largest term" in out
     plain, _ = run(*args, "--profile", "roofline", "--format", "markdown")
     assert "limited by" not in plain
+
+
+def test_an_underfilled_kernel_is_latency_limited_not_compute():
+    """DeepSeek-V3.2's sparse decode core under TensorRT-LLM on H200 read "limited by compute"
+    at 570 MFLOP in 174 us (0.3% of peak, the same time from 2k to 128k keys and batch 1 to
+    64): a time over UNDERFILLED_RATIO x its plain roofline bound is latency; at batch 64 the
+    same kernel (4.7x) is compute-limited (round 24)."""
+    from mlacalc.words.kernels import UNDERFILLED_RATIO
+
+    def core(S, B):
+        p = predict_time("deepseek-v3.2", "H200", "decode", S, B, engine="trtllm")
+        return next(o for o in p.ops if o.name == "attention")
+
+    for S in (2048, 131072):
+        o = core(S, 1)
+        assert o.model_s > UNDERFILLED_RATIO * o.roofline_s and o.compute_s > o.memory_s
+        assert o.limited_by == "latency" and o.bound == "compute"
+    wide = core(8192, 64)
+    assert wide.model_s < UNDERFILLED_RATIO * wide.roofline_s and wide.limited_by == "compute"
+    # the one rule both labels use (kernel_time.predict_kernels takes a tie as compute)
+    from mlacalc.words.kernels import limiter
+
+    assert limiter("gemm", 1e-6, 1e-6, 0.0, 0.0, 2e-6, 1e-6, tie="compute") == "compute"
+    assert limiter("gemm", 1e-6, 1e-6, 0.0, 0.0, 2e-6, 1e-6) == "memory"
+    assert limiter("gemm", 1e-6, 0.0, 0.0, 0.0, 11e-6, 1e-6) == "latency"
+    assert limiter("all_reduce", 0.0, 2e-6, 1e-6, 0.0, 3e-6, 1e-6) == "link"

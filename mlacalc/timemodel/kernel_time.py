@@ -50,11 +50,11 @@ from mlacalc.timemodel.shared import mma_rows
 from mlacalc.timemodel.terms import kernel_terms, scale_params
 from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.kernels import (
-    COMM_KINDS,
     KERNEL_KINDS,
     Kernel,
     KernelBatch,
     batches_of,
+    limiter,
     roofline_bound,
 )
 
@@ -335,12 +335,8 @@ def predict_kernels(
             k = kernels[i]
             c, m = float(terms["compute_s"][j]), float(terms["memory_s"][j])
             fixed, extra = float(terms["fixed_s"][j]), float(terms["extra_s"][j])
-            if k.kind in COMM_KINDS:
-                limited = "link" if m > fixed else "latency"
-            elif fixed > max(c, m, extra):
-                limited = "latency"
-            else:
-                limited = "compute" if c >= m else "memory"
+            per_call = float(terms["seconds"][j]) / k.calls, float(ideal[j]) / k.calls
+            limited = limiter(k.kind, c, m, fixed, extra, *per_call, tie="compute")
             out[i] = KernelTime(
                 name=k.name,
                 kind=k.kind,

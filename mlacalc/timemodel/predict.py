@@ -84,7 +84,14 @@ from mlacalc.words import arguments
 from mlacalc.words.dtypes import dtype_bits
 from mlacalc.words.engines import DEFAULT_ENGINE, check_engine
 from mlacalc.words.errors import ConfigError, InvalidArgumentError
-from mlacalc.words.kernels import COMM_KINDS, TRTLLM_GEN_MOE, Kernel, batches_of, roofline_bound
+from mlacalc.words.kernels import (
+    COMM_KINDS,
+    TRTLLM_GEN_MOE,
+    Kernel,
+    batches_of,
+    limiter,
+    roofline_bound,
+)
 from mlacalc.words.vocab import MODES, SCOPES, VARIANTS, cache_kind
 from mlacalc.words.workload import Workload
 
@@ -184,13 +191,20 @@ class OpTime:
     def limited_by(self) -> str:
         """The time model's largest term of this kernel, which can differ from :attr:`bound`
         (a small GEMM spread over few SMs is compute-limited at 2 FLOP/byte): ``"compute"``,
-        ``"memory"``, ``"latency"`` (its fixed cost per call outweighs the rest) or ``"link"``."""
+        ``"memory"``, ``"latency"`` (its fixed cost per call outweighs the rest, or its time is
+        over :data:`~mlacalc.words.kernels.UNDERFILLED_RATIO` times its plain roofline bound:
+        too little work to fill the device) or ``"link"``."""
         if self.model_s:
-            if self.kind in COMM_KINDS:
-                return "link" if self.memory_s > self.launch_s else "latency"
-            other = self.launch_s - self.fixed_s
-            if self.fixed_s > max(self.compute_s, self.memory_s, other):
-                return "latency"
+            fixed = self.launch_s if self.kind in COMM_KINDS else self.fixed_s
+            return limiter(
+                self.kind,
+                self.compute_s,
+                self.memory_s,
+                fixed,
+                self.launch_s - self.fixed_s,
+                self.model_s,
+                self.roofline_s,
+            )
         return "compute" if self.compute_s > self.memory_s else "memory"
 
     @property

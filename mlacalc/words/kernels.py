@@ -195,6 +195,50 @@ def roofline_bound(flops: float, nbytes: float, ridge: float, kind: str = "") ->
     return "compute" if nbytes <= 0 or flops >= ridge * nbytes else "memory"
 
 
+#: How many times its plain roofline bound (datasheet peak and bandwidth, no fixed cost) a
+#: kernel's modelled time must exceed for its compute term to be read as latency rather than
+#: compute: past it the kernel has too little work to fill the device (a few units walking
+#: their keys or tiles in turn on a few SMs) and its time stays flat as its work grows, as a
+#: fixed cost does (DeepSeek-V3.2's sparse decode core under TensorRT-LLM on H200: 570 MFLOP in
+#: 174 us, 167x its bound, the same time from 2k to 128k keys and from batch 1 to 64). Chosen
+#: by hand, not fitted: the small GEMMs of a batch-1 step read 2-8x (left compute-limited,
+#: docs/time-model.md), the under-filled cores 25-270x
+UNDERFILLED_RATIO = 10.0
+
+
+def limiter(
+    kind: str,
+    compute_s: float,
+    memory_s: float,
+    fixed_s: float,
+    other_s: float,
+    seconds: float,
+    roofline_s: float,
+    tie: str = "memory",
+) -> str:
+    """The time model's largest term of a kernel, the ``limited by`` label: ``"link"`` or
+    ``"latency"`` for a collective (its link time against its fixed cost); else
+    ``"latency"`` where the fixed cost per call outweighs the rest (``other_s``: any other
+    term) or where a compute term binds at more than :data:`UNDERFILLED_RATIO` times the
+    plain roofline bound ``roofline_s`` (too little work to fill the device), ``"compute"``
+    or ``"memory"`` otherwise (``tie``: which when the two are equal). Terms and ``seconds`` are
+    of the same calls.
+
+    >>> limiter("gemm", 155e-6, 1e-6, 0.0, 19e-6, 174e-6, 1.04e-6)
+    'latency'
+    >>> limiter("gemm", 155e-6, 1e-6, 0.0, 19e-6, 174e-6, 37e-6)
+    'compute'
+    """
+    if kind in COMM_KINDS:
+        return "link" if memory_s > fixed_s else "latency"
+    if fixed_s > max(compute_s, memory_s, other_s):
+        return "latency"
+    if compute_s > memory_s or (compute_s == memory_s and tie == "compute"):
+        underfilled = roofline_s > 0 and seconds > UNDERFILLED_RATIO * roofline_s
+        return "latency" if underfilled else "compute"
+    return "memory"
+
+
 @dataclass(frozen=True)
 class Kernel:
     """One kernel call (or ``calls`` identical calls) with exact FLOPs and bytes."""
