@@ -384,10 +384,41 @@ def model_report(
             for n in (
                 checkpoint_kv_note(m, layout.name, layout.bits),
                 engine_fp8_cache_note(m, layout, seq_len, batch),
+                topk_note(m, seq_len),
             )
             if n
         ],
     }
+
+
+def topk_note(m: ModelConfig, seq_len: int) -> str:
+    """What a DSA (or DeepSeek-V4 CSA) indexer's ``index_topk`` at or past the keys it ranks
+    means: it then picks every key, its scores and top-k add work and save none at this
+    context; past the keys the model's ``max_position_embeddings`` can hold it never binds
+    (a new-user trial set ``index_topk`` 16,384 at 8k and 10,000,000 and got no word); ``""``
+    where it selects (or for a model without an indexer)."""
+    k = m.index_topk
+    if k is None:
+        return ""
+    rate = m.compress_rate_csa if m.compress_ratios else None  # V4's CSA ranks pooled keys
+    per = f" (the context's {seq_len:,} tokens pooled {rate} to 1)" if rate else ""
+    keys = seq_len // rate if rate else seq_len
+    most = m.max_position_embeddings // rate if rate else m.max_position_embeddings
+    what = "compressed keys" if rate else "keys"
+    if k >= most:
+        return (
+            f"index_topk {k:,} is at or past the {most:,} {what} the model's "
+            f"max_position_embeddings ({m.max_position_embeddings:,}) can hold: it can never "
+            "bind, every layer with an indexer attends every key at every context, and the "
+            "indexer's scores and top-k are work that saves none"
+        )
+    if k >= keys:
+        return (
+            f"index_topk {k:,} is at or past the {keys:,} {what} at seq_len {seq_len:,}{per}: "
+            "the indexer selects every key, so its scores and top-k (counted here) are pure "
+            f"overhead at this context; it starts saving attention work past {k:,} {what}"
+        )
+    return ""
 
 
 def _checkpoint_summary(ck: Any) -> str:
