@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from mlacalc.cost.attention import indexer_row_bytes
+from mlacalc.cost.attention import indexer_cost, indexer_row_bytes
 from mlacalc.cost.compressed import compressed_growth
 from mlacalc.cost.engine import KVCache, as_model, attention_cost, kv_cache
 from mlacalc.cost.forward import forward_flops_per_token
@@ -317,6 +317,7 @@ def attention_rows(
                     "causal": causal,
                     "flops": cost.flops,
                     "stage_flops": dict(cost.stage_flops),
+                    **_indexer_flops(m, cost),
                     "elementwise_flops": cost.elementwise_flops,
                     "fused_bytes": cost.fused_bytes,
                     "unfused_bytes": cost.unfused_bytes,
@@ -389,6 +390,31 @@ def model_report(
             if n
         ],
     }
+
+
+def _indexer_flops(m: ModelConfig, cost: Any) -> dict[str, Any]:
+    """``indexer_stage_flops``: of a row's ``stage_flops``, the FLOPs of its DSA or CSA
+    indexer by stage (its query, weights and key projections, its scores), all layers, so
+    that what the attention itself does is ``stage_flops - indexer_stage_flops`` (a student
+    read DeepSeek-V3.2's decode core 165.79 G as attention; 130.99 G of it is the indexer's
+    scores); no key for a model without an indexer."""
+    if m.index_topk is None:
+        return {}
+    out = dict.fromkeys(cost.stage_flops, 0)
+    grouped = [
+        (g.layers, o) for g in cost.groups or () for o in g.ops if o.name.startswith("indexer")
+    ]
+    if grouped:  # DeepSeek-V4's CSA layers: the indexer's kernels are the group's own ops
+        for layers, o in grouped:
+            if o.kind == "matmul":
+                out[o.stage] += layers * o.flops
+    elif not m.compress_ratios:  # a DSA layer: mlacalc.cost.attention.indexer_cost, added
+        shared = {i for i in m.shared_indexer_layers if 1 <= i <= m.num_hidden_layers}
+        own = m.num_hidden_layers - len(shared)
+        flops, _ = indexer_cost(m, cost.q_len, cost.seq_len, cost.batch, cost.causal, 8)
+        for stage, f in flops.items():
+            out[stage] += own * f
+    return {"indexer_stage_flops": out}
 
 
 def topk_note(m: ModelConfig, seq_len: int) -> str:

@@ -297,12 +297,15 @@ def _report_sections(doc: dict) -> list[Section]:
         )
     ] * split
     stage_names = list(MATMUL_STAGES)
+    indexed = any("indexer_stage_flops" in r for r in doc["attention"])
     rows = []
     for r in doc["attention"]:
         label = r["label"]
+        index = r.get("indexer_stage_flops", {})
         rows.append(
             [r["phase"], label]
             + [human_si(r["stage_flops"][k]) for k in stage_names]
+            + ([human_si(index.get("core", 0))] if indexed else [])
             + [
                 human_si(r["flops"]),
                 human_si(r["elementwise_flops"]),
@@ -324,17 +327,26 @@ def _report_sections(doc: dict) -> list[Section]:
                 "phase",
                 "impl",
                 *stage_names,
+                *(["indexer (in core)"] if indexed else []),
                 "total FLOPs",
                 "elementwise",
                 "fused bytes",
                 "FLOP/byte",
             ],
             rows,
-            note=_flops_note(doc),
+            note=_flops_note(doc) + (_INDEXER_NOTE if indexed else ""),
         )
     )
     sections.append(_forward_section(doc))
     return sections
+
+
+#: What the attention table's indexer column is (a DSA or CSA model's)
+_INDEXER_NOTE = (
+    "\nindexer (in core): of core, the indexer's scores over every key (or pooled key); core "
+    "less it is the attention's own scores and values. The indexer's projections are in "
+    "q_proj and kv_proj; JSON attention[].indexer_stage_flops has each stage's share."
+)
 
 
 #: The weights' parts of the forward FLOPs, as the table names them.
