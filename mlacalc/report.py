@@ -417,6 +417,27 @@ def _indexer_flops(m: ModelConfig, cost: Any) -> dict[str, Any]:
     return {"indexer_stage_flops": out}
 
 
+def indexer_key_words(m: ModelConfig, kv_dtype: str) -> str:
+    """One sentence on the precision of an indexer's cached keys, where report shows their
+    bytes: a DSA layer's are fp8 with a float32 scale a 128 values whatever the cache's dtype
+    (:func:`~mlacalc.cost.attention.indexer_row_bytes`: 132 B for DeepSeek-V3.2's 128-wide
+    key), DeepSeek-V4's CSA pooled indexer keys follow the cache's dtype; ``""`` without an
+    indexer."""
+    if m.index_topk is None or not m.index_head_dim:
+        return ""
+    width = m.index_head_dim
+    if m.compress_ratios:
+        row = kv_layout("kv_dtype", kv_dtype).row_bytes(width)
+        return (
+            f"A csa layer's pooled indexer keys ({width} values) are in the cache's dtype "
+            f"({kv_dtype}: {row:,} B a pooled key)."
+        )
+    return (
+        f"A dsa layer's indexer keys ({width} values) are fp8 with a float32 scale a 128 "
+        f"values whatever the cache's dtype: {indexer_row_bytes(m):,} B a token and layer."
+    )
+
+
 def topk_note(m: ModelConfig, seq_len: int) -> str:
     """What a DSA (or DeepSeek-V4 CSA) indexer's ``index_topk`` at or past the keys it ranks
     means: it then picks every key, its scores and top-k add work and save none at this

@@ -27,7 +27,7 @@ from mlacalc.cli.common import (
 from mlacalc.models.patterns import STATE_KINDS
 from mlacalc.models.registry import IgnoredField
 from mlacalc.render import human_bytes, human_si, ratio
-from mlacalc.report import kind_cells, model_report
+from mlacalc.report import indexer_key_words, kind_cells, model_report
 from mlacalc.words import defaults as D
 from mlacalc.words.vocab import MATMUL_STAGES
 
@@ -101,7 +101,8 @@ def command(model, seq_len, batch, kv_dtype, weight_dtype, impl, phase, q_len, c
     )
     check_context(m, seq_len)
     header = _report_header(doc, _compressed_dims(m))
-    emit(fmt, doc, lambda: _report_sections(doc), header)
+    keys = indexer_key_words(m, doc["settings"]["kv_dtype"])
+    emit(fmt, doc, lambda: _report_sections(doc, keys), header)
 
 
 def _compressed_dims(m) -> list[str]:
@@ -203,7 +204,7 @@ def _parameter_rows(p: dict, w: dict) -> list[list[str]]:
     return params_rows + _weights_rows(w)
 
 
-def _report_sections(doc: dict) -> list[Section]:
+def _report_sections(doc: dict, indexer_keys: str = "") -> list[Section]:
     p, w, s = doc["parameters"], doc["weights"], doc["settings"]
     by_kind = p.get("attention_by_kind") or []
     sections = [
@@ -251,7 +252,7 @@ def _report_sections(doc: dict) -> list[Section]:
                     _maybe(r["elements_per_token_per_layer"], "{:,}", "mixed: see by kind"),
                     _counted_layers(r, split),
                     human_bytes(r["bytes_per_token"]),
-                    f"{r['tokens_per_layer']:,}",
+                    _kept_cell(r),
                     human_bytes(r["total_bytes"]),
                     ratio(r["ratio_to_smallest"]),
                 ]
@@ -260,6 +261,7 @@ def _report_sections(doc: dict) -> list[Section]:
             note=_per_token_note(doc) if split else "",
         )
     )
+    pooled = any(k["kind"] in ("csa", "hca") for r in doc["kv_cache"] for k in r["by_kind"])
     sections += [
         Section(
             "KV cache by kind of layer",
@@ -267,7 +269,9 @@ def _report_sections(doc: dict) -> list[Section]:
                 "implementation",
                 "kind",
                 "layers",
-                "bytes/token/layer",
+                "bytes/token/layer (one more token adds, averaged)"
+                if pooled
+                else "bytes/token/layer",
                 "tokens kept per layer",
                 "bytes",
                 "total",
@@ -292,7 +296,15 @@ def _report_sections(doc: dict) -> list[Section]:
             "a block-sparse (msa) layer K, V and its indexer keys; a compressed layer (csa, "
             "hca) its window's rows and its pooled keys (csa: with their indexer keys), its "
             "bytes/token/layer averaged over the pooling; a layer without a sequence mixer "
-            "(none) nothing.",
+            "(none) nothing."
+            + (
+                " A compressed layer's bytes are its tokens kept (pooled keys and window rows) "
+                "times a kept row's bytes, not times bytes/token/layer, which is what one more "
+                "token of the context adds on average (a pooled key per compress-ratio tokens)."
+                if pooled
+                else ""
+            )
+            + (f" {indexer_keys}" if indexer_keys else ""),
             text_columns=(1,),
         )
     ] * split
@@ -482,17 +494,37 @@ def _kv_impl_cell(row: dict, doc: dict) -> str:
     return f"{row['impl']} (default)" if row["default"] and many else row["impl"]
 
 
+def _kept_cell(row: dict) -> str:
+    """A KV row's tokens kept per layer: one figure, or each kind's where they differ
+    (DeepSeek-V4's CSA layers keep 32,896 at 128k, its HCA layers 1,152: the row's own figure
+    is one kind's)."""
+    kept = {k["kind"]: k["tokens_per_layer"] for k in row["by_kind"]}
+    counts = {v for k, v in kept.items() if k not in ("none",) and isinstance(v, int) and v}
+    if len(counts) <= 1 or not {"csa", "hca"} & set(kept):
+        return f"{row['tokens_per_layer']:,}"
+    return "; ".join(f"{v:,} ({k})" for k, v in kept.items() if k in ("csa", "hca", "swa"))
+
+
 def _per_token_note(doc: dict) -> str:
     r = doc["kv_cache"][0]
+    default = next((x for x in doc["kv_cache"] if x["default"]), r)
+    if r is not default and r["impl"] == "naive":  # MLA: the first row is the expanded one
+        figure = (
+            f"{human_bytes(r['bytes_per_token'])}/token naive, K/V expanded; "
+            f"{human_bytes(default['bytes_per_token'])}/token the {default['impl']} default's "
+            "latent cache"
+        )
+    else:
+        figure = f"{human_bytes(r['bytes_per_token'])}/token"
     kinds = ", ".join(r["layer_kinds_per_token"]) or "no"
     if {"csa", "hca"} & set(r["layer_kinds_per_token"]):  # DeepSeek-V4
         return (
             f"per token: what one more token adds at this seq_len, averaged over the pooling "
-            f"({kinds} layers: {human_bytes(r['bytes_per_token'])}/token): a compressed layer "
+            f"({kinds} layers: {figure}): a compressed layer "
             "adds one pooled key per compress-ratio tokens; its window is full: see by kind."
         )
     return (
         f"per token: what one more token adds at this seq_len, a row in each layer still "
-        f"keeping every token ({kinds} layers: {human_bytes(r['bytes_per_token'])}/token); "
+        f"keeping every token ({kinds} layers: {figure}); "
         "sliding layers keep their window, linear layers a fixed state: see by kind."
     )
