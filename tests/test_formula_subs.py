@@ -33,6 +33,8 @@ SCALES = {
     # q_a 12 x 56, q_b 192 x 12, kv_a 5 x 56, kv_b 256 x 4, o 56 x 128 = 11,448 blocks;
     # q_a_layernorm 1,536 + kv_a_layernorm 512
     "deepseek-v3": 11_448 * 4 + 2_048,
+    # the same MLA tensors (its indexer's: read at b_w by report, as by the formula)
+    "deepseek-v3.2": 11_448 * 4 + 2_048,
     # q_a 12 x 56, q_b 96 x 12, kv_a 5 x 56, kv_b 128 x 4, o 56 x 64 = 6,200 blocks; norms
     "kimi-k2": 6_200 * 4 + 2_048,
     # q 48 x 24, k 8 x 24, v 8 x 24, o 24 x 48 = 2,688 blocks (its q/k norms: no term, no read)
@@ -40,8 +42,13 @@ SCALES = {
 }
 
 
+def _variant(m):
+    """The formula variant of a model: ``dsa`` for an MLA model with an indexer."""
+    return "dsa" if m.is_mla and m.index_topk and not m.compress_ratios else m.variant
+
+
 def _value(text, **env):
-    return eval(text, {}, env)  # a --python formula of B, S, q, b, b_a, b_w
+    return eval(text, {"min": min}, env)  # a --python formula of B, S, q, b, b_a, b_w
 
 
 def _stated(err, pattern):
@@ -56,7 +63,7 @@ def test_formula_subs_is_report_or_refused(run, capsys, name):
     from mlacalc.cli import main
 
     m = mlacalc.load_model(name)
-    v = m.variant
+    v = _variant(m)
     rc = main(["formula", "attention_params", "--variant", v, "--subs", name, "--python"])
     out, err = capsys.readouterr()
     if rc:  # refused: one line naming the model and pointing at report
@@ -96,7 +103,8 @@ def test_formula_subs_mla_parameters_are_reports(run, capsys, name):
     weights a warning states), or refused (fast; the slow test above checks every quantity)."""
     from mlacalc.cli import main
 
-    rc = main(["formula", "attention_params", "--variant", "mla", "--subs", name, "--python"])
+    m = mlacalc.load_model(name)
+    rc = main(["formula", "attention_params", "--variant", _variant(m), "--subs", name])
     out, err = capsys.readouterr()
     if rc:
         assert "mlacalc report" in err, err

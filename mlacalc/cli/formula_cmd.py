@@ -8,12 +8,13 @@ from fractions import Fraction
 
 import click
 
-from mlacalc.cli.common import IMPL_CHOICE, VARIANT_CHOICE, load, note, set_option, warn
-from mlacalc.cost.attention import model_dims, op_weight_bits
+from mlacalc.cli.common import IMPL_CHOICE, load, note, set_option, warn
+from mlacalc.cost.attention import indexer_row_bytes, model_dims, op_weight_bits
 from mlacalc.cost.engine import attention_cost
 from mlacalc.cost.model_step import checkpoint_stored, stored_attention_cost
 from mlacalc.cost.params import param_counts
 from mlacalc.cost.quant import checkpoint_tensors, tensor_bytes
+from mlacalc.cost.symbolic import FORMULA_VARIANTS
 from mlacalc.cost.symbolic import formula as build
 from mlacalc.models.architecture import layer_pattern
 from mlacalc.words.dtypes import dtype_bits
@@ -51,9 +52,10 @@ class _NearChoice(click.Choice):
 @click.argument("quantity", type=_NearChoice(list(QUANTITIES), "quantity"), metavar="QUANTITY")
 @click.option(
     "--variant",
-    type=VARIANT_CHOICE,
+    type=_NearChoice(list(FORMULA_VARIANTS), "variant"),
     required=True,
-    help="Attention variant.",
+    help="Attention variant: mha, gqa, mqa, mla, or dsa (DeepSeek-V3.2's sparse attention: "
+    "MLA whose core attends the k keys a lightning indexer picks).",
 )
 @click.option(
     "--impl", type=IMPL_CHOICE, default=None, help="MLA implementation (default: serving default)."
@@ -93,8 +95,13 @@ def command(quantity, variant, impl, phase, stage, causal, no_q_lora, subs_model
     Symbols: d hidden, L layers, n_h heads, n_kv KV heads, d_h head width, d_c latent,
     d_cq query latent, d_nope, d_rope, d_v; B batch, S keys attended, q new tokens,
     P (query, key) pairs per head, b / b_w / b_a bytes per KV / weight / activation element.
-    attention_params is one layer's weights and kv_cache_elements one token's elements in one
-    layer; the other quantities count all L layers.
+    DSA (--variant dsa): k keys the indexer picks a query (index_topk), n_i indexer heads
+    (index_n_heads), d_i indexer head width (index_head_dim), b_i bytes per indexer key
+    element (fp8 and a float32 scale a 128: 33/32); its core attends min(S, k) keys (P_k
+    pairs a head: query j attends min(j, k)), its indexer scores all S.
+    FLOPs count 2 per multiply-add. attention_params is one layer's weights and
+    kv_cache_elements one token's elements in one layer; the other quantities count all L
+    layers.
 
     \b
     Examples:
@@ -103,15 +110,17 @@ def command(quantity, variant, impl, phase, stage, causal, no_q_lora, subs_model
       mlacalc formula attention_flops --variant mla --impl naive --phase prefill --causal --latex
       mlacalc formula kv_cache_elements --variant mla --subs deepseek-v3
       mlacalc formula kv_cache_bytes --variant mla --subs deepseek-v3 --set kv_lora_rank=256
+      mlacalc formula attention_flops --variant dsa --phase decode --subs deepseek-v3.2
     """
     # deferred: sympy loads for the formula itself, not for `--help`
     import sympy as sp
 
-    if variant != "mla" and impl not in (None, STANDARD_IMPL):
+    latent = variant in ("mla", "dsa")
+    if not latent and impl not in (None, STANDARD_IMPL):
         raise click.BadParameter(f"{variant.upper()} has one implementation", param_hint="--impl")
-    if variant == "mla" and impl == STANDARD_IMPL:
+    if latent and impl == STANDARD_IMPL:
         raise click.BadParameter(
-            f"'{STANDARD_IMPL}' is the implementation of MHA, GQA and MQA; MLA has "
+            f"'{STANDARD_IMPL}' is the implementation of MHA, GQA and MQA; {variant.upper()} has "
             f"{', '.join(MLA_IMPLEMENTATIONS)}",
             param_hint="--impl",
         )
@@ -140,7 +149,7 @@ def command(quantity, variant, impl, phase, stage, causal, no_q_lora, subs_model
     if stage is not None and expr == 0:  # no op of the layer is of that stage
         has = [s for s in MATMUL_STAGES if build(quantity, variant, **{**settings, "stage": s})]
         impl_words = ""
-        if variant == "mla":
+        if latent:
             impl_words = f" ({impl or 'serving default'}{_where_phase(phase)})"
         raise click.BadParameter(
             f"{variant.upper()}{impl_words} has no {stage} stage: its stages are {', '.join(has)}",
@@ -191,12 +200,23 @@ def _check_plain(m, variant: str) -> None:
     """Refuse, by name, a model whose layers the plain layer's formula does not describe."""
     # GQA keeps n_kv a symbol, so it takes any MHA/GQA/MQA model's n_kv; MHA sets n_kv = n_h
     # and MQA n_kv = 1, so they describe only a model whose n_kv is that
-    if variant != m.variant and not (variant == "gqa" and not m.is_mla):
-        fits = [m.variant] if m.is_mla or m.variant == "gqa" else [m.variant, "gqa"]
+    mine = _formula_variant(m)
+    if variant != mine and not (variant == "gqa" and not m.is_mla):
+        fits = [mine] if m.is_mla or mine == "gqa" else [mine, "gqa"]
         heads = "" if m.is_mla else f" (n_kv = {m.num_key_value_heads})"
+        what = mine.upper()
+        if mine == "dsa":
+            what = f"DSA (MLA with an indexer picking {m.index_topk:,} keys a query)"
         raise click.BadParameter(
-            f"{m.label} is {m.variant.upper()}{heads}, not {variant.upper()}: use "
+            f"{m.label} is {what}{heads}, not {variant.upper()}: use "
             + " or ".join(f"--variant {v}" for v in fits),
+            param_hint="--subs",
+        )
+    if variant == "dsa" and m.shared_indexer_layers:
+        raise click.BadParameter(
+            f"{m.label}'s layers {', '.join(map(str, m.shared_indexer_layers))} reuse the "
+            "previous layer's top-k (no indexer of their own), and the formula gives every "
+            f"layer its indexer; `mlacalc report {m.name}` counts them",
             param_hint="--subs",
         )
     if not m.is_mla and m.v_head_dim is not None and m.v_head_dim != m.head_dim:
@@ -206,7 +226,7 @@ def _check_plain(m, variant: str) -> None:
             param_hint="--subs",
         )
     layers = layer_pattern(m).layers
-    own = sorted({k.label for k in layers if k.attention in _OWN_RULES})
+    own = sorted({k.label for k in layers if k.attention in _OWN_RULES and k.attention != variant})
     if own:  # their cache rows, keys attended and projections are not the formula's
         raise click.BadParameter(
             f"{m.label}'s {', '.join(own)} layers are not the plain {m.variant.upper()} "
@@ -227,6 +247,14 @@ def _check_plain(m, variant: str) -> None:
             f"{m.label} has {parts}; `mlacalc report {m.name}` counts them",
             param_hint="--subs",
         )
+
+
+def _formula_variant(m) -> str:
+    """The formula variant that describes a model's attention layers: ``dsa`` for an MLA
+    model with an indexer (DeepSeek-V3.2, GLM-5.1), else its attention variant."""
+    if m.is_mla and m.index_topk is not None and not m.compress_ratios:
+        return "dsa"
+    return m.variant
 
 
 def _not_plain(m, kind) -> str:
@@ -276,6 +304,9 @@ def _substituted(m, quantity: str, variant: str, settings: dict, no_q_lora: bool
         )
     values = {s.ALL[sym]: v for sym, v in dims.items() if sym in s.ALL}
     values[s.L] = with_attention
+    if variant == "dsa":  # the indexer, and its keys' bytes (fp8 and a float32 scale a 128)
+        values.update({s.k: m.index_topk, s.n_i: m.index_n_heads, s.d_i: m.index_head_dim})
+        values[s.b_i] = sp.Rational(indexer_row_bytes(m), m.index_head_dim)
     expr = sp.factor(expr.subs(values))
     if quantity == "attention_params":
         _say_params_left_out(m, expr)
@@ -330,7 +361,8 @@ def _stored_beyond_b_w(m) -> Fraction:
     layers: dict[str, list] = {}
     for t in checkpoint_tensors(m):
         hit = re.match(r"model\.layers\.(\d+)\.self_attn\.(.*)", t.name)
-        if hit and not re.match(r"[qk]_norm\.", hit[2]):
+        # a DSA indexer's: report reads its weights at the weight dtype, as the formula's b_w
+        if hit and not re.match(r"[qk]_norm\.|indexer\.", hit[2]):
             layers.setdefault(hit[1], []).append(t)
     first = next(iter(layers.values()), [])
     return sum(

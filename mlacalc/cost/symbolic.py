@@ -27,13 +27,27 @@ from mlacalc.words.vocab import (
     serving_impl,
 )
 
-__all__ = ["QUANTITIES", "VARIANTS", "formula"]
+__all__ = ["FORMULA_VARIANTS", "QUANTITIES", "VARIANTS", "formula"]
+
+#: the variants a formula is written for: the attention variants, and DSA (DeepSeek-V3.2's
+#: MLA whose core attends the top-k keys a lightning indexer picks; formulas/dsa_layer.py)
+FORMULA_VARIANTS = (*VARIANTS, "dsa")
 
 
 def _layer(variant: str, impl: str | None, phase: str | None, q_lora: bool):
     # deferred: the symbolic layers load sympy; the numeric path never does
-    from mlacalc.cost.formulas import mha, mla
+    from mlacalc.cost.formulas import dsa_layer, mha, mla
 
+    if variant == "dsa":  # an MLA layer over the picked keys
+        base = _layer("mla", impl, phase, q_lora)
+        if impl is None and phase == "chunk":  # a DSA chunk's default: naive, latent cache
+            latent = mla.layer("absorbed", q_lora)
+            base = replace(
+                mla.layer("naive", q_lora),
+                kv_row_elements=latent.kv_row_elements,
+                kv_row_bytes=latent.kv_row_bytes,
+            )
+        return dsa_layer.layer(base, q_lora)
     if variant == "mla":
         if impl is None:
             # serving default: expanded K/V in prefill (the new tokens') and chunk (the
@@ -77,7 +91,9 @@ def formula(
     quantity
         One of :data:`QUANTITIES`.
     variant
-        ``"mha"`` (``n_kv = n_h``), ``"gqa"``, ``"mqa"`` (``n_kv = 1``) or ``"mla"``.
+        ``"mha"`` (``n_kv = n_h``), ``"gqa"``, ``"mqa"`` (``n_kv = 1``), ``"mla"``, or
+        ``"dsa"`` (DeepSeek-V3.2: MLA whose core attends ``min(S, k)`` keys an indexer of
+        ``n_i`` heads ``d_i`` wide picks, scoring all ``S``).
     impl
         MLA implementation (``naive``, ``compressed``, ``absorbed``, ``absorbed_merged``);
         ``None`` follows the serving default (absorbed in decode, expanded otherwise).
@@ -104,7 +120,7 @@ def formula(
     2*B*L*S*n_h*(2*d_c + d_rope)
     """
     args.choice("quantity", quantity, QUANTITIES)
-    args.choice("variant", variant, VARIANTS)
+    args.choice("variant", variant, FORMULA_VARIANTS)
     args.choice("phase", phase, PHASES, allow_none=True)
     args.choice("stage", stage, STAGES, allow_none=True)
     if impl is not None and not isinstance(impl, str):
@@ -138,7 +154,7 @@ def formula(
         expr = s.L * layer.fused_bytes()
 
     subs: dict = {s.beta_qkv: int(bias), s.beta_o: int(out_bias), s.rho: int(rope)}
-    if variant != "mla":  # one head width: d_v is MiMo-V2-Flash's alone (model_dims)
+    if variant not in ("mla", "dsa"):  # one head width: d_v is MiMo-V2-Flash's alone (model_dims)
         subs[s.d_v] = s.d_h
     if variant == "mha":
         subs[s.n_kv] = s.n_h
@@ -151,4 +167,35 @@ def formula(
         expr = expr.subs(s.q, s.S)
     elif phase == "decode":
         expr = expr.subs(s.q, 1)
+    if variant == "dsa":  # factored with min(S, k) and P_k as symbols, then put in
+        # deferred: the symbolic layers load sympy; the numeric path never does
+        from mlacalc.cost.formulas.dsa_layer import KEYS, KEYS_ATTENDED
+
+        pairs_k = _window_pairs(phase, causal)
+        grouped = sp.factor_terms(sp.collect(sp.expand(expr), [s.P_k, KEYS], func=sp.factor))
+        return grouped.subs({KEYS: KEYS_ATTENDED, s.P_k: pairs_k})
     return sp.factor(expr)
+
+
+def _window_pairs(phase: str | None, causal: bool):
+    """``P_k``: the (query, key) pairs a head of a DSA core computes, each query attending at
+    most ``k`` keys (:func:`mlacalc.cost.attention.attended_pairs` with a window of ``k``).
+    Causal, the query at 1-based position ``j`` attends ``min(j, k)`` keys."""
+    # deferred: sympy loads only when a formula is asked for
+    import sympy as sp
+
+    from mlacalc.cost import symbols as s
+
+    S, q, k = s.S, s.q, s.k
+    if phase == "decode":
+        return sp.Min(S, k)
+    if not causal:
+        return (S if phase == "prefill" else q) * sp.Min(S, k)
+    if phase == "prefill":  # positions 1 .. S
+        return sp.Piecewise((S * (S + 1) / 2, k >= S), (k * (k + 1) / 2 + (S - k) * k, True))
+    lo = S - q + 1  # a chunk (or q symbolic): positions S - q + 1 .. S
+    return sp.Piecewise(
+        (q * (2 * S - q + 1) / 2, k >= S),
+        (q * k, lo >= k),
+        ((lo + k) * (k - lo + 1) / 2 + (S - k) * k, True),
+    )

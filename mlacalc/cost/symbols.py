@@ -21,17 +21,23 @@ d_cq = sp.Symbol("d_cq", **_dim)  #: MLA query latent width (q_lora_rank)
 d_nope = sp.Symbol("d_nope", **_dim)  #: MLA per-head query/key width without RoPE
 d_rope = sp.Symbol("d_rope", **_dim)  #: MLA decoupled RoPE width
 d_v = sp.Symbol("d_v", **_dim)  #: MLA per-head value width
+k = sp.Symbol("k", **_dim)  #: DSA keys the indexer picks per query (index_topk)
+n_i = sp.Symbol("n_i", **_dim)  #: DSA indexer heads (index_n_heads)
+d_i = sp.Symbol("d_i", **_dim)  #: DSA indexer head width (index_head_dim)
 
 # workload
 B = sp.Symbol("B", **_dim)  #: batch (sequences)
 S = sp.Symbol("S", **_dim)  #: keys the last query attends (KV length)
 q = sp.Symbol("q", **_dim)  #: new (query) tokens per sequence in this step
 P = sp.Symbol("P", **_dim)  #: (query, key) pairs computed per sequence per head
+P_k = sp.Symbol("P_k", **_dim)  #: DSA core pairs per sequence per head (min(j, k) keys each)
 
 # bytes per element
 b = sp.Symbol("b", positive=True, rational=True)  #: KV-cache bytes per element
 b_w = sp.Symbol("b_w", positive=True, rational=True)  #: weight bytes per element
 b_a = sp.Symbol("b_a", positive=True, rational=True)  #: activation bytes per element
+#: DSA indexer key bytes per element: fp8 with a float32 scale a 128 values (33/32)
+b_i = sp.Symbol("b_i", positive=True, rational=True)
 
 # 0/1 switches
 beta_qkv = sp.Symbol(
@@ -54,13 +60,18 @@ ALL = {
         d_nope,
         d_rope,
         d_v,
+        k,
+        n_i,
+        d_i,
         B,
         S,
         q,
         P,
+        P_k,
         b,
         b_w,
         b_a,
+        b_i,
         beta_qkv,
         beta_o,
         rho,
