@@ -171,3 +171,24 @@ def test_formula_help_names_dsa_and_its_symbols(run):
                   "b_i bytes per indexer key element", "FLOPs count 2 per multiply-add",
                   "[mha|gqa|mqa|mla|dsa]"):  # fmt: skip
         assert words in text, words
+
+
+def test_dsv4_doc_defines_its_symbols_before_use():
+    """A student's trial: docs/deepseek-v4.md used D, n_i, d_i, m, m', W, g, n and j with no
+    definition (D valued only 50 lines after its first use); now a table at the top defines
+    each, before the first formula that uses it, and the glossary has DSA's and V4's."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    doc = (root / "docs" / "deepseek-v4.md").read_text()
+    table = doc.index("### Symbols")
+    rows = doc[table : doc.index("\n\n", doc.index("| symbol |", table))]
+    for sym in ("D", "W", "m", "m'", "n_i", "d_i", "g", "n", "S", "index_topk"):
+        assert f"\n| `{sym}` |" in rows or f"| `{sym}`, " in rows or f", `{sym}` |" in rows, sym
+    assert "`j` the 1-based position" in rows
+    body = doc[doc.index("\n\n", doc.index("| symbol |", table)) :]
+    assert "n_h D" in body and doc.index("n_h D") > table  # the first formula, after the table
+    glossary = (root / "docs" / "glossary.md").read_text()
+    for words in ("**k, n_i, d_i, b_i, P_k**", "`index_n_heads`", "`index_head_dim`",
+                  "**D, W, m, m', g, n**", "`compress_rate_csa`"):  # fmt: skip
+        assert words in glossary, words
