@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
@@ -23,20 +25,42 @@ TITLE = "KV cache"
 def kv_curves(model: ModelConfig, batch: int, kv_dtype: str, lengths: tuple) -> dict:
     """Cache bytes over ``lengths`` per implementation: vectorized where the layers are
     alike, one exact ``kv_cache_bytes`` per length where they differ (sliding, chunked,
-    linear or DSA layers)."""
+    linear or DSA layers). The library's warnings (a length past the model's
+    ``max_position_embeddings``, once per length) are caught here, not left to the server's
+    console: the page says it once (:func:`past_positions_caption`)."""
     impls = ["naive", None] if model.is_mla else [None]
     xs = np.array(lengths)
     curves = {}
-    for impl in impls:
-        name = str(impl or "latent" if model.is_mla else model.variant)
-        try:
-            ys = mlacalc.sweep(
-                model, "kv_cache_bytes", seq_len=xs, batch=batch, kv_dtype=kv_dtype, impl=impl
-            ).tolist()
-        except mlacalc.InvalidArgumentError:  # layers of different kinds
-            ys = [mlacalc.kv_cache_bytes(model, n, batch, kv_dtype, impl) for n in lengths]
-        curves[name] = ys
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", ".*max_position_embeddings", category=mlacalc.MlacalcWarning
+        )
+        for impl in impls:
+            name = str(impl or "latent" if model.is_mla else model.variant)
+            try:
+                ys = mlacalc.sweep(
+                    model, "kv_cache_bytes", seq_len=xs, batch=batch, kv_dtype=kv_dtype, impl=impl
+                ).tolist()
+            except mlacalc.InvalidArgumentError:  # layers of different kinds
+                ys = [mlacalc.kv_cache_bytes(model, n, batch, kv_dtype, impl) for n in lengths]
+            curves[name] = ys
     return curves
+
+
+def past_positions_caption(model: ModelConfig, lengths: tuple) -> str:
+    """One sentence for the lengths of the sweep past the model's ``max_position_embeddings``
+    (DeepSeek-V3.2's 163,840 in a sweep to 1,048,576 printed 13 warnings to the server's
+    console and none on the page); ``""`` where none is."""
+    limit = model.max_position_embeddings
+    past = [n for n in lengths if limit and n > limit]
+    if not past:
+        return ""
+    return (
+        f"{counted(len(past), 'length')} of the curve ({past[0]:,} to {past[-1]:,} tokens) "
+        f"{'is' if len(past) == 1 else 'are'} past {model.label}'s max_position_embeddings "
+        f"({limit:,}): the cache is counted as the formula extends, beyond the context the "
+        "model was trained for."
+    )
 
 
 @st.cache_data(show_spinner=False)
@@ -142,6 +166,7 @@ def render(sc: Scenario) -> None:
         int(x) for x in np.unique(np.geomspace(1024, max(2**20, seq_len), 48).astype(int))
     )
     curves = kv_curves(model, batch, kv_dtype, lengths)
+    past = past_positions_caption(model, lengths)
     fig = go.Figure()
     for label, ys in curves.items():
         fig.add_trace(
@@ -174,6 +199,8 @@ def render(sc: Scenario) -> None:
         fig.update_xaxes(type="log", dtick=1)  # a label per decade, not per minor tick
         fig.update_yaxes(type="log", dtick=1)
     st.plotly_chart(fig, width="stretch", key="kv_chart")
+    if past:
+        st.caption(past)
     st.markdown("**The same model as MHA, GQA, MQA and MLA** (everything but the attention kept)")
     kv_heads = None if model.num_attention_heads % 8 else 8
     try:

@@ -617,3 +617,29 @@ def test_an_uploaded_config_without_head_dim_says_a_what_if_width_keeps_it():
     assert "head_dim stays 128" in said and "2,048 / 32 = 64" in said
     at.number_input(key="w_dh").set_value(64).run()
     assert not at.exception and "head_dim stays" not in " ".join(w.value for w in at.warning)
+
+
+def test_kv_sweep_past_the_models_positions_is_one_caption_not_console_warnings():
+    """DeepSeek-V3.2's KV cache curve runs to 1,048,576 tokens, past its 163,840 positions:
+    13 MlacalcWarning lines went to the server's console and none to the page (round 24).
+    Now caught, and said in one caption."""
+    import warnings
+
+    from appviews.kv_cache import kv_curves
+
+    kv_curves.clear()
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        at = run(model="deepseek-v3.2", seq_len="8192")
+    assert not [w for w in said if "max_position_embeddings" in str(w.message)]
+    captions = [c.value for c in at.caption if "max_position_embeddings" in c.value]
+    assert len(captions) == 1, captions
+    assert (
+        "13 lengths of the curve (" in captions[0]
+        and "to 1,048,576 tokens) are past" in captions[0]
+    )
+    assert "DeepSeek-V3.2's max_position_embeddings (163,840)" in captions[0]
+    # a sweep inside the positions says nothing
+    from appviews.kv_cache import past_positions_caption
+
+    assert past_positions_caption(mlacalc.load_model("deepseek-v3.2"), (1024, 163840)) == ""
