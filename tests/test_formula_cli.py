@@ -192,3 +192,12 @@ def test_dsv4_doc_defines_its_symbols_before_use():
     for words in ("**k, n_i, d_i, b_i, P_k**", "`index_n_heads`", "`index_head_dim`",
                   "**D, W, m, m', g, n**", "`compress_rate_csa`"):  # fmt: skip
         assert words in glossary, words
+
+
+def test_formula_v4_refusal_names_report_and_the_doc(run):
+    # before: "... `mlacalc report` counts them" with no model named and no doc
+    _, err = run("formula", "kv_cache_bytes", "--variant", "mqa", "--subs", "deepseek-v4-pro",
+                 code=2)  # fmt: skip
+    assert "DeepSeek-V4-Pro's csa, hca layers are not the plain MQA layer" in err, err
+    assert "`mlacalc report deepseek-v4-pro` counts them" in err and "docs/deepseek-v4.md" in err
+    assert err.count("\n") == 1

@@ -228,10 +228,16 @@ def _check_plain(m, variant: str) -> None:
     layers = layer_pattern(m).layers
     own = sorted({k.label for k in layers if k.attention in _OWN_RULES and k.attention != variant})
     if own:  # their cache rows, keys attended and projections are not the formula's
+        where = ""
+        if {"csa", "hca"} & set(own):  # DeepSeek-V4: no formula variant of its own yet
+            where = (
+                " (DeepSeek-V4's compressed layers have no formula variant; their counts: "
+                "docs/deepseek-v4.md)"
+            )
         raise click.BadParameter(
             f"{m.label}'s {', '.join(own)} layers are not the plain {m.variant.upper()} "
             "layer the formula describes (cache rows, keys attended, projections of their "
-            "own); `mlacalc report` counts them",
+            f"own); `mlacalc report {m.name}` counts them{where}",
             param_hint="--subs",
         )
     # layers the formula's L x (one plain layer) leaves out or miscounts, with what it misses
