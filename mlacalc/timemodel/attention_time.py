@@ -55,9 +55,12 @@ __all__ = [
     "BF16_CACHE_WRITE_HBM",
     "CACHE_WRITE_BLOCK_THREADS",
     "CACHE_WRITE_REFERENCE_THREADS",
+    "FA3_COMBINE_SEQ_S",
+    "FA3_DYNAMIC_SPLIT_MAX_BATCH",
     "FA3_FP8_FIRST_V_CLOCKS",
     "FA3_FP8_PROMPT_BUILDS",
     "FA3_MAX_SPLITS",
+    "FA3_PARTIAL_BYTES",
     "FA3_QUERY_CAST_KERNELS",
     "FA3_SPLIT_EFFICIENCY",
     "FA3_SPLIT_FILL",
@@ -113,6 +116,7 @@ __all__ = [
     "decode_terms",
     "encoder_kernel_shape",
     "engine_attention_kernel",
+    "fa3_dynamic_split",
     "fa3_prompt_splits",
     "hd192_side_call_s",
     "paired_tile_waves",
@@ -387,9 +391,39 @@ QUERY_CAST_BYTES = 3.0
 #: (clocked as ``launch_s``), 2.5 us, the head dim 128 gap rounded, not fitted (every one of
 #: vLLM's H100 rows runs it, so its fit cannot tell it from the call's fixed cost); chosen with
 #: the rows from the other device in view (their signed errors balance at 2.2-2.3 us;
-#: TensorRT-LLM's 3.0 us a further kernel, :data:`TRTLLM_FURTHER_KERNEL_S`, overshot).
+#: TensorRT-LLM's 3.0 us a further kernel, :data:`TRTLLM_FURTHER_KERNEL_S`, overshot). Only up
+#: to :data:`FA3_DYNAMIC_SPLIT_MAX_BATCH` sequences (:func:`fa3_dynamic_split`).
 ALWAYS_COMBINE_DECODE = frozenset({("vllm", "sm90")})
 ALWAYS_COMBINE_S = 2.5e-6
+
+#: Most sequences a call of :data:`ALWAYS_COMBINE_DECODE`'s FlashAttention-3 decode takes its
+#: dynamic-split path at: up to them a one-CTA kernel picks every sequence's splits (31 a warp,
+#: 32 warps) and the attention kernel writes its outputs as fp32 partials (and their
+#: log-sum-exps) that the combine kernel reads back and writes out; past them the splits are
+#: the static heuristic's (one at these batches), no combine kernel, the output written once.
+#: As recalled of FlashAttention-3's ``mha_fwd`` ("dynamic split for batch size <= 992") and
+#: of vLLM's FlashAttention backend, which refuses CUDA-graph capture sizes over 992 "from
+#: FA3's internal heuristic" (neither checked against a stored copy). Read from vLLM's H100
+#: rows at up to 63 cached keys, no window: 32 query heads on 8, head dim 128, bf16, 126.5 us
+#: at 512 sequences and 214.9 at 1,024 (2 x 512 would be 253); one head of 64, 28.8 and 37.8
+#: us; SGLang's FlashAttention-3 rows step by no such amount (0.095 / 0.086 us a sequence).
+FA3_DYNAMIC_SPLIT_MAX_BATCH = 992.0
+
+#: Bytes a query head's output element costs the dynamic-split path over a direct write, a
+#: split each (:data:`FA3_DYNAMIC_SPLIT_MAX_BATCH`): the fp32 partial written (4) and read back
+#: by the combine kernel (4); the combine's bf16 write replaces the kernel's own
+FA3_PARTIAL_BYTES = 8.0
+
+#: Seconds (at H100's clock, clocked) the dynamic-split path costs a sequence past the SM count
+#: besides its partials' bytes (:data:`FA3_DYNAMIC_SPLIT_MAX_BATCH`; the combine kernel's
+#: blocks, a block a sequence, past one wave; as recalled, not checked), the combine's time the
+#: longer of that stream and ``ALWAYS_COMBINE_S``. Read from vLLM's H100 rows at up to 31 cached
+#: keys, no window, not fitted: a sequence's time from 256 to 512 sequences less its time from
+#: 1,024 to 2,048, at one query head (where the partials' bytes are few) 13.1 / 13.0 ns bf16 and
+#: 12.5 / 10.4 ns fp8 at head dims 64 / 128 (17-20 ns at 192 and 256), growing with the query
+#: heads x head dim by 4-8 ps an element (64 heads of 128: 44 ns), which FA3_PARTIAL_BYTES gives
+#: at the HBM's rate
+FA3_COMBINE_SEQ_S = 12.0e-9
 
 #: (engine, kernel generation) whose packing decode (FlashAttention-3) runs its local
 #: (sliding-window) kernel only once the cache is longer than the window (``local_window`` 1)
@@ -2061,7 +2095,7 @@ def _call_kernels_s(
     pre = (~fused) & (col(batch, "rope_kernel", 1) > 0)
     # (vLLM's FlashAttention-3 on Hopper runs its combine kernel at every call, one split or
     # many, ``ALWAYS_COMBINE_S``: :data:`ALWAYS_COMBINE_DECODE`)
-    always = col(batch, "combine_kernel", 0) > 0
+    always = fa3_dynamic_split(batch)
     merges = xqa_fp8 if merges is None else merges
     kernels = pre.astype(np.float64) + ((splits > 1) & ~merges & (not gen) & ~always)
     # TensorRT-LLM's own dispatch of the Blackwell kernel (not the packing engines', which call
@@ -2069,7 +2103,26 @@ def _call_kernels_s(
     # (:data:`TRTLLM_GEN_DISPATCH_KERNELS`)
     kernels = kernels + TRTLLM_GEN_DISPATCH_KERNELS * (gen & (pack > 0))
     combine_s = ALWAYS_COMBINE_S * REFERENCE_CLOCK_HZ / fig.clock_hz
+    # (or, where longer, its partial outputs' round trip through the HBM, FA3_PARTIAL_BYTES an
+    # element, and its blocks past one wave, FA3_COMBINE_SEQ_S a sequence past the SM count)
+    a = attention_shape(batch)
+    d_v = col(batch, "head_dim_v", 0)
+    d_v = np.where(d_v > 0, d_v, col(batch, "head_dim_qk", 128))
+    partials = FA3_PARTIAL_BYTES * splits * a["b"] * a["heads"] * a["q"] * d_v
+    past = np.maximum(a["b"] - fig.sm_count, 0.0)
+    stream = partials / (prm["eff_memory"] * fig.hbm_bytes_per_s)
+    combine_s = np.maximum(
+        combine_s, stream + FA3_COMBINE_SEQ_S * past * REFERENCE_CLOCK_HZ / fig.clock_hz
+    )
     return _further_kernel_s(batch, fig, prm, pack) * kernels + np.where(always, combine_s, 0.0)
+
+
+def fa3_dynamic_split(batch: KernelBatch) -> np.ndarray:
+    """Where a decode call runs FlashAttention-3's dynamic-split path, its combine kernel
+    whatever the splits (:data:`ALWAYS_COMBINE_DECODE`'s ``combine_kernel`` rows, up to
+    :data:`FA3_DYNAMIC_SPLIT_MAX_BATCH` sequences)."""
+    b = attention_shape(batch)["b"]
+    return (col(batch, "combine_kernel", 0) > 0) & (b <= FA3_DYNAMIC_SPLIT_MAX_BATCH)
 
 
 def _local_window_s(batch: KernelBatch, prm: dict[str, float], share: np.ndarray) -> np.ndarray:
