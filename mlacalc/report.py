@@ -417,6 +417,11 @@ def _indexer_flops(m: ModelConfig, cost: Any) -> dict[str, Any]:
     return {"indexer_stage_flops": out}
 
 
+def _indexer_total(m: ModelConfig, cost: Any) -> int:
+    """The FLOPs of a step's indexer, every stage (0 without one)."""
+    return sum(_indexer_flops(m, cost).get("indexer_stage_flops", {}).values())
+
+
 def indexer_key_words(m: ModelConfig, kv_dtype: str) -> str:
     """One sentence on the precision of an indexer's cached keys, where report shows their
     bytes: a DSA layer's are fp8 with a float32 scale a 128 values whatever the cache's dtype
@@ -619,10 +624,14 @@ def compare_rows(
                 "kv_total_bytes": cache.total_bytes,
                 "decode_impl": decode.impl,
                 "decode_flops": decode.flops,
+                # of them, its DSA or CSA indexer's (0 without one: report's
+                # indexer_stage_flops summed)
+                "decode_indexer_flops": _indexer_total(m, decode),
                 "decode_fused_bytes": decode.fused_bytes,
                 "decode_arithmetic_intensity_flops_per_byte": decode.arithmetic_intensity,
                 "prefill_impl": prefill.impl,
                 "prefill_flops": prefill.flops,
+                "prefill_indexer_flops": _indexer_total(m, prefill),
                 # the whole model's forward FLOPs of one token at seq_len keys, as report's
                 "forward_flops_per_token": forward.total,
                 "forward_weight_flops_per_token": forward.weight_flops,

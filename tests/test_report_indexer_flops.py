@@ -45,3 +45,15 @@ def test_report_table_has_the_indexer_column(run):
     assert "| indexer (in core) |" in out and "| 165.79 G | 14.33 G | 131.00 G |" in out
     doc = json.loads(run("report", "deepseek-v3", "--format", "json")[0])
     assert "indexer_stage_flops" not in doc["attention"][0]
+
+
+def test_compare_gives_the_indexer_share(run):
+    rows = json.loads(
+        run("compare", "deepseek-v3.2", "deepseek-v3", "--seq-len", "128k", "--format", "json")[0]
+    )
+    r = _row("deepseek-v3.2")
+    assert rows[0]["decode_indexer_flops"] == sum(r["indexer_stage_flops"].values()) > 0
+    assert rows[0]["decode_flops"] == r["flops"]
+    assert rows[1]["decode_indexer_flops"] == rows[1]["prefill_indexer_flops"] == 0
+    out = run("compare", "deepseek-v3.2", "--seq-len", "128k", "--format", "markdown")[0]
+    assert "| 190.32 G (indexer 132.70 G) |" in out

@@ -138,6 +138,12 @@ def command(
         )
         note = f"{full} {note}".strip()
 
+    if any(r["decode_indexer_flops"] for r in rows):
+        note += (
+            " Of the decode and prefill FLOPs, '(indexer X)' is a DSA or CSA indexer's (its "
+            "projections and its scores over every key; JSON decode_indexer_flops, "
+            "prefill_indexer_flops; report's indexer_stage_flops by stage)."
+        )
     scope = (
         "Decode and prefill FLOPs and bytes: the attention layers' (projections and core, "
         "every layer), not the FFN, experts or head (mlacalc roofline --scope model times the "
@@ -182,10 +188,10 @@ def command(
                         human_bytes(r["kv_bytes_per_token"])
                         + (" (window full)" if r["kv_window_full"] else ""),
                         human_bytes(r["kv_total_bytes"]),
-                        human_si(r["decode_flops"]),
+                        human_si(r["decode_flops"]) + _indexer_cell(r["decode_indexer_flops"]),
                         human_bytes(r["decode_fused_bytes"]),
                         f"{r['decode_arithmetic_intensity_flops_per_byte']:,.1f}",
-                        human_si(r["prefill_flops"]),
+                        human_si(r["prefill_flops"]) + _indexer_cell(r["prefill_indexer_flops"]),
                         human_si(r["forward_flops_per_token"]),
                     ]
                     for r in rows
@@ -197,3 +203,8 @@ def command(
     emit(fmt, rows, sections, rows_csv=True)
     for m in loaded[:1] if as_variants else loaded:  # past a model's positions: a warning
         check_context(m, seq_len)
+
+
+def _indexer_cell(flops: int) -> str:
+    """What a FLOPs cell adds for a model with an indexer: its share, ``""`` without one."""
+    return f" (indexer {human_si(flops)})" if flops else ""
