@@ -2260,3 +2260,40 @@ def test_trtllm_gen_moe_pads_a_ranks_intermediate_to_128():
     assert padded[0] == padded[1] == padded[2] == own[2]
     assert padded[3] == padded[4] == own[4] > own[3]
     assert own[0] < own[1] < own[2]
+
+
+def test_flashinfer_trtllm_gen_moe_streams_its_padded_weights():
+    """FlashInfer's TensorRT-LLM-gen MoE (SGLang's and vLLM's B200 rows, ``gen_tokens``) reads
+    its touched experts' weights padded to the 128-multiple its GEMMs take (``inter_pad``):
+    a rank's intermediate of 16, 64 and 128 streams the same bytes, 192 as 256. TensorRT-LLM's
+    own TensorRT-LLM-gen rows (the column ``inter_pad`` without ``gen_tokens``) keep their own
+    bytes (docs/time-model.md, "FlashInfer's TensorRT-LLM-gen MoE streams its padded
+    weights")."""
+    from mlacalc.timemodel.moe_time import GEN_TOKENS_MOE, INTER_PAD_MOE, moe_terms
+
+    b200 = device_figures(load_hardware("B200"))
+    prm = default_params("moe")
+    inter = np.array([16.0, 64.0, 128.0, 192.0, 256.0])
+    n, tokens, hidden, topk, experts = len(inter), 32.0, 2048.0, 8.0, 256.0
+    flops = 2.0 * tokens * topk * hidden * inter * 3.0
+    weights = experts * 3.0 * hidden * inter * 2.0  # bf16, every expert touched
+
+    def memory(gen: float) -> np.ndarray:
+        shape = {
+            "tokens": np.full(n, tokens),
+            "hidden": np.full(n, hidden),
+            "inter": inter,
+            "topk": np.full(n, topk),
+            "experts": np.full(n, experts),
+            "active_experts": np.full(n, experts),
+            "gated": np.ones(n),
+            INTER_PAD_MOE: np.full(n, 128.0),
+            GEN_TOKENS_MOE: np.full(n, gen),
+        }
+        batch = KernelBatch("moe", "bf16", flops, weights, np.ones(n), shape)
+        return moe_terms(batch, b200, prm)["memory_s"]
+
+    held, own = memory(1.0), memory(0.0)
+    assert held[0] == pytest.approx(held[1]) == pytest.approx(held[2]) == pytest.approx(own[2])
+    assert held[3] == pytest.approx(held[4]) == pytest.approx(own[4])
+    assert own[0] < own[1] < own[2] < own[3] < own[4]

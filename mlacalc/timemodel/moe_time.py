@@ -1324,7 +1324,9 @@ def moe_terms(
         1.0, prm["wave_draw"] * np.maximum(units, sms) / sms / _warp_loads(fig)
     )
     share = np.where(wave_drawn(batch, col_tile), drawn_waves, share)
-    memory = batch.bytes / bw * ((mats - 1.0) / share[0] + 1.0 / share[1]) / mats
+    # (with FlashInfer's TensorRT-LLM-gen MoE's padded weights, :func:`_padded_weight_bytes`)
+    streamed = batch.bytes + _padded_weight_bytes(batch, active, mats, padded)
+    memory = streamed / bw * ((mats - 1.0) / share[0] + 1.0 / share[1]) / mats
     memory = memory * _drawn_per_sm(batch, fig, sync)  # the warps' loads (Marlin's, Triton's)
     extra = _around_gemms_s(batch, fig, prm, pairs, mats, bw)
     # the Triton fused MoE at its default config: every CTA of a row tile's column strip loads
@@ -1349,6 +1351,21 @@ def moe_terms(
     # (:data:`UNALIGNED_K_MOE`)
     extra = extra + _unaligned_rows_s(batch, m_tiles, prm)
     return {"compute_s": compute, "memory_s": memory, "extra_s": extra}
+
+
+def _padded_weight_bytes(
+    batch: KernelBatch, active: np.ndarray, mats: np.ndarray, padded: np.ndarray
+) -> np.ndarray:
+    """Bytes FlashInfer's TensorRT-LLM-gen MoE (:data:`GEN_TOKENS_MOE`, SGLang's and vLLM's B200
+    rows and steps) streams beyond its row's weights: it holds each expert's FC1 and FC2 padded
+    as its GEMMs take them (:data:`INTER_PAD_MOE`, the rank's intermediate to ``padded``), so
+    the ``active`` experts' padding streams with them. 0 elsewhere (TensorRT-LLM's own
+    TensorRT-LLM-gen rows keep their bytes): docs/time-model.md, "FlashInfer's TensorRT-LLM-gen
+    MoE streams its padded weights"."""
+    held = (col(batch, GEN_TOKENS_MOE, 0) > 0) & (col(batch, INTER_PAD_MOE, 0) > 0)
+    beyond = np.maximum(padded - col(batch, "inter", 1), 0.0)
+    per_element = MOE_WEIGHT_BYTES.get(batch.dtype, 2.0)
+    return np.where(held, active * mats * col(batch, "hidden", 1) * beyond * per_element, 0.0)
 
 
 def _weights_again_s(
