@@ -15,14 +15,22 @@ from .common import Scenario, decade_ticks, download, show_context_warning, show
 
 TITLE = "FLOPs"
 #: kinds of layer the variant's formulas describe as they are
-_PLAIN = ("full", "mla")
+_PLAIN = ("full", "mla", "dsa")
+
+
+def formula_variant(model) -> str:
+    """The formula variant of ``model``'s layers: ``dsa`` where they are DeepSeek's sparse
+    attention (MLA with an indexer: DeepSeek-V3.2, GLM-5.1), else the model's variant."""
+    kinds = {k.attention for k in layer_pattern(model).layers}
+    return "dsa" if kinds == {"dsa"} else model.variant
 
 
 def plain_form_caveat(model) -> str:
     """A line saying the formulas are the plain layer's where the model's layers are not
     (DeepSeek-V4's csa / hca, MiniMax-M3's msa, sliding windows, MiMo's own value width);
     "" where they describe every layer."""
-    kinds = sorted({k.label for k in layer_pattern(model).layers if k.attention not in _PLAIN})
+    plain = _PLAIN if formula_variant(model) == "dsa" else ("full", "mla")
+    kinds = sorted({k.label for k in layer_pattern(model).layers if k.attention not in plain})
     if not kinds and not (model.v_head_dim and not model.is_mla):
         return ""
     parts = [f"{', '.join(kinds)} layers"] if kinds else []
@@ -40,7 +48,16 @@ def formulas_latex(q_lora: bool, variant: str) -> dict:
     import sympy as sp
 
     out = {"KV cache elements per token per layer": mlacalc.formula("kv_cache_elements", variant)}
-    if variant == "mla":
+    if variant == "dsa":  # MLA with an indexer: the core over min(S, k) keys
+        out["decode core FLOPs, absorbed (the indexer's scores over every key, MLA over k)"] = (
+            mlacalc.formula(
+                "attention_flops", "dsa", "absorbed", phase="decode", stage="core", q_lora=q_lora
+            )
+        )
+        out["decode FLOPs, absorbed (all stages, the indexer's projections too)"] = mlacalc.formula(
+            "attention_flops", "dsa", "absorbed", phase="decode", q_lora=q_lora
+        )
+    elif variant == "mla":
         out["decode core FLOPs, absorbed"] = mlacalc.formula(
             "attention_flops", "mla", "absorbed", phase="decode", stage="core", q_lora=q_lora
         )
@@ -144,9 +161,14 @@ def render(sc: Scenario) -> None:
         else:
             c2.metric("absorption stops paying above", f"{cross.value:,.1f} query tokens")
     st.markdown("**Formulas** (sympy; symbols as in the docs: B batch, S keys, L layers, ...)")
+    if formula_variant(model) == "dsa":
+        st.caption(
+            f"{model.label} is DSA: k = index_topk keys the indexer picks a query, n_i and d_i "
+            "its heads and their width (docs/glossary.md); `mlacalc formula ... --variant dsa`"
+        )
     other = plain_form_caveat(model)
     if other:
         st.caption(other)
-    for label, tex in formulas_latex(model.q_lora_rank is not None, model.variant).items():
+    for label, tex in formulas_latex(model.q_lora_rank is not None, formula_variant(model)).items():
         st.caption(label)
         st.latex(tex)

@@ -47,6 +47,18 @@ def test_default_scenario_every_view():
     assert sum(len(at.latex) for at in runs) >= 3
 
 
+def test_a_dsa_model_gets_dsa_formulas():
+    """DeepSeek-V3.2's FLOPs view shows DSA's formulas (the indexer's scores over every key,
+    MLA's core over min(S, k)), not the plain MLA layer's with a caveat that they do not apply."""
+    at = run("FLOPs", model="deepseek-v3.2")
+    assert not at.exception
+    captions = "\n".join(c.value for c in at.caption)
+    assert "DeepSeek-V3.2 is DSA: k = index_topk" in captions
+    assert "plain MLA layer's formulas" not in captions
+    tex = "\n".join(x.value for x in at.latex)
+    assert "\\min" in tex and "d_{i}" in tex and "n_{i}" in tex
+
+
 def test_widgets_drive_the_numbers():
     at = run()
     at.number_input(key="seq_len").set_value(4096)
