@@ -71,7 +71,7 @@ def test_rank_sweep_and_cli_ranks(run):
     assert rows[1].decode_s < rows[0].decode_s  # a 5x smaller cache reads faster
     assert all(r.prefill_s > 0 for r in rows)
     out, _ = run("convert", "llama-3-8b", "--hw", "H100", "--ranks", "256,1984", "-s", "2k")
-    assert "Ranks on H100" in out and "decode step time (MLA absorbed; H100)" in out
+    assert "Ranks on H100" in out and "decode step time (H100; converted: MLA absorbed)" in out
     # the title names the source's row as the row reads (it said "rank 0", the row "source")
     assert "Ranks on H100, TensorRT-LLM (first row: the source model)" in out
     assert "│ source " in out
@@ -81,7 +81,7 @@ def test_cli_says_when_one_gpu_does_not_hold_the_model(run):
     # before: 'decode step time (H100) 83.55 ms -> 62.98 ms' with 141 GB of weights and 80 GiB
     # of cache on one 80 GB card, without a word
     out, err = run("convert", "llama-3-70b", "--kv-lora-rank", "512", "--hw", "H100", "-b", 8)
-    assert "decode step time (MLA absorbed; H100)" in out
+    assert "decode step time (H100; converted: MLA absorbed)" in out
     assert err.startswith(
         "mlacalc: warning: neither the source (131.42 GiB of weights + 80.00 GiB of cache = "
         "211.42 GiB) nor the converted (135.87 GiB of weights + 22.50 GiB of cache"

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from mlacalc.models.convert import convert
-from mlacalc.serving.convert_sweep import rank_sweep, step_route, step_seconds
+from mlacalc.serving.convert_sweep import rank_sweep, step_prediction, step_route, step_seconds
 from mlacalc.serving.provenance import prediction_note
 from mlacalc.words.errors import InvalidArgumentError
 
@@ -79,12 +79,12 @@ def test_engine_without_a_device_is_refused(run):
 
 def test_step_rows_name_the_implementation_and_form(run):
     out, _ = run(*TIMED)
-    assert "decode step time (MLA absorbed; H100)" in out
-    assert "prefill step time (MLA expanded; H100)" in out
+    assert "decode step time (H100; converted: MLA absorbed)" in out
+    assert "prefill step time (H100; converted: MLA expanded)" in out
     argv = ["convert", "llama-2-7b", "--method", "mha2mla", "--kv-lora-rank", "256", "-s", "4k"]
     out, _ = run(*argv, "--hw", "H100", "--ranks", "256")
-    assert "decode step time (MLA absorbed, shared-RoPE form; H100)" in out
-    assert "prefill step time (MLA expanded, shared-RoPE form; H100)" in out
+    assert "decode step time (H100; converted: MLA absorbed, shared-RoPE form)" in out
+    assert "prefill step time (H100; converted: MLA expanded, shared-RoPE form)" in out
     from mlacalc.cli.convert_cmd import _rank_section
 
     text = " ".join(out.split())
@@ -207,3 +207,30 @@ def test_a_device_of_measured_ceilings_is_said_as_timed(run):
     assert times["profile"] == "roofline" and times["route"]["device_route"] == "measured_ceilings"
     text = " ".join(run(*argv, "--hw", "measured:cpu-2core-epyc-fp32")[0].split())
     assert "Times are the plain roofline bound on measured:cpu-2core-epyc-fp32's measured" in text
+
+
+def test_step_route_falls_back_to_the_predictions_words_on_a_kernel_mismatch(monkeypatch):
+    # a review: a step whose kernel list and prediction's ops differ raised AssertionError,
+    # which a user's command printed as "internal error"
+    import mlacalc.cost.model_step as model_step
+
+    m = convert("llama-3-8b", kv_lora_rank=512).model
+    real = model_step.step_kernels
+    monkeypatch.setattr(model_step, "step_kernels", lambda *a, **k: real(*a, **k)[1:])
+    route, profile, how = step_route(m, "H100", 1024, 1, "absorbed")
+    p = step_prediction(m, "H100", "decode", 1024, 1, "absorbed", engine="trtllm")
+    assert (profile, how) == (p.profile, p.calibration)
+    assert route["stand_ins"] == [] and route["note"].startswith("Expected error")
+
+
+@pytest.mark.parametrize("name", ["llama-3-8b", "llama-3-70b", "qwen2.5-72b", "mixtral-8x7b"])
+@pytest.mark.parametrize("engine", ["trtllm", "sglang", "vllm"])
+def test_the_steps_kernels_match_the_prediction_for_shipped_models(name, engine):
+    # step_route's stand-ins and calibration need the match; the fallback must stay rare
+    from mlacalc.serving.convert_sweep import step_kernels_timed
+
+    for model in (convert(name, kv_lora_rank=512).model, convert(name).source):
+        for kv in ("bf16", "fp8"):
+            impl = "absorbed" if model.is_mla else None
+            p = step_prediction(model, "H100", "decode", 4096, 8, impl, kv, engine)
+            assert step_kernels_timed(model, p, 4096, 8, impl, kv, engine) is not None

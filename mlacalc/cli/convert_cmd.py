@@ -39,10 +39,6 @@ from mlacalc.timemodel.mla_geometry import mla_geometry_note
 from mlacalc.words import defaults as D
 from mlacalc.words.engines import ENGINE_LABELS
 
-#: How a step row names the MLA implementation it was timed in (convert_sweep.IMPL_WORDS, kept
-#: here too: the sweep's module loads the time model, which the counts alone do not need)
-_IMPL_WORDS = {"naive": "expanded", "compressed": "compressed", "absorbed": "absorbed"}
-
 
 def _side_by_side(cc, t: dict) -> list[list]:
     """Rows of (quantity, source, converted, converted / source)."""
@@ -98,9 +94,13 @@ def _step_label(phase: str, t: dict, shared: bool) -> str:
     """A step time's row: the phase, the MLA implementation the converted model's step was
     timed in (a prompt expanded, decode absorbed as asked) and, for MHA2MLA, that the
     shared-RoPE form is timed; the device."""
-    how = _IMPL_WORDS.get(t["impl"][phase], t["impl"][phase])
+    # deferred: convert_sweep loads the time model; only a timed run, which loaded it, asks
+    from mlacalc.serving.convert_sweep import IMPL_WORDS
+
+    how = IMPL_WORDS.get(t["impl"][phase], t["impl"][phase])
     form = ", shared-RoPE form" if shared else ""
-    return f"{phase} step time (MLA {how}{form}; {t['hardware']})"
+    # the source's column is its own attention: the MLA words are the converted column's
+    return f"{phase} step time ({t['hardware']}; converted: MLA {how}{form})"
 
 
 def _choice(values) -> click.Choice:
@@ -541,5 +541,8 @@ def _rank_section(sweep, times: dict) -> Section:
 
 def _impls(rows, field: str) -> str:
     """The implementation(s) the sweep's converted rows were timed in, in words."""
-    said = dict.fromkeys(_IMPL_WORDS.get(getattr(r, field), getattr(r, field)) for r in rows)
+    # deferred: convert_sweep loads the time model (only a sweep, which loaded it, asks)
+    from mlacalc.serving.convert_sweep import IMPL_WORDS
+
+    said = dict.fromkeys(IMPL_WORDS.get(getattr(r, field), getattr(r, field)) for r in rows)
     return " / ".join(said)

@@ -33,6 +33,7 @@ __all__ = [
     "RankRow",
     "fit_warning",
     "rank_sweep",
+    "step_kernels_timed",
     "step_prediction",
     "step_route",
     "step_seconds",
@@ -135,7 +136,6 @@ def step_route(
     ``calibration``: :func:`~mlacalc.serving.provenance.calibration_of` of the step's kernels,
     and what stood in for the engine)."""
     # deferred: provenance loads the serving words and the README's error tables
-    from mlacalc.cost.model_step import step_kernels
     from mlacalc.serving.provenance import (
         calibration_of,
         engine_profile_of,
@@ -153,8 +153,35 @@ def step_route(
         # the words are the prediction's own
         route = prediction_route(prof, hw, name, note, model)
         return with_stand_ins(route, []), p.profile, p.calibration
-    # the step's kernels as predict_time timed them (an element-wise kernel that moves nothing
-    # runs none), each with its time, as plan's step breakdown gives them
+    timed = step_kernels_timed(model, p, seq_len, batch, impl, kv_dtype, prof.engine)
+    if timed is None:
+        # the step's kernels and the prediction's differ (a model the matching does not
+        # cover): the route without stand-ins and the prediction's own calibration words,
+        # rather than a user's command failing on it
+        route = prediction_route(prof, hw, name, note, model)
+        return with_stand_ins(route, []), p.profile, p.calibration + note
+    route = with_stand_ins(
+        prediction_route(prof, hw, name, note, model), stand_in_parts(prof, hw, timed)
+    )
+    _, how = calibration_of(prof, hw, timed)
+    return route, prof.name, how + note
+
+
+def step_kernels_timed(
+    model: ModelConfig,
+    p: Prediction,
+    seq_len: int,
+    batch: int,
+    impl: str | None,
+    kv_dtype: str | None,
+    engine: str,
+) -> list[dict[str, Any]] | None:
+    """The decode step's kernels as ``p`` (its :func:`step_prediction`) timed them, each a dict
+    with its ``seconds``, as plan's step breakdown gives them (an element-wise kernel that
+    moves nothing runs none); None where the kernels and ``p``'s ops are not the same list."""
+    # deferred: model_step loads the step's kernel builders, as step_route's imports
+    from mlacalc.cost.model_step import step_kernels
+
     kernels = [
         k
         for k in step_kernels(
@@ -168,18 +195,13 @@ def step_route(
             None,
             kv_dtype or "bf16",
             scope="model",
-            engine=prof.engine,
+            engine=engine,
         )
         if k.kind != "elementwise" or k.bytes
     ]
     if [k.name for k in kernels] != [o.name for o in p.ops]:
-        raise AssertionError("step_route: the step's kernels are not the prediction's")
-    timed = [k.to_dict() | {"seconds": o.seconds} for k, o in zip(kernels, p.ops)]
-    route = with_stand_ins(
-        prediction_route(prof, hw, name, note, model), stand_in_parts(prof, hw, timed)
-    )
-    _, how = calibration_of(prof, hw, timed)
-    return route, prof.name, how + note
+        return None
+    return [k.to_dict() | {"seconds": o.seconds} for k, o in zip(kernels, p.ops)]
 
 
 def fit_warning(
