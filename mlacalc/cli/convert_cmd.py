@@ -240,9 +240,11 @@ def command(
     _refuse_ranks(c, q_lora_rank, swept)
     times: dict = {}
     sweep = []
-    fit = ""
+    fit, as_plan = "", []
     if hardware is not None:
-        times, sweep, fit = _timed(src, c, hardware, engine, swept, impl, seq_len, batch, kv_dtype)
+        times, sweep, fit, as_plan = _timed(
+            src, c, hardware, engine, swept, impl, seq_len, batch, kv_dtype
+        )
     if save is not None:
         head = f"# Converted to MLA by mlacalc convert {model} ({method}, {svd} SVD)\n"
         if c.published_cache_elements is not None:
@@ -270,7 +272,9 @@ def command(
         # the converted model's and each swept rank's MLA geometry no measured row has
         swept = [c.model.with_changes(kv_lora_rank=r.rank) for r in sweep if r.rank]
         geometry = mla_geometry_note(c.model, *swept)
-        document["warnings"] = [geometry] if geometry else []
+        # one GPU holding neither model, the geometry no row has, and what plan says of the
+        # device, the engine and the cache (step_warnings), on stderr and here alike
+        document["warnings"] = [w for w in (fit, geometry, *as_plan) if w]
 
     def sections():
         out = [
@@ -320,21 +324,27 @@ def command(
         return out
 
     emit(fmt, _warn_rank(c, cc, document), sections)
-    if hardware is not None and fit:
-        warn(fit)
-    if geometry:
-        warn(geometry)
+    for line in (fit, geometry, *as_plan):
+        if line:
+            warn(line)
     check_context(src, seq_len)
 
 
 def _timed(src, c, hardware, engine, swept, impl, seq_len, batch, kv_dtype) -> tuple:
     """The step times of the source and the converted model on one ``hardware`` under
     ``engine`` (None: the device's default), each step's implementation, how they were
-    predicted (plan's route and words), the rank sweep's rows (``swept``: None, no sweep) and
-    the warning where one GPU holds neither."""
+    predicted (plan's route and words), the rank sweep's rows (``swept``: None, no sweep), the
+    warning where one GPU holds neither and what plan of them says of the device, the engine
+    and the cache (:func:`~mlacalc.serving.convert_sweep.step_warnings`)."""
     # deferred: the time model loads numpy and the profiles; the counts alone stay light
     from mlacalc.hardware.catalogue import load_hardware
-    from mlacalc.serving.convert_sweep import fit_warning, rank_sweep, step_prediction, step_route
+    from mlacalc.serving.convert_sweep import (
+        fit_warning,
+        rank_sweep,
+        step_prediction,
+        step_route,
+        step_warnings,
+    )
     from mlacalc.words.engines import check_engine
 
     hw = load_hardware(hardware)
@@ -361,8 +371,10 @@ def _timed(src, c, hardware, engine, swept, impl, seq_len, batch, kv_dtype) -> t
         sweep = rank_sweep(
             src, swept, hw, c.method, c.svd, c.rope_dim, seq_len, batch, impl, kv_dtype, name
         )
-    fit = fit_warning({"source": src, "converted": c.model}, hardware, seq_len, batch, kv_dtype)
-    return times, sweep, fit
+    both = {"source": src, "converted": c.model}
+    fit = fit_warning(both, hardware, seq_len, batch, kv_dtype)
+    said = step_warnings(both, hw, seq_len, batch, impl, kv_dtype, name)
+    return times, sweep, fit, said
 
 
 def _times_words(times: dict) -> str:

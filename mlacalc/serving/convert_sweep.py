@@ -37,6 +37,7 @@ __all__ = [
     "step_prediction",
     "step_route",
     "step_seconds",
+    "step_warnings",
 ]
 
 #: How an output names the MLA implementation a converted model's step was timed in (the
@@ -202,6 +203,66 @@ def step_kernels_timed(
     if [k.name for k in kernels] != [o.name for o in p.ops]:
         return None
     return [k.to_dict() | {"seconds": o.seconds} for k, o in zip(kernels, p.ops)]
+
+
+def step_warnings(
+    models: dict[str, ModelConfig],
+    hardware: Any,
+    seq_len: int,
+    batch: int,
+    impl: str | None,
+    kv_dtype: str = "bf16",
+    engine: str | None = None,
+) -> list[str]:
+    """What ``mlacalc plan`` of each of ``models`` (label -> model: the source, the converted
+    one) says of the device, the engine and the cache's format, in its words, said once each:
+    :func:`~mlacalc.serving.provenance.device_warnings` (TensorRT-LLM on another vendor's GPU,
+    a device timed without a fit of its own: not for a device of measured ceilings, which
+    :func:`step_seconds` times by the plain roofline, no engine's kernels) and the engine that
+    stood in, then :func:`~mlacalc.serving.plan_checks.format_warnings` (a cache the engine does
+    not offer, a narrow one's stand-in kernel), as ``search`` assembles them; last, a cache
+    narrower than bf16 whose decode step of one GPU here (``impl`` for an MLA model) is slower
+    than a bf16 cache's, with both times (plan says it at its own batch and GPUs past
+    :data:`~mlacalc.serving.plan.FP8_CACHE_SLOWER`; here the step the table prints, slower at
+    all: the cache's halved bytes do not make it faster).
+
+    Examples
+    --------
+    >>> from mlacalc.models.convert import convert
+    >>> m = convert("llama-3-8b", kv_lora_rank=512).model
+    >>> step_warnings({"converted": m}, "MI300X", 4096, 1, "absorbed", engine="trtllm")[0][:37]
+    'TensorRT-LLM runs on NVIDIA GPUs only'
+    """
+    # deferred: provenance and plan_checks load the serving words and the README's error tables
+    from mlacalc.serving.plan_checks import format_warnings
+    from mlacalc.serving.provenance import device_warnings, engine_profile_of
+    from mlacalc.words.dtypes import resolve_kv_layout
+    from mlacalc.words.engines import ENGINE_LABELS
+
+    hw = load_hardware(hardware)
+    prof, name, note = engine_profile_of(None, engine, hw)
+    said: list[str] = []
+    if not getattr(hw, "measured", False):
+        said += [*device_warnings(prof, hw, name, note), note.removeprefix("; ")]
+    for m in models.values():
+        said += format_warnings(m, hw, name, kv_dtype)
+    bits = resolve_kv_layout(kv_dtype).bits
+    share = {8: "half the", 4: "a quarter of the"}.get(bits, f"{bits:g}/16 of the")
+    if bits < 16 and not getattr(hw, "measured", False):
+        for label, m in models.items():
+            mi = impl if m.is_mla else None
+            narrow, wide = (
+                step_seconds(m, hw, "decode", seq_len, batch, mi, d, name) for d in (kv_dtype, None)
+            )
+            if narrow > wide:
+                said.append(
+                    f"the {kv_dtype} cache's decode kernels under {ENGINE_LABELS[name]} on "
+                    f"{hw.name} are slower than a bf16 cache's: the {label} model's decode step of "
+                    f"{batch:,} sequences of {seq_len:,} tokens takes {narrow * 1e3:,.2f} ms, "
+                    f"{wide * 1e3:,.2f} ms with --kv-dtype bf16, which holds {share} tokens "
+                    "in the same memory"
+                )
+    return list(dict.fromkeys(w for w in said if w))
 
 
 def fit_warning(
