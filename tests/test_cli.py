@@ -546,8 +546,25 @@ def test_import_hf(run, tmp_path):
             ["plan", "llama-3-70b", "-H", "H100", "--set", "kv_lora_rank=512"],
             "'mlacalc convert llama-3-70b --kv-lora-rank 512 --save llama-3-70b-mla.yaml'",
         ),
+        # a model convert refuses gets convert's reason, not two commands that fail
+        (
+            ["report", "deepseek-v4-pro", "--set", "kv_lora_rank=512"],
+            "cannot be converted to one: cannot convert to MLA: DeepSeek-V4-Pro's compressed",
+        ),
+        # another field's own error is said, not hidden behind the latent rank's sentence
+        (
+            [
+                "report",
+                "llama-3-70b",
+                "--set",
+                "kv_lora_rank=512",
+                "--set",
+                "num_attention_heads=0",
+            ],
+            "--set num_attention_heads=0: must be a positive integer, got 0",
+        ),
         # a GB200 system's name with a space is the GB200 entry; one that names nothing lists
-        (["plan", "deepseek-v3", "-H", "GB200 NVL36"], "unknown hardware 'GB200 NVL36'"),
+        (["plan", "deepseek-v3", "-H", "GB200 NVL36"], "Did you mean GB200"),
     ],
 )
 def test_bad_input(run, args, needle):

@@ -270,9 +270,10 @@ def test_names_people_use_for_the_added_devices():
     ],
 )
 def test_spaces_and_underscores_spell_the_hyphenated_names(spelt, entry):
-    assert load_hardware(spelt).name == entry
+    hw = load_hardware(spelt)
+    assert hw.name == entry and hw.alias_note == f"'{spelt}' means {entry}"
 
 
 def test_a_spelling_that_names_nothing_still_lists_the_known_names():
-    with pytest.raises(UnknownHardwareError, match="GB200"):
+    with pytest.raises(UnknownHardwareError, match=r"Did you mean GB200.* Known: .*GB300"):
         load_hardware("GB200 NVL36")

@@ -42,7 +42,7 @@ def test_v4_csa_indexer_is_its_own_ops_and_no_key_without_an_indexer():
 def test_report_table_has_the_indexer_column(run):
     out = run("report", "deepseek-v3.2", "--seq-len", "128k", "--phase", "decode",
               "--format", "markdown")[0]  # fmt: skip
-    assert "| indexer (in core) |" in out and "| 165.79 G | 14.33 G | 131.00 G |" in out
+    assert "| indexer scores (in core) |" in out and "| 165.79 G | 14.33 G | 131.00 G |" in out
     doc = json.loads(run("report", "deepseek-v3", "--format", "json")[0])
     assert "indexer_stage_flops" not in doc["attention"][0]
 

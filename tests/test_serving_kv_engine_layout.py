@@ -46,7 +46,9 @@ def test_sparse_layout_on_a_model_without_dsa_is_said():
     # warning (plan_checks.latent_copies, round 21) and its indexer's (plan.indexer_tp_warnings,
     # round 24) are the ones said, and not about the layout
     said = plan("deepseek-v3.2", "B200", 8, kv_dtype="fp8_ds_mla", seq_len=4096).warnings
-    assert [w for w in said if "tensor-parallel rank" not in w] == []
+    latent = [w for w in said if "copied on every tensor-parallel rank" in w]
+    indexer = [w for w in said if "DSA indexer" in w and "whole on every tensor-parallel" in w]
+    assert len(latent) == len(indexer) == 1 and len(said) == 2
     assert not any("fp8_ds_mla" in w for w in said)
 
 

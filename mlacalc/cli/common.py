@@ -15,6 +15,7 @@ import click
 from click.core import ParameterSource
 
 from mlacalc.models.architecture import count_warnings
+from mlacalc.models.convert import convert
 from mlacalc.models.loading import beyond_positions, load_model
 from mlacalc.models.quantization import unread_quantization_warning
 from mlacalc.models.schema import LIST_KINDS, SPECS
@@ -455,7 +456,20 @@ def _latent_on_a_non_mla_model(
     rank = changes.get("kv_lora_rank")
     if type(rank) is not int or rank <= 0 or getattr(m, "kv_lora_rank", None) is not None:
         return None  # a bad rank is said as the model says it
+    if set(changes) - {"kv_lora_rank", "q_lora_rank"}:
+        return None  # other fields given too: each problem as the model says it
     typed = getattr(changes, "typed", {}).get("kv_lora_rank", rank)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MlacalcWarning)
+            convert(m, kv_lora_rank=rank)
+    except MlacalcError as exc:  # no MLA form: convert's own reason, no command that fails
+        reason = " ".join(str(getattr(exc, "message", None) or exc).split())
+        return (
+            f"--set kv_lora_rank={typed}",
+            f"{name} has no MLA layer for a latent rank to set, and it cannot be converted to "
+            f"one: {reason}",
+        )
     return (
         f"--set kv_lora_rank={typed}",
         f"{name} is {str(m.variant).upper()}, and a latent rank alone does not make it MLA "

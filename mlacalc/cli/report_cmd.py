@@ -339,7 +339,7 @@ def _report_sections(doc: dict, indexer_keys: str = "") -> list[Section]:
                 "phase",
                 "impl",
                 *stage_names,
-                *(["indexer (in core)"] if indexed else []),
+                *(["indexer scores (in core)"] if indexed else []),
                 "total FLOPs",
                 "elementwise",
                 "fused bytes",
@@ -355,9 +355,9 @@ def _report_sections(doc: dict, indexer_keys: str = "") -> list[Section]:
 
 #: What the attention table's indexer column is (a DSA or CSA model's)
 _INDEXER_NOTE = (
-    "\nindexer (in core): of core, the indexer's scores over every key (or pooled key); core "
-    "less it is the attention's own scores and values. The indexer's projections are in "
-    "q_proj and kv_proj; JSON attention[].indexer_stage_flops has each stage's share."
+    "\nindexer scores (in core): of core, the indexer's scores over every key (or pooled "
+    "key); core less it is the attention's own scores and values. The indexer's projections "
+    "are in q_proj and kv_proj; JSON attention[].indexer_stage_flops has each stage's share."
 )
 
 

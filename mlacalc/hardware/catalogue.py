@@ -750,8 +750,10 @@ def load_hardware(name_or_path: str | os.PathLike | HardwareSpec) -> HardwareSpe
         if spelt in known or spelt in ALIASES:
             key = spelt
     if key in known:
-        path = _catalogue_dir() / f"{known[key]}.yaml"
-        return _load_yaml(path)
+        spec = _load_yaml(_catalogue_dir() / f"{known[key]}.yaml")
+        if key != text.lower():  # respelt ("h100 sxm"): said as an alias is
+            return dataclasses.replace(spec, alias_note=f"'{text}' means {known[key]}")
+        return spec
     if key in FAMILIES:
         raise AmbiguousHardwareError(text, FAMILIES[key])
     target = ALIASES.get(key) or MEASURED_SYSTEMS.get(key)

@@ -2224,8 +2224,9 @@ def _quantize_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, scale_
     units = _f(t.column("m")) if t.engine in TOKEN_CTA_QUANTIZE_ENGINES else 0
     if scale_only:
         # a kernel whose blocks tile the elements (TensorRT-LLM's): a fixed grid, each block
-        # holding elements folds its maximum into the scale (elementwise_time.AMAX_GRID_BLOCKS)
-        tiled = t.engine not in TOKEN_CTA_QUANTIZE_ENGINES
+        # holding elements folds its maximum into the scale (elementwise_time.AMAX_GRID_BLOCKS);
+        # TensorRT-LLM's alone: SGLang's rows are all zero (below), no grid of theirs is known
+        tiled = t.engine == "trtllm"
         blocks = np.minimum(AMAX_GRID_BLOCKS, np.ceil(e / AMAX_BLOCK_ELEMENTS)) * tiled
         _quantize(b, "compute_scale", rows, e, 0, 1, write=0, units=units, amax_blocks=blocks)
         zero = t.seconds <= 0
