@@ -202,17 +202,21 @@ def render(sc: Scenario) -> None:
         route, profile, how = _route(
             c.model, sc.hardware, sc.seq_len, sc.batch, sc.kv_dtype, sc.engine
         )
+    # a device of measured ceilings (step_route): the plain bound, no engine's kernels
+    bound = profile == "roofline"
     st.markdown(
         f"Against the rank, on one **{sc.device.name}** holding the model, decode at "
-        f"{sc.seq_len:,} keys x batch {sc.batch} (MLA absorbed, KV {sc.kv_dtype}) as "
-        f"**{ENGINE_LABELS.get(sc.engine, sc.engine)}**'s kernels:"
+        f"{sc.seq_len:,} keys x batch {sc.batch} (MLA absorbed, KV {sc.kv_dtype})"
+        + ("" if bound else f" as **{ENGINE_LABELS.get(sc.engine, sc.engine)}**'s kernels")
+        + ":"
     )
-    # where the times come from and how far off they may be, as the planner says it
-    if profile == "roofline":  # a device of measured ceilings (step_route): the plain bound
-        st.caption(f"Times: the {how} on {sc.device.name}'s measured ceilings.")
+    # where the times come from and how far off they may be, as the planner says it; the
+    # bound's own words (what the times are and that bound's error), not the kernel model's
+    if bound:
+        st.caption(route["note"])
     else:
         st.caption(f"Times: the kernel time model, {engine_words(sc.engine, profile, how)}.")
-    st.caption(prediction_line(route))
+        st.caption(prediction_line(route))
     fit = fit_warning(
         {"source": m, f"converted model at d_c {c.kv_lora_rank:,}": c.model},
         sc.hardware,

@@ -10,7 +10,13 @@ import json
 import pytest
 
 from mlacalc.models.convert import convert
-from mlacalc.serving.convert_sweep import rank_sweep, step_prediction, step_route, step_seconds
+from mlacalc.serving.convert_sweep import (
+    measured_bound_note,
+    rank_sweep,
+    step_prediction,
+    step_route,
+    step_seconds,
+)
 from mlacalc.serving.provenance import prediction_note
 from mlacalc.words.errors import InvalidArgumentError
 
@@ -256,3 +262,31 @@ def test_timed_runs_say_what_plan_of_them_says(run):
     # bf16, or SGLang on its own fitted device with a cache it runs faster: no such words
     out, _ = run(*argv, "--hw", "H100", "--engine", "sglang", "--format", "json")
     assert not [w for w in json.loads(out)["warnings"] if "slower" in w or "NVIDIA" in w]
+
+
+def test_a_measured_device_names_no_engine_and_says_its_bound(run, tmp_path):
+    # a review: --engine trtllm and vllm gave the same times (the plain roofline on measured
+    # ceilings) under a header naming the engine, the kernel model's served-TPOT error line,
+    # and a plan pointer that was no command
+    hw = "measured:cuda-nvidia-h200-full-bf16"
+    argv = ["convert", "llama-3-8b", "--kv-lora-rank", "512", "-s", "4k", "--hw", hw]
+    outs = {e: run(*argv, "--engine", e, "--ranks", "256")[0] for e in ("trtllm", "vllm")}
+    for e, out in outs.items():
+        text = " ".join(out.split())
+        assert "(KV bf16), " not in text and "TensorRT-LLM" not in text and "vLLM" not in text
+        assert " ".join(measured_bound_note(hw).split()) in text
+        assert "served TPOT" not in text and "Expected error" not in text
+        assert f"-s 4096 -b 1 --kv-dtype bf16 --engine {e}` times it" in text
+    strip = [
+        " ".join(o.split()).replace(" --engine trtllm", "").replace(" --engine vllm", "")
+        for o in outs.values()
+    ]
+    assert strip[0] == strip[1]  # the same times: the engine changes none of them
+    saved = tmp_path / "m.yaml"
+    out, _ = run(*argv, "--save", saved, "--format", "json")
+    times = json.loads(out)["times_s"]
+    assert times["engine"] is None and times["route"]["note"] == measured_bound_note(hw)
+    text = " ".join(run(*argv, "--save", saved)[0].split())
+    command = text.split("`mlacalc plan ", 1)[1].split("`", 1)[0]
+    assert command.startswith(f"{saved} -H {hw} --gpus 1 --tp 1 ")
+    run("plan", *command.split())  # the pointer is a command that runs

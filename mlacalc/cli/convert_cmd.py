@@ -280,7 +280,8 @@ def command(
         out = [
             Section(
                 f"{src.label} -> MLA at seq_len {seq_len:,} x batch {batch:,} (KV {kv_dtype})"
-                + (f", {ENGINE_LABELS[times['engine']]}" if times else ""),
+                # a device of measured ceilings is timed by no engine's kernels: none named
+                + (f", {ENGINE_LABELS[times['engine']]}" if times.get("engine") else ""),
                 ["", "source", "converted", "ratio"],
                 _side_by_side(cc, times),
                 note=(
@@ -291,7 +292,7 @@ def command(
                 )
                 + f"; full rank of the position-free K and V projections {c.full_rank:,}\n"
                 + "\n".join(f"- {n}" for n in reading_notes(cc))
-                + _times_words(times),
+                + _times_words(times, seq_len, batch, kv_dtype, save),
             ),
             Section(
                 f"Attention FLOPs, all layers (prefill of {seq_len:,} tokens, causal; decode at "
@@ -359,6 +360,8 @@ def _timed(src, c, hardware, engine, swept, impl, seq_len, batch, kv_dtype) -> t
         ]
         times[phase] = (pair[0].seconds, pair[1].seconds)
         times["impl"][phase] = pair[1].impl
+    if profile == "roofline":  # a device of measured ceilings: no engine's kernels timed
+        times["engine"] = None
     times |= {
         "profile": profile,
         "calibration": calibration,
@@ -377,10 +380,13 @@ def _timed(src, c, hardware, engine, swept, impl, seq_len, batch, kv_dtype) -> t
     return times, sweep, fit, said
 
 
-def _times_words(times: dict) -> str:
+def _times_words(times: dict, seq_len: int, batch: int, kv_dtype: str, save) -> str:
     """Under the first table, where its times come from and the error to expect: plan's
     provenance line (:func:`~mlacalc.cli.plan_cmd.times_note`, one GPU) and its expected-error
-    line (the route's note); nothing where no device was named."""
+    line (the route's note); on a device of measured ceilings what the times are (the plain
+    roofline bound, :func:`~mlacalc.serving.convert_sweep.measured_bound_note`) and the plan
+    command that times the saved model by the kernel model scaled to them; nothing where no
+    device was named."""
     if not times:
         return ""
     # deferred: plan's command module loads the serving words the counts alone do not need
@@ -390,10 +396,13 @@ def _times_words(times: dict) -> str:
 
     hw = load_hardware(times["hardware"])
     if times["profile"] == "roofline":  # a device of measured ceilings: step_route
+        file = str(save) if save is not None else "FILE"
+        engine = f" --engine {times['route']['engine']}" if times["engine_named"] else ""
+        how = "" if save is not None else " (FILE: the converted model, written by --save FILE)"
         return (
-            f"\nTimes are the plain roofline bound on {hw.name}'s measured ceilings (engine "
-            f"{times['engine']}; `mlacalc plan` scales the kernel time model to them instead)."
-            f"\n{times['route']['note']}"
+            f"\n{times['route']['note']}\n`mlacalc plan {file} -H {times['hardware']} --gpus 1 "
+            f"--tp 1 -s {seq_len} -b {batch} --kv-dtype {kv_dtype}{engine}` times it by the "
+            f"kernel time model scaled to these ceilings instead{how}."
         )
     default = "" if times["engine_named"] else default_engine_words(hw)
     line = times_note(times["profile"], times["calibration"], times["engine"], default, hw, 1)
@@ -520,8 +529,9 @@ def _rank_section(sweep, times: dict) -> Section:
         else ["cache / token"]
     )
     return Section(
-        f"Ranks on {times['hardware']}, {ENGINE_LABELS[times['engine']]} (first row: the "
-        "source model)",
+        f"Ranks on {times['hardware']}"
+        + (f", {ENGINE_LABELS[times['engine']]}" if times.get("engine") else "")
+        + " (first row: the source model)",
         [
             "d_c",
             *caches,

@@ -32,6 +32,7 @@ __all__ = [
     "IMPL_WORDS",
     "RankRow",
     "fit_warning",
+    "measured_bound_note",
     "rank_sweep",
     "step_kernels_timed",
     "step_prediction",
@@ -120,6 +121,22 @@ def step_seconds(
     return step_prediction(model, hardware, phase, seq_len, batch, impl, kv_dtype, engine).seconds
 
 
+def measured_bound_note(device: str) -> str:
+    """What a step time on ``device``, a device of measured ceilings, is: the plain roofline
+    bound on them (no engine's kernels, whatever engine is named), a lower bound, with that
+    bound's error on the published kernel tables (docs/time-model.md: median |error| 70% on
+    H100-SXM, 65% on A100-SXM-80GB, 54-91% by table, optimistic on all but a few hundred rows)."""
+    return (
+        f"Times are the plain roofline bound on {device}'s measured ceilings (each kernel's "
+        "FLOPs at the measured peak or its bytes at the measured bandwidth, whichever is "
+        "longer, plus a launch latency): a lower bound, no serving engine's kernels, so "
+        "--engine changes none of them. On the published kernel tables this bound is "
+        "optimistic on all but a few hundred rows: median |error| 70% on H100-SXM, 65% on "
+        "A100-SXM-80GB, 54-91% by table (docs/time-model.md; mlacalc validate --profile "
+        "roofline)."
+    )
+
+
 def step_route(
     model: ModelConfig,
     hardware: Any,
@@ -152,8 +169,9 @@ def step_route(
         # predict_time times a device of measured ceilings by the plain roofline on them, no
         # profile's class (plan, by the kernel model scaled to them): nothing stands in, and
         # the words are the prediction's own
-        route = prediction_route(prof, hw, name, note, model)
-        return with_stand_ins(route, []), p.profile, p.calibration
+        route = with_stand_ins(prediction_route(prof, hw, name, note, model), [])
+        # its note: what these times are, not the kernel model's served-TPOT error
+        return route | {"note": measured_bound_note(hw.name)}, p.profile, p.calibration
     timed = step_kernels_timed(model, p, seq_len, batch, impl, kv_dtype, prof.engine)
     if timed is None:
         # the step's kernels and the prediction's differ (a model the matching does not
