@@ -335,10 +335,10 @@ def _takes_time(x: Any) -> bool:
 ROUTE_ERRORS: dict[tuple[str, str], tuple[float, float, float]] = {
     ("trtllm", "H100-SXM"): (4.7, 15.1, 11.2),
     ("trtllm", "B200"): (5.3, 17.5, 10.2),
-    ("sglang", "H100-SXM"): (5.2, 18.6, 10.8),
-    ("sglang", "B200"): (6.2, 20.9, 10.3),
-    ("vllm", "H100-SXM"): (5.2, 15.7, 11.0),
-    ("vllm", "B200"): (5.4, 17.5, 11.0),
+    ("sglang", "H100-SXM"): (5.2, 18.5, 10.9),
+    ("sglang", "B200"): (6.1, 20.6, 10.3),
+    ("vllm", "H100-SXM"): (5.2, 15.5, 11.1),
+    ("vllm", "B200"): (5.4, 17.4, 11.0),
     ("trtllm", "A100-SXM-80GB"): (5.9, 20.0, 10.3),
 }
 
