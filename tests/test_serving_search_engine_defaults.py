@@ -37,8 +37,10 @@ def test_api_search_takes_the_engine_s_defaults_as_the_cli_to_the_digit(run):
     # step's prefill takes moved; the step itself times no cache write blocks); 41.65 ms since
     # vLLM's per-tensor fp8 quantize walks each token's row in steps of 2,048 elements
     # (gemm_time.QUANT_ROW_STRIDE, gemm:fp8 refitted: the fp8 GEMMs' inputs of k = 4,096 and
-    # 14,336 are two and seven steps)
-    assert r.best["batch_per_group"] == 1024 and r.best["tpot_s"] == pytest.approx(0.04165, 1e-3)
+    # 14,336 are two and seven steps); 41.56 ms since vLLM's FlashAttention-3 decode on Hopper
+    # runs its split combine only up to 992 sequences (attention_decode.
+    # FA3_DYNAMIC_SPLIT_MAX_BATCH: the best point's 1,024 run none)
+    assert r.best["batch_per_group"] == 1024 and r.best["tpot_s"] == pytest.approx(0.04156, 1e-3)
     assert r.scheduler_defaults == "vllm"
     assert r.scheduler_defaults_applied == {
         "max_running": 1024,
