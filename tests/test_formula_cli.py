@@ -194,10 +194,12 @@ def test_dsv4_doc_defines_its_symbols_before_use():
         assert words in glossary, words
 
 
-def test_formula_v4_refusal_names_report_and_the_doc(run):
-    # before: "... `mlacalc report` counts them" with no model named and no doc
-    _, err = run("formula", "kv_cache_bytes", "--variant", "mqa", "--subs", "deepseek-v4-pro",
+@pytest.mark.parametrize("variant", ["mqa", "dsa", "mla"])
+def test_formula_v4_refusal_names_report_and_the_doc(run, variant):
+    # before: "... `mlacalc report` counts them" with no model named and no doc; and (a review)
+    # --variant dsa / mla were told "use --variant mqa or --variant gqa", refused in turn
+    _, err = run("formula", "kv_cache_bytes", "--variant", variant, "--subs", "deepseek-v4-pro",
                  code=2)  # fmt: skip
-    assert "DeepSeek-V4-Pro's csa, hca layers are not the plain MQA layer" in err, err
-    assert "`mlacalc report deepseek-v4-pro` counts them" in err and "docs/deepseek-v4.md" in err
-    assert err.count("\n") == 1
+    assert "DeepSeek-V4-Pro's csa, hca layers are DeepSeek-V4's compressed attention" in err
+    assert "`mlacalc report deepseek-v4-pro` and docs/deepseek-v4.md" in err
+    assert "--variant" not in err.split("(see")[0] and err.count("\n") == 1

@@ -23,7 +23,7 @@ def test_v4_tokens_kept_by_kind_and_the_averaged_column(run):
     out = _md(run, "deepseek-v4-pro", "--seq-len", "128k")
     assert "| 1,152 (hca); 32,896 (csa) |" in out
     assert "| bytes/token/layer (one more token adds, averaged) |" in out
-    assert "times a kept row's bytes, not times bytes/token/layer" in out
+    assert "each at its own row's bytes, plus the compressors' bounded state" in out
     assert "pooled indexer keys (128 values) are in the cache's dtype (bf16: 256 B" in out
     fp8 = _md(run, "deepseek-v4-pro", "--seq-len", "128k", "--kv-dtype", "fp8")
     assert "(fp8: 128 B a pooled key)" in fp8

@@ -401,7 +401,8 @@ def _times_words(times: dict, seq_len: int, batch: int, kv_dtype: str, save) -> 
         how = "" if save is not None else " (FILE: the converted model, written by --save FILE)"
         return (
             f"\n{times['route']['note']}\n`mlacalc plan {file} -H {times['hardware']} --gpus 1 "
-            f"--tp 1 -s {seq_len} -b {batch} --kv-dtype {kv_dtype}{engine}` times it by the "
+            f"--tp 1 --memory-reserve 0 -s {seq_len} -b {batch} --kv-dtype {kv_dtype}{engine}` "
+            "(one GPU holding the model, as here, no reserve) times it by the "
             f"kernel time model scaled to these ceilings instead{how}."
         )
     default = "" if times["engine_named"] else default_engine_words(hw)

@@ -201,6 +201,14 @@ def _check_plain(m, variant: str) -> None:
     # GQA keeps n_kv a symbol, so it takes any MHA/GQA/MQA model's n_kv; MHA sets n_kv = n_h
     # and MQA n_kv = 1, so they describe only a model whose n_kv is that
     mine = _formula_variant(m)
+    compressed = {"csa", "hca"} & {k.attention for k in layer_pattern(m).layers}
+    if compressed:  # DeepSeek-V4: no variant fits, so none is suggested (it was refused next)
+        raise click.BadParameter(
+            f"{m.label}'s {', '.join(sorted(compressed))} layers are DeepSeek-V4's compressed "
+            "attention, which has no formula variant; their counts: "
+            f"`mlacalc report {m.name}` and docs/deepseek-v4.md",
+            param_hint="--subs",
+        )
     if variant != mine and not (variant == "gqa" and not m.is_mla):
         fits = [mine] if m.is_mla or mine == "gqa" else [mine, "gqa"]
         heads = "" if m.is_mla else f" (n_kv = {m.num_key_value_heads})"

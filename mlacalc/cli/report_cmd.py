@@ -298,9 +298,11 @@ def _report_sections(doc: dict, indexer_keys: str = "") -> list[Section]:
             "bytes/token/layer averaged over the pooling; a layer without a sequence mixer "
             "(none) nothing."
             + (
-                " A compressed layer's bytes are its tokens kept (pooled keys and window rows) "
-                "times a kept row's bytes, not times bytes/token/layer, which is what one more "
-                "token of the context adds on average (a pooled key per compress-ratio tokens)."
+                " A compressed layer's bytes are its pooled keys (a csa key with its indexer "
+                "key) and its window rows, each at its own row's bytes, plus the compressors' "
+                "bounded state (an unfinished pooling window's rows; csa's overlap rows), not "
+                "tokens kept times bytes/token/layer, which is what one more token of the "
+                "context adds on average (a pooled key per compress-ratio tokens)."
                 if pooled
                 else ""
             )

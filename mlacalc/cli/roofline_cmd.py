@@ -731,9 +731,9 @@ def _times_note(p, plain=None) -> str:
     words.append(f"the total: the step's FLOPs per byte against {p.ridge:,.1f}")
     term = (
         " limited by: the kernel time model's largest term of the kernel (compute, memory, "
-        "latency where its fixed cost per call outweighs the rest or where its time is over "
-        f"{UNDERFILLED_RATIO:.0f}x its plain roofline bound, too little work to fill the device, "
-        "or link), which can differ from bound."
+        "latency where its fixed cost per call outweighs the rest or where its compute term "
+        f"binds at over {UNDERFILLED_RATIO:.0f}x its plain roofline bound, too little work to "
+        "fill the device, or link), which can differ from bound."
         if p.profile != "roofline"
         else ""
     )

@@ -129,7 +129,8 @@ def measured_bound_note(device: str) -> str:
     return (
         f"Times are the plain roofline bound on {device}'s measured ceilings (each kernel's "
         "FLOPs at the measured peak or its bytes at the measured bandwidth, whichever is "
-        "longer, plus a launch latency): a lower bound, no serving engine's kernels, so "
+        "longer, plus a launch latency): nearly always a lower bound, no serving engine's "
+        "kernels, so "
         "--engine changes none of them. On the published kernel tables this bound is "
         "optimistic on all but a few hundred rows: median |error| 70% on H100-SXM, 65% on "
         "A100-SXM-80GB, 54-91% by table (docs/time-model.md; mlacalc validate --profile "
@@ -261,7 +262,12 @@ def step_warnings(
     prof, name, note = engine_profile_of(None, engine, hw)
     said: list[str] = []
     if not getattr(hw, "measured", False):
-        said += [*device_warnings(prof, hw, name, note), note.removeprefix("; ")]
+        device = list(device_warnings(prof, hw, name, note))
+        stood = note.removeprefix("; ")
+        # the stand-in said once: a device warning that names it already carries it (plan says
+        # it in its times note alone)
+        named = any("stand in for" in w for w in device)
+        said += device if not stood or named else [*device, stood]
     for m in models.values():
         said += format_warnings(m, hw, name, kv_dtype)
     bits = resolve_kv_layout(kv_dtype).bits

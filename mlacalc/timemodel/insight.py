@@ -279,6 +279,12 @@ def model_compute_bound_seq_len(
         words.append(
             f"at S = {seq_len:,}: {op.bound} ({op.arithmetic_intensity:,.1f} FLOP/byte, "
             f"ridge {op.ridge:,.1f})"
+            + (
+                f"; the time model reads its time limited by {op.limited_by} (the table's "
+                "'limited by' column), which differs from the bound"
+                if op.limited_by not in ("", op.bound)
+                else ""
+            )
         )
     compute = [S for S, b in zip(_MODEL_GRID, labels) if b == "compute"]
     if labels[-1] != "compute":
