@@ -1741,8 +1741,11 @@ def test_vllm_triton_bf16_moe_on_h100_leaving_the_device_out():
     e = _left_out_moe_errors("h100_sxm", "fit-b200-sxm-vllm", "fit-b200-sxm", "vllm", "bf16")
     # p90 40.2% since B200's TensorRT-LLM-gen bf16 class was refitted with a large expert's
     # weights read again each row tile (2fa62fd9: it had folded that into a lower rate, which
-    # offset this kernel's), 39.5% before
-    assert len(e) > 16000 and np.median(e) <= 0.145 and np.percentile(e, 90) <= 0.41
+    # offset this kernel's), 39.5% before; 41.3% since the B200 FlashInfer classes of
+    # fit-b200-sxm-vllm were refitted with their padded expert weights (690b356a: the B200
+    # rows' padded bytes are real; these H100 rows of another kernel borrow the refit rates;
+    # 40.4% at its parent)
+    assert len(e) > 16000 and np.median(e) <= 0.145 and np.percentile(e, 90) <= 0.42
 
 
 def test_trtllms_own_moe_works_on_every_tokens_hidden_row():
