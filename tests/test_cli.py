@@ -761,7 +761,7 @@ def test_validate_cli(run):
         # a plain layer's formula does not describe these layers (printed 1024 for V4's rows)
         (
             ["formula", "kv_cache_elements", "--variant", "mqa", "--subs", "deepseek-v4-pro"],
-            "--subs: DeepSeek-V4-Pro's csa, hca layers are not the plain MQA layer",
+            "--subs: DeepSeek-V4-Pro's csa, hca layers are DeepSeek-V4's compressed attention",
         ),
         (
             ["formula", "kv_cache_elements", "--variant", "gqa", "--subs", "minimax-m3"],
