@@ -113,18 +113,15 @@ def test_query_rank_past_d_model_gets_a_note(run):
 
 def test_query_rank_note_counts_transmlas_wider_query():
     """TransMLA's query heads are d_h + rope wide (Llama-3.1-8B: 32 x 192 = 6,144): the note
-    used the source's 4,096 and said 802,514,591 weights where the shapes (W_DQ 4,096 x
-    99,999, W_UQ 99,999 x 6,144, the latent's norm, less W_Q 4,096 x 6,144) add 998,923,935,
-    as the converted model's parameters grow. MHA2MLA's heads keep d_h."""
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # ranks above hidden_size warn; meant here
-        c = convert("llama-3.1-8b", kv_lora_rank=5000, keep_q_full=False, q_lora_rank=99999)
-        plain = convert("llama-3.1-8b", kv_lora_rank=5000).model
+    used the source's 4,096 (at a query rank of 99,999 it said 802,514,591 weights where the
+    shapes add 998,923,935; a rank past the hidden size is refused now). At 4,096 (the hidden
+    size, so W_Q's full rank): W_DQ 4,096 x 4,096, W_UQ 4,096 x 6,144, the latent's norm, less
+    W_Q 4,096 x 6,144. MHA2MLA's heads keep d_h."""
+    c = convert("llama-3.1-8b", kv_lora_rank=1000, keep_q_full=False, q_lora_rank=4096)
+    plain = convert("llama-3.1-8b", kv_lora_rank=1000).model
     added = mlacalc.param_counts(c.model).attention_per_layer
     added -= mlacalc.param_counts(plain).attention_per_layer
-    assert added == 99999 * (4096 + 6144) + 99999 - 4096 * 6144 == 998_923_935
+    assert added == 4096 * (4096 + 6144) + 4096 - 4096 * 6144 == 16_781_312
     (note,) = [n for n in c.notes if n.startswith("query rank")]
     assert "query width 6,144 = 32 heads x 192" in note and f"adds {added:,} weights" in note
     m = convert("llama-2-7b", method="mha2mla", keep_q_full=False, q_lora_rank=4096)

@@ -41,7 +41,9 @@ def test_the_equivalence_rank_and_below_say_nothing():
 
 
 def test_above_the_full_rank_below_the_equivalence_rank_is_said_too():
-    """MHA2MLA on Llama-2-7B: full rank 4,096 (the width), equivalence 8,128."""
-    c = convert("llama-2-7b", method="mha2mla", kv_lora_rank=8000)
+    """MHA2MLA on Llama-3-70B: full rank 1,536 (8 KV heads x (128 - 64) + 8 x 128), the
+    equivalence rank 1,984 (a rank between them on an MHA model is past the hidden size, and
+    refused)."""
+    c = convert("llama-3-70b", method="mha2mla", kv_lora_rank=1800)
     said = rank_warning(c, conversion_cost(c, "decode", 4096, 1))
-    assert "above the full rank 4,096" in said and "equivalence" not in said
+    assert "above the full rank 1,536" in said and "equivalence" not in said

@@ -124,6 +124,26 @@ def test_ranks_past_the_hidden_size_are_refused(run):
     assert err == ""
 
 
+def test_the_api_refuses_ranks_past_the_hidden_size():
+    # before: convert("llama-3-70b", kv_lora_rank=100_000) returned a model under a warning;
+    # only the CLI refused it
+    with pytest.raises(
+        InvalidArgumentError,
+        match=r"^kv_lora_rank: 100,000 is above the hidden "
+        r"size 8,192 .*give 1,984 or less",
+    ):
+        convert("llama-3-70b", kv_lora_rank=100_000)
+    assert convert("llama-3-70b", kv_lora_rank=8192).kv_lora_rank == 8192  # at it: allowed
+    with pytest.raises(
+        InvalidArgumentError,
+        match=r"^q_lora_rank: 5,000 is above the hidden "
+        r"size 4,096 .*give 4,096 or less",
+    ):
+        convert("llama-2-7b", method="mha2mla", keep_q_full=False, q_lora_rank=5000)
+    with pytest.raises(InvalidArgumentError, match=r"^ranks: 9,000 is above the hidden size"):
+        rank_sweep("llama-3-8b", [512, 9000], seq_len=1024)
+
+
 def test_a_swept_rank_is_refused_naming_ranks(run):
     # before: "Invalid value for --kv-lora-rank: ... 255 is odd" of a rank --ranks gave
     argv = ["convert", "llama-3-8b", "--svd", "split", "--ranks", "255,512", "--hw", "H100"]

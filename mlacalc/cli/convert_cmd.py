@@ -237,7 +237,7 @@ def command(
                 param_hint=option,
             )
     swept = _swept_ranks(size_list(ranks, "--ranks"))
-    _refuse_ranks(c, q_lora_rank, swept)
+    _refuse_ranks(c, swept)
     times: dict = {}
     sweep = []
     fit, as_plan = "", []
@@ -425,29 +425,19 @@ def _swept_ranks(ranks: list[int] | None) -> list[int] | None:
     return kept
 
 
-def _refuse_ranks(c, q_lora_rank: int | None, swept: list[int] | None) -> None:
-    """A latent rank above the hidden size refused, naming its option (``--ranks`` where the
-    sweep gave it) and the largest rank that holds anything: the full rank of the
-    position-free keys and values (the query's: of W_Q). A latent is projected from the
-    hidden state: past its width no dimension can carry anything (trial: --kv-lora-rank
-    100000 printed a 268 G model under a warning)."""
+def _refuse_ranks(c, swept: list[int] | None) -> None:
+    """A ``--ranks`` rank above the hidden size refused, naming the option and the largest
+    rank that holds anything (:func:`mlacalc.models.convert.convert` refuses its own
+    ``kv_lora_rank`` and ``q_lora_rank`` in the same words)."""
     d = c.source.hidden_size
-    given = [("--kv-lora-rank", c.kv_lora_rank)] + [("--ranks", r) for r in swept or ()]
-    for option, rank in given:
+    for rank in swept or ():
         if rank > d:
             raise click.BadParameter(
                 f"{rank:,} is above the hidden size {d:,} the latent is projected from: give "
                 f"{c.full_rank:,} or less (the full rank of the position-free key and value "
                 "projections; past it a rank adds cache and nothing else)",
-                param_hint=option,
+                param_hint="--ranks",
             )
-    if q_lora_rank is not None and q_lora_rank > d:
-        raise click.BadParameter(
-            f"{q_lora_rank:,} is above the hidden size {d:,} the query latent is projected "
-            f"from: give {q_full_rank(c):,} or less (the full rank of W_Q; below it the latent "
-            "compresses the query)",
-            param_hint="--q-lora-rank",
-        )
 
 
 def q_full_rank(c) -> int:

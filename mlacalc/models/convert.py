@@ -338,6 +338,32 @@ def _ranks(
     return d_c, None, None
 
 
+def _refuse_past_hidden(
+    m: ModelConfig, method: str, rope: int, full: int, d_c: int, q_lora_rank: int | None
+) -> None:
+    """A latent rank above the hidden size refused: a latent is projected from the hidden
+    state, so past its width no dimension carries anything (a trial's kv_lora_rank 100,000
+    gave a 268 G model under a warning). The fix names the largest rank that holds anything:
+    the full rank of the position-free keys and values, or of W_Q for the query."""
+    d = m.hidden_size
+    if d_c > d:
+        raise InvalidArgumentError(
+            "kv_lora_rank",
+            f"{d_c:,} is above the hidden size {d:,} the latent is projected from: give "
+            f"{full:,} or less (the full rank of the position-free key and value "
+            "projections; past it a rank adds cache and nothing else)",
+        )
+    if q_lora_rank is not None and q_lora_rank > d:
+        nope = m.head_dim if method == "transmla" else m.head_dim - rope
+        q_full = min(d, m.num_attention_heads * (nope + rope))
+        raise InvalidArgumentError(
+            "q_lora_rank",
+            f"{q_lora_rank:,} is above the hidden size {d:,} the query latent is projected "
+            f"from: give {q_full:,} or less (the full rank of W_Q; below it the latent "
+            "compresses the query)",
+        )
+
+
 def _published(method: str, d_c: int, rope: int, source: ModelConfig) -> int | None:
     n_kv = source.num_key_value_heads
     if method != "mha2mla" or n_kv == 1:
@@ -481,6 +507,7 @@ def convert(
         raise InvalidArgumentError(
             "q_lora_rank", "keep_q_full=False compresses the query: name its rank q_lora_rank"
         )
+    _refuse_past_hidden(m, method, rope, full, d_c, q_lora_rank)
     d_h, n_h, n_kv = m.head_dim, m.num_attention_heads, m.num_key_value_heads
     after = {
         "num_key_value_heads": n_h,
