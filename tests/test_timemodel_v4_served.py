@@ -285,3 +285,25 @@ def test_a_served_template_puts_back_only_the_logits_a_layer_dropped():
     assert _with_logits(dropped, plain) == plain
     assert _with_logits(plain, plain) == plain
     assert _with_logits(kept, kept) == kept  # a layer with no logits in the plain step either
+
+
+def test_sglangs_v4_prompt_logits_split_a_few_queries_keys_over_the_sms():
+    """SGLang's DeepSeek-V4 CSA prompt indexer logits (``SPLIT_KEY_LOGITS_ENGINES``) take time
+    in proportion to their queries past a long cache: one sequence of 4, 64 and 256 new tokens
+    after 1,000,000 cached (250,000 pooled keys a query) on B200 under SGLang's fit, where one
+    128-row unit an SM walking its keys alone gave 4 new tokens the time of 256 (611 us; the
+    module row of 4 tokens measures 330 us in all). vLLM's kernel (no split) keeps that."""
+    from mlacalc.cost.compressed import SPLIT_KEY_LOGITS_ENGINES
+    from mlacalc.timemodel.kernel_time import predict_batch
+
+    assert {"sglang"} == SPLIT_KEY_LOGITS_ENGINES
+
+    def logits(isl, engine):
+        ks = dsv4_module_kernels(ROW[0], "csa", 64, "bfloat16", 1, isl, 1_000_000, False, engine)
+        (k,) = [k for k in ks if k.name == "indexer_scores"]
+        assert ("split_keys" in k.shape) == (engine == "sglang")
+        return float(predict_batch(batches_of([k])[0][1], "B200", f"fit-b200-sxm-{engine}")[0])
+
+    t4, t64, t256 = (logits(isl, "sglang") for isl in (4, 64, 256))
+    assert t4 < 0.1 * t256 and 0.15 < t64 / t256 < 0.35  # about the queries' share
+    assert logits(4, "vllm") == pytest.approx(logits(256, "vllm"), rel=0.02)

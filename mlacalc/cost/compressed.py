@@ -76,6 +76,7 @@ __all__ = [
     "RAGGED_LOGITS_ENGINES",
     "ROW_TOPK_PROMPT",
     "SELECTING_LOGITS",
+    "SPLIT_KEY_LOGITS_ENGINES",
     "attention_flops",
     "cache_bytes",
     "causal_keys",
@@ -559,6 +560,8 @@ def compressed_kernels(
             # SGLang scores the batch as one ragged run, a logits row as wide as all its
             # sequences' pooled keys (attention_time.logits_row_slowdown)
             ragged = {"batch_keys": b * max(pooled, 1)} if engine in RAGGED_LOGITS_ENGINES else {}
+            if engine in SPLIT_KEY_LOGITS_ENGINES:
+                ragged["split_keys"] = 1  # a few queries' keys over every SM
             out.append(
                 _attention_kernel(
                     o.name, "attention_prefill", o, "fp8", calls, batch=b,
@@ -725,6 +728,19 @@ def v4_topk(
 #: (many sequences of a few new tokens after a long cache: up to 4x their kernels); vLLM's and
 #: TensorRT-LLM's rows of as many queries and keys do not (their rows read 5-12% over there).
 RAGGED_LOGITS_ENGINES = frozenset({"sglang"})
+#: Engines whose DeepSeek-V4 CSA prompt indexer logits spread a few queries' pooled keys over
+#: every SM (shape field ``split_keys``, :func:`mlacalc.timemodel.attention_time.prefill_terms`:
+#: where a call has fewer 128-row units than SMs, each unit's keys split over the idle SMs),
+#: so the logits' time follows the (query, pooled key) pairs at the whole device's rate at any
+#: count of queries. SGLang's CSA prompt module rows show it (one sequence after 131,072 to
+#: 1,000,000 cached tokens: the row less its other kernels' predictions grows in proportion to
+#: the new tokens from 32 to 1,024, about 2.8 us a query at 250,000 pooled keys on B200, 4.4 on
+#: H100, where one 128-row unit an SM walking its keys alone gives the time of 256 queries to
+#: any count up to 256: 611 us on B200 at 4 new tokens, where the whole row takes 330). The
+#: kernel is not identified: GLM-5's prompt logits table (DeepGEMM's ``fp8_mqa_logits``
+#: alone) does not split (2.24 ms at 1 to 256 queries over 1,048,576 keys on B200), so
+#: SGLang's V4 path runs another. vLLM's CSA prompt rows reach no cache that long.
+SPLIT_KEY_LOGITS_ENGINES = frozenset({"sglang"})
 #: Bytes that pass moves per element of the matrix outside a query's own keys, at the
 #: streaming (``elementwise``) class's rate: fitted on SGLang's DSA prompt module rows
 #: (0.80-0.85 on H100, 0.85-0.90 on B200 give the least p90; less than a 4-byte logit, so

@@ -771,6 +771,7 @@ def prefill_terms(
     units = b * heads / per_unit * np.ceil(q * per_unit / tile_q)
     rows = np.minimum(q * per_unit, tile_q)
     unit_blocks = np.ceil(kv_eff / tile_k)
+    units, unit_blocks = _split_keys(batch, fig, units, unit_blocks)
     unit_blocks = np.where(col(batch, "causal", 1) > 0, (unit_blocks + 1) / 2, unit_blocks)
     banded, band_blocks, padded, unit_blocks = _band_blocks(
         batch, unit_blocks, tile_q, tile_k, per_unit, unified
@@ -884,6 +885,24 @@ def prefill_terms(
         batch, fig, prm, pre_bytes, d_qk, d_v, b, kv
     )
     return out
+
+
+def _split_keys(
+    batch: KernelBatch, fig: DeviceFigures, units: np.ndarray, blocks: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``units`` and the key ``blocks`` each walks where a kernel splits its keys over idle SMs
+    (shape field ``split_keys``: :data:`~mlacalc.cost.compressed.SPLIT_KEY_LOGITS_ENGINES`):
+    a call of fewer units than SMs runs each unit's blocks in ``min(SMs // units, blocks)``
+    parts, one a unit; unchanged elsewhere."""
+    on = col(batch, "split_keys", 0.0) > 0
+    if not np.any(on):
+        return units, blocks
+    parts = np.where(
+        on & (units < fig.sm_count),
+        np.clip(np.floor(fig.sm_count / np.maximum(units, 1.0)), 1.0, np.maximum(blocks, 1.0)),
+        1.0,
+    )
+    return units * parts, np.ceil(blocks / parts)
 
 
 #: Bytes of one logit of DeepGEMM's prompt MQA logits kernel (``fp8_mqa_logits``): fp32, one
