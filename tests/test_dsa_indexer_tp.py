@@ -10,6 +10,7 @@ import re
 import pytest
 
 from mlacalc.serving.plan import plan
+from mlacalc.serving.search import search
 
 
 def _said(p) -> list[str]:
@@ -39,3 +40,16 @@ def test_dsa_at_tp8_says_the_indexer_is_whole_on_every_rank(v32):
 def test_no_indexer_warning_without_tp_or_without_dsa():
     assert not _said(plan("deepseek-v3.2", "H200", 8, seq_len=8192, dp_attention=True))
     assert not _said(plan("deepseek-v3", "H200", 8, seq_len=8192))
+
+
+def test_search_best_at_tp8_says_it_and_dp_attention_does_not():
+    """search's best at TP8 said the latent's copies and not the indexer (a review); at
+    DP-attention (TP1 groups) neither pool's indexer is said."""
+    kw = dict(isl=2000, osl=500, engine="sglang", kv_dtypes=("bf16",), weight_dtypes=("fp8",))
+    r = search("deepseek-v3.2", "H200", [8], tp=8, dp_attention="off", **kw)
+    assert r.best["tp"] == 8
+    (w,) = [w for w in r.warnings if "DSA indexer" in w]
+    assert w.startswith("TP8: DeepSeek-V3.2's DSA indexer") and "top-2,048" in w
+    assert "--tp 1 --dp-attention" in w and "plan of the point" in w
+    r = search("deepseek-v3.2", "H200", [8], tp=1, dp_attention="on", **kw)
+    assert r.best["tp"] == 1 and not [w for w in r.warnings if "DSA indexer" in w]

@@ -925,6 +925,28 @@ def trtllm_attention_tp(engine: str, lay: Layout, p_lay: Layout | None) -> tuple
     return tuple(out)
 
 
+def indexer_copies(m: ModelConfig, lay: Layout, p_lay: Layout | None) -> tuple[str, ...]:
+    """A DSA model's attention split over ``tp > 1`` ranks: each layer's indexer (its
+    projections, scores over every cached key and top-k) is whole on every rank, not split by
+    heads; said of a search's best point, as plan says it with its share of the step
+    (:func:`mlacalc.serving.plan.indexer_tp_warnings`; a review: the search chose TP8 for
+    DeepSeek-V3.2 and said only that its latent was copied)."""
+    if m.index_topk is None or m.every_indexer_shared:
+        return ()
+    out = []
+    for pool, la in (("", lay), ("the prefill pool's ", p_lay)):
+        if la is None or la.tp <= 1:
+            continue
+        out.append(
+            f"{pool}TP{la.tp}: {m.label}'s DSA indexer (its q / k / weights projections, "
+            f"scores over every cached key and top-{m.index_topk:,}) is whole on every "
+            "tensor-parallel rank, not split by heads as the attention is (plan of the point "
+            "says its share of the step); DP-attention (--tp 1 --dp-attention) runs it on each "
+            "GPU's own sequences only"
+        )
+    return tuple(out)
+
+
 def latent_copies(
     m: ModelConfig,
     lay: Layout,

@@ -65,6 +65,7 @@ from mlacalc.serving.plan_checks import (
     dense_dp_attention,
     engine_runs_kv,
     format_warnings,
+    indexer_copies,
     kv_head_copies,
     latent_copies,
     prefix_cached_tokens,
@@ -1598,7 +1599,8 @@ def _best_layout_warnings(req: SearchRequest, best: dict[str, Any] | None) -> tu
     heads than tp (:func:`~mlacalc.serving.plan_checks.kv_head_copies`), an MLA latent on
     every rank (:func:`~mlacalc.serving.plan_checks.latent_copies`, its figures sized as the
     search sized the point: the same bytes as plan's capacity, the weights of the fullest GPU
-    under the search's memory rule and one sequence's cache in pages at the context)."""
+    under the search's memory rule and one sequence's cache in pages at the context), a DSA
+    indexer whole on every rank (:func:`~mlacalc.serving.plan_checks.indexer_copies`)."""
     if not best or best["tp"] <= 1:
         return ()
     m = req.m
@@ -1629,6 +1631,7 @@ def _best_layout_warnings(req: SearchRequest, best: dict[str, Any] | None) -> tu
     return (
         kv_head_copies(m, lay, p_lay)
         + latent_copies(m, lay, p_lay, figures)
+        + indexer_copies(m, lay, p_lay)
         + trtllm_attention_tp(req.engine, lay, p_lay)
     )
 
