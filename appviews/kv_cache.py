@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
@@ -25,25 +23,23 @@ TITLE = "KV cache"
 def kv_curves(model: ModelConfig, batch: int, kv_dtype: str, lengths: tuple) -> dict:
     """Cache bytes over ``lengths`` per implementation: vectorized where the layers are
     alike, one exact ``kv_cache_bytes`` per length where they differ (sliding, chunked,
-    linear or DSA layers). The library's warnings (a length past the model's
-    ``max_position_embeddings``, once per length) are caught here, not left to the server's
-    console: the page says it once (:func:`past_positions_caption`)."""
+    linear or DSA layers). A length past the model's ``max_position_embeddings`` is said once
+    on the page (:func:`past_positions_caption`), not warned per length to the server's
+    console: the exact route is :func:`mlacalc.kv_cache`, whose warnings ride on its result,
+    so no process-wide warnings filter is touched (``warnings.catch_warnings`` is not safe
+    while another session's script runs in the server's next thread)."""
     impls = ["naive", None] if model.is_mla else [None]
     xs = np.array(lengths)
     curves = {}
-    with warnings.catch_warnings():
-        warnings.filterwarnings(
-            "ignore", ".*max_position_embeddings", category=mlacalc.MlacalcWarning
-        )
-        for impl in impls:
-            name = str(impl or "latent" if model.is_mla else model.variant)
-            try:
-                ys = mlacalc.sweep(
-                    model, "kv_cache_bytes", seq_len=xs, batch=batch, kv_dtype=kv_dtype, impl=impl
-                ).tolist()
-            except mlacalc.InvalidArgumentError:  # layers of different kinds
-                ys = [mlacalc.kv_cache_bytes(model, n, batch, kv_dtype, impl) for n in lengths]
-            curves[name] = ys
+    for impl in impls:
+        name = str(impl or "latent" if model.is_mla else model.variant)
+        try:
+            ys = mlacalc.sweep(
+                model, "kv_cache_bytes", seq_len=xs, batch=batch, kv_dtype=kv_dtype, impl=impl
+            ).tolist()
+        except mlacalc.InvalidArgumentError:  # layers of different kinds
+            ys = [mlacalc.kv_cache(model, n, batch, kv_dtype, impl).total_bytes for n in lengths]
+        curves[name] = ys
     return curves
 
 
