@@ -21,7 +21,7 @@ from mlacalc.models.convert import (
     convert,
 )
 from mlacalc.models.loading import ModelConfig
-from mlacalc.serving.convert_sweep import fit_warning, rank_sweep, step_route
+from mlacalc.serving.convert_sweep import fit_warning, rank_sweep, step_route, step_warnings
 from mlacalc.words.engines import ENGINE_LABELS
 from mlacalc.words.errors import MlacalcError
 from mlacalc.words.units import human_bytes, human_si
@@ -61,6 +61,22 @@ def _route(
     """How the converted model's decode step is predicted: `mlacalc plan`'s route, profile
     and calibration words (:func:`step_route`)."""
     return step_route(model, hardware, seq_len, batch, "absorbed", kv_dtype, engine)
+
+
+@st.cache_data(show_spinner=False)
+def _step_warnings(
+    source: ModelConfig,
+    converted: ModelConfig,
+    hardware: str,
+    seq_len: int,
+    batch: int,
+    kv_dtype: str,
+    engine: str | None,
+) -> list[str]:
+    """:func:`~mlacalc.serving.convert_sweep.step_warnings` of the source and the converted
+    model, decode absorbed (the table's), cached by the sidebar's choices."""
+    both = {"source": source, "converted": converted}
+    return step_warnings(both, hardware, seq_len, batch, "absorbed", kv_dtype, engine)
 
 
 def _ranks(top: int, svd: str, published: int | None = None) -> tuple[int, ...]:
@@ -228,6 +244,12 @@ def render(sc: Scenario) -> None:
     )
     if fit:
         st.warning(fit[0].upper() + fit[1:] + ".", icon=":material/warning:")
+    # what `mlacalc convert --hardware` warns of the device, the engine and the cache (a
+    # review: an fp8 cache slower than bf16's, a device timed by ratios, TensorRT-LLM on
+    # another vendor's GPU were said by the command line and not here), as the planner says
+    # its plan's warnings
+    for w in _step_warnings(m, c.model, sc.hardware, sc.seq_len, sc.batch, sc.kv_dtype, sc.engine):
+        st.info(w[0].upper() + w[1:])
     g1, g2, g3 = st.columns(3)
     g1.plotly_chart(
         _figure(rows, "cache_bytes_per_token", "cache per token", "KiB", 1024),

@@ -414,3 +414,18 @@ def test_convert_tab_says_amd_and_measured_devices_routes():
     assert measured_bound_note(hw) in captions
     assert not any(c.startswith("Expected error of these times") for c in captions)
     assert not any("TensorRT-LLM" in m.value for m in at.markdown if "Against the rank" in m.value)
+
+
+def test_convert_tab_says_what_convert_warns_of_the_device_engine_and_cache():
+    """The tab said none of `mlacalc convert --hardware`'s warnings (a review): an fp8 cache
+    whose decode kernels are slower than bf16's, a device timed by ratios, TensorRT-LLM on an
+    AMD GPU. Each is said as the planner says its plan's warnings; a fitted device, engine and
+    bf16 cache say none."""
+    q = dict(model="llama-3-70b", seq_len="4096", batch="1")
+    infos = [i.value for i in run("Convert to MLA", **q, hw="H100", kv="fp8", engine="sglang").info]
+    slower = [i for i in infos if "slower than a bf16 cache's" in i]
+    assert len(slower) == 2 and slower[0].startswith("The fp8 cache's decode kernels under SGLang")
+    infos = [i.value for i in run("Convert to MLA", **q, hw="MI300X", engine="trtllm").info]
+    assert any(i.startswith("TensorRT-LLM runs on NVIDIA GPUs only") for i in infos)
+    assert any(i.startswith("MI300X is not a fitted device") for i in infos)
+    assert not run("Convert to MLA", **q, hw="H100", engine="trtllm").info
