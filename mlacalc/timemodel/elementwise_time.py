@@ -197,6 +197,30 @@ AMAX_GRID_BLOCKS = 1024
 #: 12,288, 16,384, 65,536 (1.8 TB/s: the HBM's rate for 5 bytes an element).
 QUANT_WAVE_CTAS_PER_SM = 8
 
+#: Threads of a token's CTA in vLLM's per-token quantize kernels: min(k, TOKEN_CTA_THREADS). The
+#: 1,056-token wave of its amax table on H100 (8 CTAs an SM, :data:`QUANT_WAVE_CTAS_PER_SM`) is
+#: 2,048 threads an SM over 256 a CTA; a CTA of 1,024 would give waves of 264. Read from the rows,
+#: not the source.
+TOKEN_CTA_THREADS = 256
+#: Threads of one warp: a CTA of one warp reduces its token's maximum by the warp's shuffles.
+WARP_THREADS = 32
+
+
+def token_reduce_share(row: np.ndarray) -> np.ndarray:
+    """The share of a full CTA's wait that the dynamic per-token call adds for each CTA an SM
+    past its first (vLLM's amax table: the dynamic call less the static one; ``unit_latency_s``
+    is a CTA of :data:`TOKEN_CTA_THREADS` threads). A CTA of min(k, 256) threads reduces its
+    token's maximum across its warps (a block-wide barrier, the warps' partials folded) before
+    it scales, and that wait hides behind the other CTAs the SM holds, 2,048 threads over the
+    CTA's (up to 32): a CTA of t threads costs the SM t / 256 of a full one. A CTA of one warp
+    (k <= 32) reduces by its own shuffles: nothing past the static call's wait. Measured (the
+    difference at 16,384 and 32,768 tokens over the CTAs an SM, k <= 1,024, where the bytes are
+    few; H100 / B200): k = 32 0-1 / 0 ns a CTA, k = 64 61 / 57-59, k = 128 30-32 / 56-61, k =
+    256-1,024 107-125 / 181-216: shares 0, 0.5 / 0.3, 0.25 / 0.3, 1 against 0, 0.25, 0.5, 1."""
+    threads = np.minimum(row, float(TOKEN_CTA_THREADS))
+    return np.where(row <= WARP_THREADS, 0.0, threads / TOKEN_CTA_THREADS)
+
+
 #: Streaming kernels whose CTAs' waits overlap their traffic (not added after it): TensorRT-LLM's
 #: prompt conv1d, one kernel for Mamba-2's and Gated DeltaNet's convs (their fits agree: a
 #: CTA's wait 3.6 us and ``scalar_load`` 1.29-1.31 on both devices; a row without ``units``,
@@ -455,6 +479,16 @@ def streaming_terms(
         memory = combine(memory, rows / fig.sm_count * lat * scalar, CTA_WALK_NORM)
         rows = np.zeros(len(batch))
     wait = per_cta ** prm.get("slot_wait", 0.0)
+    if batch.kind == "quantize" and batch.variant == "amax":
+        # vLLM's amax table is the dynamic per-token call less the static one: the static
+        # call's CTAs wait as the dynamic one's do, which adds the reduction of each token's
+        # maximum across its CTA's warps; an SM's first CTA waits it whole (nothing to hide
+        # behind: rows of one CTA an SM as before), each later one its CTA's share
+        # (:func:`token_reduce_share`; none for one warp)
+        row = col(batch, "elements", 0) / np.maximum(rows, 1.0)
+        per_sm = np.maximum(np.ceil(rows / fig.sm_count), 1.0)
+        later = 1.0 + (per_sm - 1.0) * token_reduce_share(row)
+        wait = wait * np.where(rows > 0, later / per_sm, 1.0)
     extra = extra + np.where(rows > 0, np.ceil(rows / fig.sm_count), 0.0) * lat * wait
     # TensorRT-LLM's decode top-k rows of a few keys past the top-k (``near_rows``,
     # cost.compressed.NEAR_TOPK_KEYS): ``near_topk_s`` a wave of them over the SMs
