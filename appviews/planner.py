@@ -18,7 +18,7 @@ from mlacalc.cost.engine import attention_cost
 from mlacalc.report import attention_kind_labels
 from mlacalc.serving.capacity import ENGINE_MEMORY
 from mlacalc.serving.plan import duration_text
-from mlacalc.serving.provenance import serving_error_words
+from mlacalc.serving.provenance import STAND_IN_WARN_SHARE, serving_error_words
 from mlacalc.serving.scheduler import defaults_words, model_page_size
 from mlacalc.serving.search import search, throughput_gpus
 from mlacalc.timemodel.device import device_figures
@@ -882,6 +882,18 @@ def prediction_line(route: dict) -> str:
         words += (
             f"; {route['stand_in_share']:.0%} of the decode step timed by another engine's "
             "fits, not measured on this one"
+        )
+    if route.get("unmeasured_share", 0) >= STAND_IN_WARN_SHARE:
+        # a state update timed as a GEMM (no table measures it): outside the error said
+        words += (
+            f"; not the {route['unmeasured_share']:.0%} of the decode step no shared table "
+            "measures ("
+            + ", ".join(
+                u["kernel"]
+                for u in route["unmeasured_kernels"]
+                if u["share"] >= STAND_IN_WARN_SHARE
+            )
+            + ", timed by another kind of kernel's fit)"
         )
     e = route.get("expected_error")
     shape = f" But {route['geometry_note']}." if route.get("geometry_note") else ""

@@ -88,6 +88,7 @@ def _row(engine: str, p: Any, refused: str | None) -> dict[str, Any]:
         engine_route=route.get("engine_route"),
         engine_profile=route.get("engine_profile"),
         stand_in_share=route.get("stand_in_share"),
+        unmeasured_share=route.get("unmeasured_share"),
         expected_error_median=err.get("median"),
         scheduler_defaults=p.scheduler_defaults,
     )
@@ -116,10 +117,18 @@ def _route_words(r: dict[str, Any]) -> str:
     return "none" if route else "-"
 
 
+def _unmeasured_words(r: dict[str, Any]) -> str:
+    """How much of the engine's decode step is kernels no shared table measures (a Mamba-2
+    state update timed as a GEMM: provenance.UNMEASURED_KERNELS), each engine alike."""
+    share = r.get("unmeasured_share")
+    return "-" if share is None else "none" if share == 0 else f"{share:.0%} of the decode step"
+
+
 def _section(rows: list[dict[str, Any]]) -> Section:
     heads = ["engine", "fits", "largest batch", "decode step ms", "TTFT ms", "TPOT ms",
              "output tok/s/GPU",
-             "timed by another engine's fits", "expected error"]  # fmt: skip
+             "timed by another engine's fits", "measured by no table",
+             "expected error"]  # fmt: skip
     table = []
     for r in rows:
         label = ENGINE_LABELS[r["engine"]]
@@ -137,6 +146,7 @@ def _section(rows: list[dict[str, Any]]) -> Section:
             "-" if r["output_tokens_per_s_per_gpu"] is None
             else f"{r['output_tokens_per_s_per_gpu']:,.1f}",
             _route_words(r),
+            _unmeasured_words(r),
             "not measured" if e is None else f"{e:.1%} median (kernels)",
         ])  # fmt: skip
     return Section(
@@ -147,7 +157,10 @@ def _section(rows: list[dict[str, Any]]) -> Section:
             "Each engine's kernels and scheduler defaults, as plan --engine E gives them (its "
             "full table: that command). Where another engine's fits time part of a step (a "
             "stand-in, where the engine's own tables time no such kernel), engines compared on "
-            "it are compared on one table: the column says how much. Expected error: the "
+            "it are compared on one table: the column says how much. Measured by no table: the "
+            "step's kernels no shared table measures (a Mamba-2 or Kimi Delta Attention state "
+            "update timed as a GEMM), every engine's timed by another kind of kernel's fit. "
+            "Expected error: the "
             "kernel tables' median |error| for that engine's route (README.md), not TTFT's or "
             "TPOT's."
         ),

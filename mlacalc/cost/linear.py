@@ -345,7 +345,7 @@ def linear_kernels(
             out.append(_gdn_core(o, cost, s, act_dtype, calls))
         elif o.name == "linear_core" and cost.impl == "recurrent":
             g = 3 * cost.batch * s.v_heads * cost.q_len
-            gemm("linear_core", act_dtype, g, 1, dv, dk, o.bytes)
+            gemm("linear_core", "float32", g, 1, dv, dk, o.bytes)
         elif o.name == "linear_core":
             g = cost.batch * s.v_heads * linear_chunks(cost.q_len)
             state = o.cache_bytes_read + o.cache_bytes_written

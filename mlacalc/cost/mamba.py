@@ -307,7 +307,7 @@ def mamba_kernels(
     for o in cost.ops:
         if o.name == "mamba_ssd" and cost.impl == "recurrent":
             g = 2 * cost.batch * s.heads * cost.q_len
-            gemm("mamba_state_update", act_dtype, g, 1, p, n, o.bytes)
+            gemm("mamba_state_update", "float32", g, 1, p, n, o.bytes)
         elif o.name == "mamba_ssd":
             g = cost.batch * s.heads * s.chunks(cost.q_len)
             state = o.cache_bytes_read + o.cache_bytes_written

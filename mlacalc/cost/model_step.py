@@ -1126,6 +1126,11 @@ def stored_dtype(scheme: Any, fmt: str | None = None) -> str:
 #: the step's GEMMs whose weights keep 16 bits under a narrower weight dtype (:func:`_kept`)
 KEPT_GEMMS = ("router",)
 
+#: the step's state-update products (Mamba-2's decode update, Kimi Delta Attention's
+#: recurrent core): a GEMM of no weights whose bytes are the state streamed in and out, kept in
+#: their own (the state's) dtype under any weight dtype
+STATE_GEMMS = ("mamba_state_update", "linear_core")
+
 #: the step's norms, their weights built at 16 bits under a narrower dtype (:func:`_norm`,
 #: the attention's latent norms in mlacalc.cost.attention and cost.compressed)
 _KEPT_NORMS = ("input_norm", "post_attention_norm", "final_norm", "q_a_layernorm", "kv_a_layernorm")

@@ -61,7 +61,13 @@ from mlacalc.cost.engine import kv_cache
 from mlacalc.cost.linear import LINEAR_CHUNK, linear_chunks
 from mlacalc.cost.mamba import mamba_shape
 from mlacalc.cost.mamba1 import mamba1_shape
-from mlacalc.cost.model_step import KEPT_GEMMS, checkpoint_stored, step_kernels, stored_experts
+from mlacalc.cost.model_step import (
+    KEPT_GEMMS,
+    STATE_GEMMS,
+    checkpoint_stored,
+    step_kernels,
+    stored_experts,
+)
 from mlacalc.cost.params import expert_shape
 from mlacalc.cost.quant import checkpoint_part_bytes, kept_head_format
 from mlacalc.hardware.catalogue import HardwareSpec
@@ -1233,7 +1239,10 @@ class StepModel:
             # a GEMM of the weights in the weight dtype's class; the router keeps its own
             # (16 bits under a narrower dtype, as memory sizes it: model_step.KEPT_GEMMS)
             weighted = (
-                t.kind == "gemm" and b[0] > 0 and not self.stored and t.name not in KEPT_GEMMS
+                t.kind == "gemm"
+                and b[0] > 0
+                and not self.stored
+                and t.name not in KEPT_GEMMS + STATE_GEMMS
             )
             dtype = fmt or (self.gemm_dtype if weighted else t.dtype)
             spec = Spec(t.name, t.kind, dtype, t.part, flops, nbytes, sh, calls=t.calls)

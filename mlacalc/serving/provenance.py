@@ -29,6 +29,7 @@ __all__ = [
     "ROUTE_ERRORS",
     "SERVING_ERRORS",
     "STAND_IN_WARN_SHARE",
+    "UNMEASURED_KERNELS",
     "calibration_of",
     "device_warnings",
     "engine_profile_of",
@@ -39,6 +40,7 @@ __all__ = [
     "stand_in_kernels",
     "stand_in_parts",
     "stand_in_warnings",
+    "unmeasured_parts",
     "with_stand_ins",
 ]
 
@@ -197,6 +199,8 @@ def with_stand_ins(route: dict[str, Any], parts: list[dict[str, Any]]) -> dict[s
     fits timed)."""
     if not route:
         return route
+    unmeasured = [p for p in parts if p.get("unmeasured")]
+    parts = [p for p in parts if not p.get("unmeasured")]
     share = sum(p["share"] for p in parts)
     out = {
         **route,
@@ -204,7 +208,30 @@ def with_stand_ins(route: dict[str, Any], parts: list[dict[str, Any]]) -> dict[s
             {"class": p["class"], "from": p["from"], "share": round(p["share"], 4)} for p in parts
         ],
         "stand_in_share": round(share, 4),
+        "unmeasured_kernels": [
+            {
+                "kernel": p["kernels"][0],
+                "what": p["what"],
+                "timed_as": p["timed_as"],
+                "class": p["class"],
+                "share": round(p["share"], 4),
+            }
+            for p in unmeasured
+        ],
+        "unmeasured_share": round(sum(p["share"] for p in unmeasured), 4),
     }
+    if out["unmeasured_share"] >= STAND_IN_WARN_SHARE:
+        # the kernel tables' error is that of the kernels they measure: a state update timed
+        # as a GEMM takes half a Nemotron-3-Super decode step with no measured error
+        named = ", ".join(
+            f"{u['kernel']} timed as {u['timed_as'].split(' (')[0]}"
+            for u in out["unmeasured_kernels"]
+            if u["share"] >= STAND_IN_WARN_SHARE
+        )
+        out["expected_error_source"] += (
+            f"; {out['unmeasured_share']:.0%} of the decode step's kernel time ({named}) is "
+            "kernels no shared table measures, whose error that figure does not cover"
+        )
     if route["engine_route"] != "own" or share < STAND_IN_WARN_SHARE:
         out["note"] = prediction_note(out)
         return out
@@ -226,7 +253,10 @@ def stand_in_parts(
     """The decode step's kernels another profile's class times (:func:`stand_in_kernels`),
     each with its share of the step's kernel time: ``class``, ``from`` (the profile's note),
     ``kernels`` (their names), ``share`` and ``applied_to`` (the step's classes it times other
-    than its own)."""
+    than its own); then the step's kernels no shared table measures as what they are
+    (:data:`UNMEASURED_KERNELS`), each marked ``unmeasured`` with the class that times it
+    (:func:`unmeasured_parts`). :func:`with_stand_ins` and :func:`stand_in_warnings` say the
+    two apart."""
     total = sum(float(np.atleast_1d(k["seconds"])[0]) for k in kernels if "seconds" in k)
     return [
         {
@@ -237,7 +267,64 @@ def stand_in_parts(
             "applied_to": timed,
         }
         for key, how, names, seconds, timed in stand_in_kernels(profile, hw, kernels)
-    ]
+    ] + unmeasured_parts(profile, hw, kernels)
+
+
+#: The step kernels no shared measured table holds, by (name, kind): what each is and what
+#: times it instead. The shared tables' Mamba-2 rows are ``causal_conv1d_fn`` and
+#: ``causal_conv1d_update`` only, no table measures Kimi Delta Attention or Mamba-1: their state
+#: updates (a trial's Nemotron-3-Super decode step 50%, Kimi-Linear's 43%, Falcon-H1's 38%) are
+#: timed by a class fitted on other kernels (:func:`unmeasured_parts`).
+UNMEASURED_KERNELS = {
+    ("mamba_state_update", "gemm"): (
+        "Mamba-2's decode state update",
+        "a batched GEMM (1 x N by N x P products per head, the float32 state streamed)",
+    ),
+    ("linear_core", "gemm"): (
+        "Kimi Delta Attention's recurrent core",
+        "a batched GEMM (1 x d_k by d_k x d_v products per head, the float32 state streamed)",
+    ),
+    ("mamba1_state_update", "elementwise"): (
+        "Mamba-1's state update",
+        "an element-wise kernel (the float32 state read and written)",
+    ),
+    ("mamba1_scan", "elementwise"): (
+        "Mamba-1's selective-scan read-out",
+        "an element-wise kernel",
+    ),
+}
+
+
+def unmeasured_parts(
+    profile: Any, hw: HardwareSpec, kernels: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The step's kernels of :data:`UNMEASURED_KERNELS` that take time, each with its share of
+    the step's kernel time: ``unmeasured`` (True), ``kernels`` (its name), ``what`` (the kernel
+    it is), ``timed_as`` (the kind of kernel it is timed as), ``class`` (the profile's class
+    whose fit times it, or ``kind:dtype`` where none does) and ``share``."""
+    prof = load_profile(profile)
+    total = sum(float(np.atleast_1d(k["seconds"])[0]) for k in kernels if "seconds" in k)
+    out: dict[str, dict[str, Any]] = {}
+    for k in kernels:
+        said = UNMEASURED_KERNELS.get((k.get("name"), k.get("kind")))
+        seconds = float(np.atleast_1d(k.get("seconds", 0.0))[0])
+        if said is None or seconds <= 0 or total <= 0:
+            continue
+        ran = _ran_class(k, hw, prof)
+        key = prof.class_found(hw.name, *ran[:2], hw, ran[2]) if ran else None
+        part = out.setdefault(
+            k["name"],
+            {
+                "unmeasured": True,
+                "kernels": [k["name"]],
+                "what": said[0],
+                "timed_as": said[1],
+                "class": key or f"{k['kind']}:{k['dtype']}",
+                "share": 0.0,
+            },
+        )
+        part["share"] += seconds / total
+    return list(out.values())
 
 
 def stand_in_warnings(engine: str, parts: list[dict[str, Any]]) -> tuple[str, ...]:
@@ -247,6 +334,16 @@ def stand_in_warnings(engine: str, parts: list[dict[str, Any]]) -> tuple[str, ..
     label = ENGINE_LABELS.get(engine, engine)
     out = []
     for part in parts:
+        if part.get("unmeasured"):
+            if part["share"] >= STAND_IN_WARN_SHARE:
+                out.append(
+                    f"{part['kernels'][0]}, {part['what']} ({part['share']:.0%} of the decode "
+                    f"step's kernel time), is timed as {part['timed_as']} by the "
+                    f"{part['class']} fit: no shared table measures this kernel, so its time "
+                    "has no measured error and engines compared on it are compared on another "
+                    "kernel's fit"
+                )
+            continue
         key, names, timed = part["class"], part["kernels"], part["applied_to"]
         # a fit of another dtype's class (dispatch:fp8) timing the step's (dispatch:bf16): the
         # step's bytes as they were sized, at that fit's rates, so the sizing said beside it
@@ -461,6 +558,15 @@ def prediction_note(route: dict) -> str:
             f", {ENGINE_LABELS.get(route['engine'], route['engine'])}'s own kernels only: "
             f"{route['stand_in_share']:.0%} of the decode step's kernel time is another "
             "engine's fit, not measured on this engine"
+        )
+    if route.get("unmeasured_share", 0) >= STAND_IN_WARN_SHARE:
+        names = ", ".join(
+            u["kernel"] for u in route["unmeasured_kernels"] if u["share"] >= STAND_IN_WARN_SHARE
+        )
+        kernel += (
+            f"; it does not cover the {route['unmeasured_share']:.0%} of the decode step's "
+            f"kernel time no shared table measures ({names}, timed by another kind of kernel's "
+            "fit)"
         )
     text = f"Expected error: {kernel}; {serving_error_words(route.get('device', ''))}"
     if route.get("geometry_note"):
