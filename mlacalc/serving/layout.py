@@ -247,7 +247,7 @@ def make_layout(
         raise InvalidArgumentError(
             "tp",
             f"tensor parallel degree {tp} does not divide the "
-            f"{m.num_attention_heads} attention heads of {m.label}",
+            f"{m.num_attention_heads} attention heads of {m.label}" + _tp_choices(m, stage),
         )
     _check_linear_heads(m, tp)
     n_kv = kv_heads_unsplit(m, tp)
@@ -327,6 +327,33 @@ def make_layout(
         moe_tp=group // ep,
         redundant_experts=redundant_experts,
     )
+
+
+def _tp_split(m: ModelConfig, t: int) -> bool:
+    """Whether ``t`` tensor-parallel ranks split ``m``'s attention heads, its linear attention's
+    key and value heads and its K/V heads as :func:`make_layout` checks them."""
+    linear = (getattr(m, f"linear_num_{k}_heads", None) for k in ("key", "value"))
+    return (
+        m.num_attention_heads % t == 0
+        and not any(h and h % t for h in linear)
+        and not kv_heads_unsplit(m, t)
+    )
+
+
+def _tp_choices(m: ModelConfig, stage: int) -> str:
+    """The tensor-parallel degrees that split ``m``'s heads and divide the ``stage`` GPUs of a
+    pipeline stage (data parallelism taking the rest), and the larger ones that split the
+    heads on another GPU count: advice that fixes the layout (a trial's 3 GPUs at TP 3 on
+    Qwen3-Next's 16 heads were told no fix)."""
+    here = [t for t in range(1, stage + 1) if stage % t == 0 and _tp_split(m, t)]
+    elsewhere = [t for t in range(2, m.num_attention_heads + 1) if stage % t and _tp_split(m, t)]
+    words = f"; use tp {', '.join(map(str, here[:-1]))}{' or ' if len(here) > 1 else ''}"
+    words += f"{here[-1]} on these {stage} GPUs (dp takes the rest)"
+    if elsewhere:
+        listed = ", ".join(map(str, elsewhere[:-1]))
+        words += f", or tp {listed + ' or ' if listed else ''}{elsewhere[-1]} on a GPU count "
+        words += "it divides"
+    return words
 
 
 def _ep_choices(experts: int, redundant: int, gpus: int) -> str:
