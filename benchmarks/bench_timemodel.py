@@ -14,8 +14,11 @@ per kind, p90 <= 25%; leave-one-out median <= 12% pooled, <= 20% per kind, not p
 ``--engines`` (slower: every table of H100 and B200, about 1.5 M rows): per engine (TensorRT-LLM,
 SGLang, vLLM) and device, each table kind predicted by the engine's shipped profile of that
 device (fitted) and by the engine's profile of the other device (leave one device out; for
-TensorRT-LLM B200 from the H100 + A100 default, and H100 from a B200 + A100 fit passed with
-``--loo-profile H100-SXM=PATH``, which ``mlacalc calibrate a100_sxm b200_sxm`` writes), the rows
+TensorRT-LLM B200 from the H100 + A100 default, and H100 from a profile passed with
+``--loo-profile H100-SXM=PATH``: the shipped B200 fit ``fit-b200-sxm``, or a B200 + A100 fit
+``mlacalc calibrate a100_sxm b200_sxm`` writes; for SGLang and vLLM the engine's fit of the
+other device, the classes it lacks from ``default`` on B200 and ``fit-b200-sxm`` on H100, as
+``mlacalc validate`` composes it, whatever ``--loo-profile`` says), the rows
 not predicted per table, and the time of ``mlacalc validate`` over one device and engine.
 Targets (the issue): fitted median <= 6% per kind, p90 <= 20%; leave-one-out pooled median
 <= 12% per engine; not predicted <= 2% of every table; validate <= 15 s.
@@ -137,7 +140,9 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="DEVICE=PATH",
-        help="with --engines: the TensorRT-LLM profile that predicts DEVICE leaving it out",
+        help="with --engines: the profile that predicts TensorRT-LLM's tables of DEVICE leaving "
+        "it out (TensorRT-LLM's rows only: SGLang's and vLLM's stand-in classes come from the "
+        "shipped TensorRT-LLM profile validate takes, B200 from default, H100 from fit-b200-sxm)",
     )
     ap.add_argument(
         "--engine",
@@ -232,13 +237,30 @@ ENGINE_PROFILES = {
 ENGINE_SYSTEMS = {"H100-SXM": "h100_sxm", "B200": "b200_sxm"}
 
 
+def left_out_profile(engine: str, device: str, loo: str):
+    """The profile that predicts ``engine`` on ``device`` left out of its fit. TensorRT-LLM:
+    ``loo`` itself (``ENGINE_PROFILES`` or ``--loo-profile``). SGLang and vLLM: the engine's fit
+    of the other device, with the classes it lacks and the kernels it runs on this device's
+    generation through TensorRT-LLM's taken from TensorRT-LLM's shipped profile fitted on the
+    other device and not this one (``engine_profiles.left_out_base``: B200 from the H100 + A100
+    ``default``, H100 from ``fit-b200-sxm``), the profile ``mlacalc validate`` composes for the
+    device's tables; ``--loo-profile`` does not change it."""
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.timemodel.engine_profiles import left_out_base, left_out_composed
+    from mlacalc.timemodel.profile import load_profile
+
+    prof = load_profile(loo)
+    if engine == "trtllm":
+        return prof
+    base = left_out_base(prof, [device])
+    return left_out_composed(prof, base, load_hardware(device)) if base is not None else prof
+
+
 def engines_main(args) -> int:
     """``--engines``: every engine on H100 and B200 (see the module docstring)."""
-    from mlacalc.hardware.catalogue import load_hardware
     from mlacalc.measured.mapping import map_table, not_predicted
     from mlacalc.measured.tables import load_measured
     from mlacalc.measured.validate import validate
-    from mlacalc.timemodel.engine_profiles import left_out_composed
     from mlacalc.timemodel.profile import load_profile
 
     loo_given = dict(s.split("=", 1) for s in args.loo_profile)
@@ -267,13 +289,7 @@ def engines_main(args) -> int:
             results[key]["fitted"] = evaluate({device: mapped}, load_profile(fitted))[device]
             loo = loo_given.get(device, loo) if engine == "trtllm" else loo
             if loo:
-                # the engine's fit of the other device, with the classes it lacks and the
-                # kernels it runs on this device's generation that TensorRT-LLM's fit of the
-                # other device times (engine_profiles.left_out_composed, as validate does)
-                trt = loo_given.get(device, ENGINE_PROFILES["trtllm"][device][1])
-                prof = load_profile(loo)
-                if trt:
-                    prof = left_out_composed(prof, load_profile(trt), load_hardware(device))
+                prof = left_out_profile(engine, device, loo)
                 results[key]["loo"] = evaluate({device: mapped}, prof)[device]
                 results[key]["loo_profile"] = loo
             show(f"{engine} on {device}: fitted ({fitted})", {device: results[key]["fitted"]})

@@ -1,8 +1,9 @@
 """validate's leave-one-device-out under another engine than TensorRT-LLM composes the engine's
-fit of the other device with TensorRT-LLM's fit of that same device, whatever folder is given,
-as benchmarks/bench_timemodel.py --engines scores it (it took fit-a100-sxm-80gb for a whole
-h100_sxm folder and trtllm's default for a subfolder: SGLang H100 pooled 11.0% against the
-bench's 10.5%)."""
+fit of the other device with TensorRT-LLM's shipped profile fitted on that device and not the
+one left out (engine_profiles.left_out_base: B200 from the H100 + A100 default, H100 from
+fit-b200-sxm), whatever folder is given, as benchmarks/bench_timemodel.py --engines scores it
+(it took fit-a100-sxm-80gb for a whole h100_sxm folder and trtllm's default for a subfolder:
+SGLang H100 pooled 11.0% against the bench's 10.5%)."""
 
 from __future__ import annotations
 
@@ -36,3 +37,35 @@ def test_the_cli_pools_as_the_bench_for_sglang_on_h100(folder):
     bench = _bench().evaluate({"H100-SXM": mapped}, prof)["H100-SXM"]["pooled"]
     assert cli.overall["median_abs_error"] == pytest.approx(bench["median_abs_error"], rel=1e-9)
     assert cli.overall["p90_abs_error"] == pytest.approx(bench["p90_abs_error"], rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "engine, system, device, other",
+    [
+        ("sglang", "b200_sxm", "B200", "fit-h100-sxm-sglang"),
+        ("vllm", "h100_sxm", "H100-SXM", "fit-b200-sxm-vllm"),
+    ],
+)
+def test_validate_and_the_engines_bench_leave_a_device_out_by_one_route(
+    engine, system, device, other
+):
+    # the bench filled SGLang's B200 stand-ins from TensorRT-LLM's default (H100 + A100) and
+    # validate from fit-h100-sxm (its MoE kinds up to 5 points apart), and its H100 ones from
+    # --loo-profile's profile or none at all: both now take engine_profiles.left_out_base
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured import validate_tables as vt
+
+    path = MEASURED / system / "mla_bmm"
+    tables = load_measured(path, engine=engine).tables
+    composed, label = vt._choose_profile(None, tables, engine)
+    bench = _bench().left_out_profile(engine, device, other)
+    assert label.startswith(other)
+    assert composed.classes == bench.classes and composed.devices == bench.devices
+    base = "default" if device == "B200" else "fit-b200-sxm"
+    assert f"trtllm's {base} standing in" in label
+    assert any(f"profile {base} " in n for n in bench.notes)
+    cli = validate_measured(path, engine=engine)
+    mapped = [map_table(t) for t in tables]
+    pooled = _bench().evaluate({device: mapped}, bench)[device]["pooled"]
+    assert cli.overall["median_abs_error"] == pytest.approx(pooled["median_abs_error"], rel=1e-9)
+    assert cli.overall["p90_abs_error"] == pytest.approx(pooled["p90_abs_error"], rel=1e-9)

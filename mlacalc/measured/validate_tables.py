@@ -31,7 +31,7 @@ from mlacalc.measured.tables import (
     table_digest,
 )
 from mlacalc.measured.validate_bench import bench_prediction, validate_file
-from mlacalc.timemodel.engine_profiles import left_out_composed, profile_for
+from mlacalc.timemodel.engine_profiles import left_out_base, left_out_composed, profile_for
 from mlacalc.timemodel.kernel_time import batch_terms, roofline_seconds
 from mlacalc.timemodel.profile import load_profile, shipped_profiles
 from mlacalc.words.engines import DEFAULT_ENGINE, SHARED, check_engine
@@ -446,13 +446,12 @@ def _choose_profile(
         )
     # the engine's own fit of another device, with the classes it lacks and the kernels the
     # engine runs on this generation through TensorRT-LLM's taken from TensorRT-LLM's profile
-    # of these tables (as a prediction composes them: mlacalc.timemodel.engine_profiles)
-    # TensorRT-LLM's fit of the same devices as ``alt`` (fit-b200-sxm beside SGLang's B200 fit),
-    # whatever folder was given; else its profile these tables would take
-    alt_on = sorted({d for d, _ in _fitted_tables(alt)})
-    same = [p for p in _shipped_of(DEFAULT_ENGINE) if p.fitted_devices == alt_on]
-    same = [p for p in same if not _clash(p, tables)]
-    base = same[0] if same else _choose_profile(None, tables, DEFAULT_ENGINE)[0]
+    # fitted on ``alt``'s devices and not these (engine_profiles.left_out_base: B200 from the
+    # H100 + A100 default, H100 from fit-b200-sxm), as the engines benchmark scores it; else
+    # TensorRT-LLM's profile these tables would take
+    base = left_out_base(alt, devices, excluded=lambda p: bool(_clash(p, tables)))
+    if base is None:
+        base = _choose_profile(None, tables, DEFAULT_ENGINE)[0]
     hw = load_hardware(devices[0]) if len(devices) == 1 else None
     composed = left_out_composed(alt, base, hw)
     fitted = _own_fitted_on(engine, tables)

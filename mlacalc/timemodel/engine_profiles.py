@@ -50,6 +50,7 @@ __all__ = [
     "STAND_IN_NOTE",
     "chosen_profile",
     "engine_note",
+    "left_out_base",
     "left_out_composed",
     "profile_for",
     "with_deepep_moe",
@@ -153,9 +154,32 @@ def left_out_composed(prof: Profile, base: Profile, hardware: Any) -> Profile:
     """An engine's profile of other devices ``prof`` predicting a device left out of its fit,
     composed as a prediction composes it: the classes it lacks and the kernels the engine runs
     on ``hardware``'s generation through TensorRT-LLM's (:func:`with_generation_kernels`) taken
-    from ``base``, TensorRT-LLM's profile of the same devices (``validate`` and
-    ``benchmarks/bench_timemodel.py --engines`` both score leave-one-device-out this way)."""
+    from ``base``, TensorRT-LLM's profile of those devices not fitted on ``hardware``
+    (:func:`left_out_base`; ``validate`` and ``benchmarks/bench_timemodel.py --engines`` both
+    score leave-one-device-out this way)."""
     return with_generation_kernels(with_stand_ins(prof, base), base, hardware)
+
+
+def left_out_base(prof: Profile, held_out: Any, excluded: Any = None) -> Profile | None:
+    """TensorRT-LLM's shipped profile that stands in for the classes an engine's profile ``prof``
+    lacks when ``prof`` predicts a device left out of its fit (:func:`left_out_composed`): the
+    one fitted on every device ``prof`` was fitted on and on none of ``held_out`` (device
+    names), the most devices first, as the issue's leave-one-device-out route reads: B200 from
+    the H100 + A100 fit (``default``), H100 from the B200 fit (``fit-b200-sxm``: no B200 + A100
+    fit ships). ``excluded`` (a predicate on a profile) drops more (``validate``: a profile
+    fitted on the tables it checks, by content). ``None`` where no shipped profile fits.
+    ``validate`` and ``benchmarks/bench_timemodel.py --engines`` both take this one."""
+    held = set(held_out)
+    on = set(prof.fitted_devices)
+    found = [
+        p
+        for p in _shipped_of(DEFAULT_ENGINE)
+        if on <= set(p.fitted_devices) and not held & set(p.fitted_devices)
+    ]
+    if excluded is not None:
+        found = [p for p in found if not excluded(p)]
+    found.sort(key=lambda p: (-len(p.fitted_devices), p.name))
+    return found[0] if found else None
 
 
 def with_generation_kernels(prof: Profile, base: Profile, hardware: Any) -> Profile:
