@@ -161,6 +161,60 @@ def test_bad_arguments_name_themselves():
         validate(["x.json"], measured="y")
 
 
+def test_a_device_folder_without_the_engines_tables_is_refused_as_one_folder_is(
+    ref, tmp_path, capsys
+):
+    # a100_sxm --engine sglang validated A100's engine-neutral NCCL alone and printed it as
+    # SGLang's figure (exit 0); one folder of another engine was refused already
+    import shutil
+
+    from mlacalc.cli import main
+    from mlacalc.measured import validate_tables as vt
+    from mlacalc.words.errors import ConfigError
+
+    rc = main(["validate", "--measured", str(ref / "a100_sxm"), "--engine", "sglang"])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1
+    assert "field 'engine': holds no tables of engine 'sglang', only tables every engine " in err
+    assert "(it holds: trtllm)" in err
+    comm = tmp_path / "a100_sxm" / "comm"
+    shutil.copytree(ref / "a100_sxm" / "comm", comm)
+    with pytest.raises(ConfigError, match=r"no tables of engine 'sglang', only tables every"):
+        validate(measured=comm, engine="sglang")
+    assert validate(measured=comm, engine="trtllm").overall["predicted"] > 0
+
+    # the mutations: a table of the engine beside them is validated; NCCL's folder named
+    # alone (no other engine's table in it) is the user's own choice
+    def as_sglang(folder):  # SGLang's B200 all-reduce table, its rows said to be A100's
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        shutil.copytree(ref / "b200_sxm" / "comm" / "sglang", folder)
+        (path,) = folder.rglob("*.parquet")
+        t = pq.read_table(path)
+        a100 = pa.array(["NVIDIA A100-SXM4-80GB"] * len(t))
+        pq.write_table(t.set_column(t.schema.get_field_index("device"), "device", a100), path)
+
+    as_sglang(comm / "sglang")
+    assert {t.table for t in validate(measured=comm, engine="sglang").tables} == {
+        "nccl_perf",
+        "custom_allreduce_perf",
+    }
+    assert validate(measured=comm / "nccl", engine="sglang").overall["predicted"] > 0
+    # the "profiles" line's held-out command names no sibling that holds none of the
+    # engine's tables (A100's NCCL and TensorRT-LLM tables are no SGLang set)
+    b200 = tmp_path / "b200_sxm" / "comm"
+    shutil.copytree(ref / "b200_sxm" / "comm" / "sglang", b200 / "sglang")
+    shutil.rmtree(comm / "sglang")
+    tables = [type("T", (), {"system": "b200_sxm", "device": "B200"})()]
+    prof = vt.load_profile("fit-b200-sxm-sglang")
+    assert vt._held_out_command((str(b200),), tables, prof, "sglang") == ""
+    as_sglang(comm / "sglang")
+    assert vt._held_out_command((str(b200),), tables, prof, "sglang") == (
+        f"mlacalc validate --measured {comm} --profile fit-b200-sxm-sglang --engine sglang"
+    )
+
+
 def test_cli_validate_measured_json_and_rows(ref, capsys):
     from mlacalc.cli import main
 

@@ -764,6 +764,23 @@ def engine_of_named_tables(paths: Any, engine: str | None) -> str | None:
     return engine
 
 
+def holds_tables_of(path: str | os.PathLike, engine: str) -> bool:
+    """Whether the aiconfigurator folder (or parquet file) ``path`` holds a table of ``engine``
+    itself, not only tables every engine shares (read from its ``collection_meta.yaml`` files,
+    not its tables); False where it holds none or cannot be read."""
+    p = Path(path)
+    try:
+        metas = (
+            [p.parent / "collection_meta.yaml"] if p.is_file() else p.rglob("collection_meta.yaml")
+        )
+        for meta in metas:
+            if engine_of_framework(str(_read_meta(meta)["runtime"]["framework"])) == engine:
+                return True
+    except (MlacalcError, OSError, KeyError, TypeError):
+        return False
+    return False
+
+
 def load_measured(
     paths: str | os.PathLike | list[str | os.PathLike], *, engine: str | None = None
 ) -> MeasuredSet:
@@ -807,7 +824,7 @@ def load_measured(
             raise ConfigError("is not a measured set", source=str(p), fix=MEASURED_INPUTS)
         files = [p] if p.is_file() else _leaf_files(p)
         metas: dict[Path, dict[str, Any]] = {}
-        before, skipped = len(tables), set()
+        before, skipped, own = len(tables), set(), 0
         for f in files:
             meta_path = f.parent / "collection_meta.yaml"
             if not meta_path.is_file():
@@ -820,9 +837,14 @@ def load_measured(
                 skipped.add(mine)
                 continue
             tables.extend(_read_parquet(f, metas[f.parent]))
-        if len(tables) == before:
+            own += mine == want
+        if len(tables) == before or (skipped and not own):
+            # a folder of other engines' tables and the shared ones (NCCL) alone: those are
+            # no validation of this engine (a100_sxm under --engine sglang read as SGLang)
+            shared = ", only tables every engine shares" if len(tables) > before else ""
             raise ConfigError(
-                f"holds no tables of engine '{want}' (it holds: {', '.join(sorted(skipped))})",
+                f"holds no tables of engine '{want}'{shared} (it holds: "
+                f"{', '.join(sorted(skipped))})",
                 source=str(p),
                 field="engine",
                 fix=f"pass engine= one of {', '.join(sorted(skipped))} (--engine on the CLI)",

@@ -26,6 +26,7 @@ from mlacalc.measured.tables import (
     MeasuredSet,
     bench_sidecar,
     engine_of_named_tables,
+    holds_tables_of,
     load_measured,
     observations_digest,
     table_digest,
@@ -849,7 +850,8 @@ def _plan_profiles(
 def _held_out_command(paths: tuple[str, ...], tables: list[Any], prof: Any, engine: str) -> str:
     """``mlacalc validate`` of ``prof`` on the same tables of a device it was not fitted on (the
     newest such: H100 before A100 for a B200 fit, as the benchmark's leave-one-device-out pairs
-    them): the set's path with its system folder swapped for a sibling one ("" where none)."""
+    them): the set's path with its system folder swapped for a sibling one that holds tables of
+    ``engine`` itself ("" where none: A100's engine-neutral NCCL is no SGLang set)."""
     fitted = {d for d, _ in _fitted_tables(prof)}
     systems = {t.system for t in tables}
     found = []
@@ -862,7 +864,11 @@ def _held_out_command(paths: tuple[str, ...], tables: list[Any], prof: Any, engi
                 except MlacalcError:
                     continue
                 swapped = Path(other, *parts[i + 1 :])
-                if hw.name not in fitted and other.name not in systems and swapped.exists():
+                if (
+                    hw.name not in fitted
+                    and other.name not in systems
+                    and holds_tables_of(swapped, engine)  # not shared ones (NCCL) alone
+                ):
                     found.append((float(hw.compute_capability or 0), str(swapped)))
     if not found:
         return ""
