@@ -222,7 +222,7 @@ def test_the_gpu_count_is_said_in_whole_nodes(run):
     doc = json.loads(run(*ARGS, "--throughput", "50k", "--format", "json")[0])
     gpus = doc["throughput_target"]["gpus"]
     nodes = -(-gpus // 8)
-    assert f"| {gpus:,} ({nodes:,} nodes of 8" in out
+    assert f"| {gpus:,} ({nodes:,} node{'s' if nodes > 1 else ''} of 8" in out
     served = doc["throughput_target"]["gpus_at_served_error"]
     assert "over-predicted by 9.7% (the offline served table's median, " in " ".join(out.split())
     assert f"docs/serving.md): {served:,} GPUs." in " ".join(out.split())

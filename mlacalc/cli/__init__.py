@@ -70,6 +70,22 @@ _MEANT = {
 }
 
 
+#: per command, the sibling whose options a user reaches for on it, and what to say: plan
+#: times one layout, search finds those that meet a target (a trial typed plan --tpot 50ms)
+_SIBLING_OPTIONS = {
+    "plan": (
+        "search",
+        "it is an option of 'mlacalc search', which finds the layouts that meet a target "
+        "(mlacalc search MODEL -H DEVICE --tpot 50ms ...); plan times the one layout given",
+    ),
+    "search": (
+        "plan",
+        "it is an option of 'mlacalc plan', which times one layout (mlacalc plan MODEL -H "
+        "DEVICE --gpus N --tp T ...); search tries the layouts itself",
+    ),
+}
+
+
 class _LazyGroup(click.Group):
     """A group whose commands are imported from :data:`COMMANDS` on first use."""
 
@@ -204,6 +220,13 @@ def _usage_message(exc: click.UsageError, argv: list[str] | None = None) -> str:
             else f"No such option {name!r}: {field} is a field of the model's config; change "
             f"it with '--set {field}=VALUE'"
         )
+    sibling = _SIBLING_OPTIONS.get(exc.ctx.info_name or "")
+    if sibling and not any(name in getattr(p, "opts", ()) for p in command.params):
+        # an option of the sibling command (plan --tpot, search's target): pointed at it,
+        # not at click's closest spelling of this command's ("Did you mean '--ep'")
+        other = importlib.import_module(f"{__name__}.{COMMANDS[sibling[0]]}").command
+        if any(name in getattr(p, "opts", ()) for p in other.params):
+            return f"No such option {name!r} for {exc.ctx.info_name}: {sibling[1]}"
     wanted = str(name).lstrip("-").lower()
     for param in command.params:
         choices = getattr(param.type, "choices", ())

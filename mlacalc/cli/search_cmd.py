@@ -712,7 +712,8 @@ def sections(
                 (
                     "Each point is counted once, under its first reason: misses TTFT, misses TPOT, "
                     "then on the frontier or beaten; a point can fail several ways "
-                    f"({result.missing_both:,} miss both targets). "
+                    + (f"({result.missing_both:,} miss both)" if result.missing_both else "")
+                    + ". "
                     "Disaggregated GPUs read decode+prefill. "
                 )
                 + notes_text(result.notes)
@@ -758,7 +759,8 @@ def _nodes_words(gpus: int, node: int | None) -> str:
         return ""
     nodes = -(-gpus // node)
     spare = nodes * node - gpus
-    return f" ({nodes:,} nodes of {node}" + (f", {spare} GPUs spare)" if spare else ")")
+    said = f"{nodes:,} node{'s' if nodes > 1 else ''} of {node}"
+    return f" ({said}" + (f", {spare} GPUs spare)" if spare else ")")
 
 
 def _throughput_sections(throughput, of, target, hardware: Any = None) -> list:

@@ -1485,7 +1485,7 @@ def search(
         points=points,
         frontier=[dict(p) for p in front],
         best=dict(best) if best else None,
-        reasons=dict(reasons),
+        reasons={k: v for k, v in reasons.items() if v > 0},
         layouts=found.layouts,
         seconds=time.perf_counter() - t0,
         notes=_all_notes(req, ruled_out, best, points, overlap_schedule),
@@ -1710,7 +1710,9 @@ def _limits_left_nothing(req: SearchRequest, reasons: Counter[str]) -> InvalidAr
     if by:
         top = max(by, key=lambda nk: (nk[0], -order.index(nk[1].split()[3])))[1]
         name = top.split()[3].removeprefix("--").replace("-", "_")
-    counts = "; ".join(f"{k}: {n:,}" for k, n in sorted(reasons.items(), key=lambda kv: -kv[1]))
+    counts = "; ".join(
+        f"{k}: {n:,}" for k, n in sorted(reasons.items(), key=lambda kv: -kv[1]) if n
+    )
     gpus = ", ".join(str(g) for g in req.gpus)
     return InvalidArgumentError(
         name,
