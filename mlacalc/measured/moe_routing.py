@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
@@ -109,7 +110,6 @@ def rank_loads(
     local = experts // ep
     out_a, out_max, out_act = np.zeros(n), np.zeros(n), np.zeros(n)
     out_tiles = np.zeros((n, len(ROW_TILES)))
-    row_tile = np.array(ROW_TILES, dtype=np.float64)
 
     bal = alpha == 0
     if bal.any():
@@ -134,19 +134,38 @@ def rank_loads(
         cols = np.stack([t_i, k_i, e_i, a6, p_i], axis=1)[order]
         change = np.any(cols[1:] != cols[:-1], axis=1)
         starts = np.concatenate([[0], np.nonzero(change)[0] + 1, [order.size]])
-        draws_key, loads = None, None
         for s0, s1 in itertools.pairwise(starts):
-            t, k, e, a_, p = (int(v) for v in cols[s0])
-            if draws_key != (t, k, e, a_):
-                draws_key, loads = (t, k, e, a_), power_law_draws(t, k, e, a_ / 1e6)
-            per_rank = loads.reshape(loads.shape[0], p, e // p)
-            top = per_rank[np.arange(loads.shape[0]), per_rank.sum(axis=2).argmax(axis=1)]
             sel = idx[order[s0:s1]]
-            out_a[sel] = top.sum(axis=1).mean()
-            out_max[sel] = top.max(axis=1).mean()
-            out_act[sel] = (top > 0).sum(axis=1).mean()
-            out_tiles[sel] = np.ceil(top[:, :, None] / row_tile).sum(axis=1).mean(axis=0)
+            a_, m_, act_, tiles_ = _straggler_loads(*(int(v) for v in cols[s0]))
+            out_a[sel], out_max[sel], out_act[sel], out_tiles[sel] = a_, m_, act_, tiles_
     return RankLoad(out_a, out_max, out_act, out_tiles)
+
+
+@cache
+def _straggler_loads(t: int, k: int, e: int, a6: int, p: int) -> tuple:
+    """The most-loaded rank's mean assignments, most-loaded expert's assignments, experts with
+    any token and row tiles of each of :data:`ROW_TILES` over the :data:`DRAWS` power-law
+    draws of a call (``a6``: the exponent times 10^6). Kept per call for the process: the
+    same calls recur in every table of the collector's sweep (each engine's, each device's)."""
+    loads = power_law_draws(t, k, e, a6 / 1e6)
+    per_rank = loads.reshape(loads.shape[0], p, e // p)
+    top = per_rank[np.arange(loads.shape[0]), per_rank.sum(axis=2).argmax(axis=1)]
+    return _mean_loads(top)
+
+
+def _mean_loads(mine: np.ndarray) -> tuple:
+    """Of a rank's per-draw expert loads ``mine`` (shape ``(draws, local experts)``): the mean
+    over the draws of its assignments, of its most-loaded expert's, of its experts with any,
+    and of its row tiles of each of :data:`ROW_TILES` (every expert padded on its own)."""
+    row_tile = np.array(ROW_TILES, dtype=np.float64)
+    tiles = np.ceil(mine[:, :, None] / row_tile).sum(axis=1).mean(axis=0)
+    tiles.flags.writeable = False
+    return (
+        float(mine.sum(axis=1).mean()),
+        float(mine.max(axis=1).mean()),
+        float((mine > 0).sum(axis=1).mean()),
+        tiles,
+    )
 
 
 #: (hidden, intermediate, experts, top-k) of the MoE shapes whose SGLang and vLLM ``moe_perf``
@@ -194,14 +213,16 @@ def _power_law_picks(loads: np.ndarray, topk: int, ep: int) -> tuple[np.ndarray,
 
 
 def _grouped_routed(
-    picks: np.ndarray, count: np.ndarray, experts: int, groups: int, kept: int
-) -> np.ndarray:
+    picks: np.ndarray, count: np.ndarray, experts: int, groups: int, kept: int,
+    draw: np.ndarray | None = None, draws: int = 1,
+) -> np.ndarray:  # fmt: skip
     """Every expert's assignments when logits singling out ``picks`` (the picked experts score
     high, every other expert the same low score) go through group-limited top-k: each group
     scored by its two best experts, the ``kept`` best groups taken (ties to the lower index),
     then the ``topk`` best experts of those groups: the picked ones there, the rest filled by
     the lowest-index experts of those groups (ties to the lower index); ``count`` tokens have
-    each row of picks. Shape ``(experts,)``."""
+    each row of picks. Shape ``(experts,)``; with ``draw`` (each row's draw, below ``draws``)
+    the rows of several draws are routed at once, shape ``(draws, experts)``."""
     tokens, topk = picks.shape
     size = experts // groups
     hot = np.zeros((tokens, experts), dtype=bool)
@@ -213,11 +234,16 @@ def _grouped_routed(
     allowed = np.zeros((tokens, groups), dtype=bool)
     np.put_along_axis(allowed, order, True, axis=1)
     allowed = np.repeat(allowed, size, axis=1)
-    # the best experts of the kept groups: picked before unpicked, lower index first
+    # the best experts of the kept groups: picked before unpicked, lower index first. The keys
+    # of the kept groups' experts are distinct and at least ``topk`` of them lie below every
+    # other group's, so the ``topk`` smallest are one set, whatever order a partition leaves
     key = np.where(allowed, np.where(hot, 0, 1) * experts + np.arange(experts)[None, :], 2**40)
-    chosen = np.argsort(key, axis=1, kind="stable")[:, :topk]
+    chosen = np.argpartition(key, topk - 1, axis=1)[:, :topk]
     weights = np.repeat(count, topk).astype(np.float64)
-    return np.bincount(chosen.ravel(), weights=weights, minlength=experts)
+    if draw is None:
+        return np.bincount(chosen.ravel(), weights=weights, minlength=experts)
+    at = (chosen + (draw * experts)[:, None]).ravel()
+    return np.bincount(at, weights=weights, minlength=draws * experts).reshape(draws, experts)
 
 
 def grouped_balanced_loads(
@@ -249,26 +275,29 @@ def grouped_rank_loads(
     n = len(tokens)
     out_a, out_max, out_act = np.zeros(n), np.zeros(n), np.zeros(n)
     out_tiles = np.zeros((n, len(ROW_TILES)))
-    row_tile = np.array(ROW_TILES, dtype=np.float64)
-    cache: dict[tuple, np.ndarray] = {}
-    drawn: dict[tuple, np.ndarray] = {}
-    for r in range(n):
-        t, k, e, p = int(tokens[r]), int(topk[r]), int(experts[r]), int(ep[r])
-        g, gk, a = int(groups[r]), int(kept[r]), float(alpha[r])
-        key = (t, k, e, g, gk, a, p if a > 0 else 0)
-        if key not in cache:
-            if a > 0:
-                if (t, k, e, a) not in drawn:
-                    drawn[(t, k, e, a)] = power_law_draws(t, k, e, a)
-                draws = drawn[(t, k, e, a)]
-                cache[key] = np.stack(
-                    [_grouped_routed(*_power_law_picks(d, k, p), e, g, gk) for d in draws]
-                )
-            else:
-                cache[key] = grouped_balanced_loads(t, k, e, g, gk)[None, :]
-        mine = cache[key][:, : e // p]
-        out_a[r] = mine.sum(axis=1).mean()
-        out_max[r] = mine.max(axis=1).mean()
-        out_act[r] = (mine > 0).sum(axis=1).mean()
-        out_tiles[r] = np.ceil(mine[:, :, None] / row_tile).sum(axis=1).mean(axis=0)
+    columns = [np.asarray(c).astype(np.int64).tolist() for c in (tokens, topk, experts, groups)]
+    columns += [np.asarray(kept).astype(np.int64).tolist(), np.asarray(alpha, float).tolist()]
+    columns.append(np.asarray(ep).astype(np.int64).tolist())
+    rows_of: dict[tuple, list[int]] = {}
+    for r, key in enumerate(zip(*columns, strict=True)):
+        rows_of.setdefault(key, []).append(r)
+    for key, rows in rows_of.items():
+        out_a[rows], out_max[rows], out_act[rows], out_tiles[rows] = _grouped_rank_key(*key)
     return RankLoad(out_a, out_max, out_act, out_tiles)
+
+
+@cache
+def _grouped_rank_key(t: int, k: int, e: int, g: int, gk: int, a: float, p: int) -> tuple:
+    """:func:`grouped_rank_loads` of one call (rank 0's block of ``e / p`` experts), as
+    :func:`_mean_loads` gives them; kept per call for the process (the same calls recur in
+    each engine's and each device's tables)."""
+    if a > 0:
+        picked = [_power_law_picks(d, k, p) for d in power_law_draws(t, k, e, a)]
+        draw = np.repeat(np.arange(len(picked)), [len(c) for _, c in picked])
+        routed = _grouped_routed(
+            np.concatenate([q for q, _ in picked]), np.concatenate([c for _, c in picked]),
+            e, g, gk, draw, len(picked),
+        )  # fmt: skip
+    else:
+        routed = grouped_balanced_loads(t, k, e, g, gk)[None, :]
+    return _mean_loads(routed[:, : e // p])
