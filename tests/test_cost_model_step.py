@@ -196,12 +196,15 @@ def test_dsa_step_carries_the_indexer_flops_of_the_engine(config, phase, S, B, q
     assert scores.flops == 2 * B * n_i * d_i * pairs and scores.calls == m.num_hidden_layers
     # DeepGEMM's fp8 logits in the shape the DSA module tables' mapping gives them (variant
     # indexer): decode the paged form over every key, a prompt 128-row tiles of (query, head)
-    # rows over the mean keys a query attends
+    # rows over the mean keys a query walks, its own in whole blocks of 256
+    # (cost.compressed.walked_logit_keys; every key of a chunk that is not causal)
     assert scores.dtype == "fp8" and variant_of(scores.kind, scores.shape) == "indexer"
     if phase == "decode":
         assert scores.shape["kv_len"] == S and scores.shape["n_heads"] == n_i
     else:
-        assert scores.shape["kv_len"] == pairs // new and scores.shape["q_len"] == new * n_i
+        blocks = [-(-(j if causal else S) // 256) for j in range(S - new + 1, S + 1)]
+        assert scores.shape["kv_len"] == pytest.approx(256 * sum(blocks) / new)
+        assert scores.shape["q_len"] == new * n_i
     assert scores.shape["n_kv"] == 1
     # keys of every token read once (fp8 with a float32 scale a 128 values, whatever the
     # cache: they were read at bf16 beside a bf16 cache), one float32 logit per (query, key)

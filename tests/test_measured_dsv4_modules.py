@@ -333,15 +333,16 @@ def test_the_query_rows_take_one_norm_and_rope_pass_per_head():
 def test_prompt_indexer_scores_are_deepgemms_mqa_logits_a_query_head_row_a_unit():
     """A CSA prompt's indexer scores run DeepGEMM's fp8 MQA logits, as
     glm5_mqa_logits_module_perf maps them: q_len the (query, head) rows, one head of d_i,
-    kv_len the mean pooled keys a query of the chunk sees (query j: (step + j) // 4), no
-    causal mask of their own; the FLOPs and bytes the step's (every pooled key)."""
+    kv_len the mean pooled keys a query of the chunk walks (query j: (step + j) // 4, in
+    whole blocks of 256: cost.compressed.walked_logit_keys), no causal mask of their own; the
+    FLOPs and bytes the step's (every pooled key)."""
     from mlacalc.measured.dsv4_modules import dsv4_module_kernels
 
     for isl, step in ((8, 0), (1024, 4096), (3, 9)):
         ks = dsv4_module_kernels("sgl-project/DeepSeek-V4-Flash-FP8", "csa", 64, "fp8_block", 2,
                                  isl, step, False)  # fmt: skip
         (k,) = [k for k in ks if k.name == "indexer_scores"]
-        seen = sum((step + j) // 4 for j in range(1, isl + 1)) / isl
+        seen = sum(256 * -(-((step + j) // 4) // 256) for j in range(1, isl + 1)) / isl
         assert (k.kind, k.dtype, k.shape["indexer"]) == ("attention_prefill", "fp8", 1)
         assert k.shape["q_len"] == 64 * isl and k.shape["n_heads"] == 1
         assert k.shape["kv_len"] == pytest.approx(max(seen, 1)) and k.shape["causal"] == 0
@@ -370,7 +371,8 @@ def test_a_prompt_logits_tile_of_one_token_sequences_walks_all_their_keys():
     tiles, per, keys, flops = mqa_logits_tiles(np.array([3.0]), np.array([8.0]),
                                                np.array([100.0]), np.array([32.0]),
                                                np.array([128.0]))  # fmt: skip
-    assert (tiles[0], per[0], keys[0]) == (3, 8, 100 + 4.5)
+    # a tile of one sequence walks its queries' keys in whole blocks of 256 (101-108 keys)
+    assert (tiles[0], per[0], keys[0]) == (3, 8, 256)
     assert flops[0] == 2 * 32 * 128 * 3 * (8 * 100 + 36)
     pytest.importorskip("pyarrow")  # the measured rows below; the arithmetic above ran
     for system in ("h100_sxm", "b200_sxm"):
@@ -382,6 +384,40 @@ def test_a_prompt_logits_tile_of_one_token_sequences_walks_all_their_keys():
         bs, isl, step = (t.column(c) for c in ("batch_size", "isl", "step"))
         shared = (isl == 1) & (step >= 1024) & (bs >= 4)
         assert shared.sum() > 20 and np.abs(err[shared]).max() <= 0.30
+
+
+def test_prompt_logits_walk_whole_blocks_of_256_keys():
+    """DeepGEMM's prompt logits kernel scores a query's causal keys in whole blocks of 256
+    (cost.compressed.LOGIT_KEY_BLOCK): at no cached keys a call takes the time of its queries'
+    count alone up to 256 new tokens a sequence, and grows from 512. The rows show it on both
+    devices (65,536 queries, within 3% from 8 to 256 tokens a sequence, 20% more at 512),
+    where the mean causal keys double each step; with the mean keys, the rows of 256 new
+    tokens read 21% over on B200 and those of 64 or fewer 10% short at the largest batches
+    (docs/time-model.md)."""
+    from mlacalc.cost.compressed import logit_blocks_below, walked_logit_keys
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+
+    for n, rate in ((0, 1), (255, 1), (256, 1), (257, 1), (5000, 1), (5000, 4), (700, 128)):
+        blocks = sum(-(-(j // rate) // 256) for j in range(1, n + 1))
+        assert logit_blocks_below(n, rate) == blocks
+    assert walked_logit_keys(0, 256) == 256 and walked_logit_keys(0, 512) == 384
+    assert walked_logit_keys(1024, 1) == 1280 and walked_logit_keys(100, 8) == 256
+    pytest.importorskip("pyarrow")
+    for system in ("h100_sxm", "b200_sxm"):
+        path = MEASURED / system / "sparse_attention" / "sglang" / "0.5.14"
+        (t,) = load_measured(path / "glm5_mqa_logits_module_perf.parquet").tables
+        bs, isl, step = (t.column(c).astype(float) for c in ("batch_size", "isl", "step"))
+        flat = (step == 0) & (bs * isl == 65536)
+        us = {int(i): s * 1e6 for i, s in zip(isl[flat], t.seconds[flat])}
+        short = [us[i] for i in (64, 128, 256)]
+        assert max(short) / min(short) < 1.03 and us[512] / us[256] > 1.15
+        err = predict_mapped(map_table(t), None, f"fit-{system.replace('_', '-')}-sglang")
+        err = err / t.seconds - 1.0
+        at = (step == 0) & (isl <= 256) & (bs * isl >= 8192)
+        assert at.sum() >= 20 and np.abs(np.median(err[at])) <= 0.03
+        assert np.percentile(np.abs(err[at]), 90) <= 0.10
 
 
 def test_prompt_logits_past_one_wave_slow_with_the_batchs_keys_over_the_l2():

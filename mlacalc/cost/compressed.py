@@ -66,6 +66,7 @@ __all__ = [
     "FLAT_TOPK_ENGINES",
     "FUSED_QKV_A",
     "HEAD_TILE",
+    "LOGIT_KEY_BLOCK",
     "LONG_ROW",
     "OWN_DECODE_TOPK",
     "PADDED_QUERY",
@@ -93,11 +94,13 @@ __all__ = [
     "engine_v4_kernels",
     "forward_flops",
     "layer_cache",
+    "logit_blocks_below",
     "near_topk_rows",
     "padded_heads",
     "pooled_below",
     "ragged_core_shape",
     "v4_topk",
+    "walked_logit_keys",
 ]
 
 #: DeepSeek-V4's kind -> the reference's layer type
@@ -120,6 +123,35 @@ def pooled_below(n: Any, rate: int) -> Any:
     a sequence see together (numbers or numpy arrays)."""
     q = n // rate
     return rate * q * (q - 1) // 2 + q * (n - q * rate + 1)
+
+
+#: Keys DeepGEMM's prompt logits kernel (``fp8_mqa_logits``, every engine's DSA and
+#: DeepSeek-V4 CSA prompt indexer) walks at a time: a query scores its causal (pooled) keys in
+#: whole blocks of this many, the last one masked, so a query of fewer keys costs a block.
+#: Read from SGLang's ``glm5_mqa_logits_module_perf`` rows, not recalled of the kernel: at no
+#: cached keys a call's time is its queries' count alone up to 256 new tokens a sequence and
+#: grows from 512 (B200, 65,536 queries: 118.8 / 118.1 / 117.8 us at 64 / 128 / 256 tokens a
+#: sequence, 145.3 at 512, 213.7 at 1,024; H100 190.6 / 189.1 / 187.0, then 247.6, 378.0),
+#: where the mean causal keys grow 64 / 128 / 256 / 512. See docs/time-model.md ("DeepGEMM's
+#: prompt logits walk whole blocks of 256 keys").
+LOGIT_KEY_BLOCK = 256
+
+
+def logit_blocks_below(n: Any, rate: int = 1) -> Any:
+    """``sum(ceil((j // rate) / LOGIT_KEY_BLOCK) for j in 1..n)``: the key blocks the queries
+    at positions ``1..n`` of a sequence walk together (numbers or numpy arrays, ``n >= 0``)."""
+    blk = LOGIT_KEY_BLOCK
+    # query j walks at least m blocks where j >= ((m - 1) blk + 1) rate: `most` such m
+    most = (n // rate - 1) // blk + 1
+    return most * (n + 1) - rate * (blk * most * (most - 1) // 2 + most)
+
+
+def walked_logit_keys(prefix: Any, q: Any, rate: int = 1) -> Any:
+    """The mean keys a query of ``q`` new tokens after ``prefix`` cached ones walks in the
+    prompt logits kernel: the pooled keys it sees (``(prefix + i) // rate`` for the query at
+    position i) in whole :data:`LOGIT_KEY_BLOCK` blocks (numbers or numpy arrays)."""
+    walked = logit_blocks_below(prefix + q, rate) - logit_blocks_below(prefix, rate)
+    return LOGIT_KEY_BLOCK * walked / q
 
 
 def padded_heads(heads: int) -> int:
@@ -560,7 +592,8 @@ def compressed_kernels(
             # heads together, so a unit is one (query, head) row (``rows_per_query`` of them
             # a query) of one head of ``d_i`` over the pooled keys that query sees, their
             # mean over the chunk's queries as ``kv_len``
-            keys_each = (pooled_below(S, rate) - pooled_below(S - q, rate)) / q
+            # in whole blocks of keys (LOGIT_KEY_BLOCK)
+            keys_each = walked_logit_keys(S - q, q, rate)
             # SGLang scores the batch as one ragged run, a logits row as wide as all its
             # sequences' pooled keys (attention_time.logits_row_slowdown)
             ragged = {"batch_keys": b * max(pooled, 1)} if engine in RAGGED_LOGITS_ENGINES else {}

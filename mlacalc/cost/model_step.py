@@ -73,6 +73,7 @@ from mlacalc.cost.compressed import (
     compressed_kernels,
     dsa_ragged_logits_bytes,
     dsa_topk,
+    walked_logit_keys,
 )
 from mlacalc.cost.engine import AttentionCost, OpCost, as_model, attention_cost, cost_of
 from mlacalc.cost.linear import linear_kernels
@@ -505,6 +506,8 @@ def indexer_kernels(
     logits = b * q * S * _LOGIT_BYTES
     decode = cost.phase == "decode"
     ragged_keys = None if decode or engine not in RAGGED_LOGITS_ENGINES else b * S
+    # a prompt query's keys in whole blocks (every key where the chunk is not causal)
+    walked = walked_logit_keys(S - q, q) if cost.causal else walked_logit_keys(S - 1, 1)
     return [
         _gemm(
             "indexer_q_proj",
@@ -544,7 +547,7 @@ def indexer_kernels(
             # DeepGEMM's fp8 logits, as the DSA module tables' mapping times them
             # (SGLang's prompt logits a row as wide as the batch's keys: RAGGED_LOGITS_ENGINES)
             shape=dsa_logits_shape(
-                b, q, S if decode else pairs // q, heads, width, decode, ragged_keys
+                b, q, S if decode else walked, heads, width, decode, ragged_keys
             ),
         ),
         _engine_dsa_topk(cost, model.index_topk, act_dtype, calls, engine)

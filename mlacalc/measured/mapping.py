@@ -97,6 +97,7 @@ from mlacalc.cost.compressed import (
     dsa_topk,
     engine_topk,
     near_topk_rows,
+    walked_logit_keys,
 )
 from mlacalc.cost.linear import LINEAR_CHUNK, delta_rule_flops, gdn_kernel_bytes, linear_chunks
 from mlacalc.cost.model_step import k_assemble_bytes
@@ -2313,17 +2314,18 @@ def mqa_logits_tiles(bs, isl, step, heads, dim):
     ``MQA_TILE_ROWS / heads`` consecutive queries scores every key from its first query's first
     to its last query's last. Where a sequence holds at least a tile's queries, a tile holds
     one sequence's (as many tiles a sequence as its queries fill, the mean keys a query
-    attends, ``step + (isl + 1) / 2``); where it holds fewer (one new token a sequence, as a
-    decode step's), a tile holds ``tile / isl`` sequences and walks all their keys, so its
-    work grows with the sequences up to a tile's and then with the tiles. FLOPs are the
-    real pairs' in the first case, every walked pair's in the second (the kernel scores the
-    whole range)."""
+    walks: its causal keys in whole blocks, :func:`~mlacalc.cost.compressed.walked_logit_keys`);
+    where it holds fewer (one new token a sequence, as a decode step's), a tile holds
+    ``tile / isl`` sequences and walks all their keys, so its work grows with the sequences
+    up to a tile's and then with the tiles. FLOPs are the real pairs' in the first case (the
+    masked part of a block is the walk's, ``keys``), every walked pair's in the second (the
+    kernel scores the whole range)."""
     per = np.maximum(np.floor(MQA_TILE_ROWS / heads), 1.0)
     short = isl < per
     seqs = np.minimum(bs, per / np.maximum(isl, 1.0))  # sequences a short tile holds
     per_tile = np.where(short, np.minimum(per, bs * isl), isl)
     tiles = np.where(short, np.ceil(bs * isl / per), bs)
-    keys = np.where(short, seqs * (step + isl), step + (isl + 1) / 2)
+    keys = np.where(short, seqs * (step + isl), walked_logit_keys(step, np.maximum(isl, 1.0)))
     pairs = bs * (isl * step + isl * (isl + 1) / 2)
     flops = 2.0 * heads * dim * np.where(short, tiles * per_tile * keys, pairs)
     return tiles, per_tile, keys, flops
@@ -2782,8 +2784,9 @@ def _dsa_indexer_kernels(
     x = indexer
     keys = step + isl
     tok = bs * isl
-    # the logits' shape a served step gives them too (words.kernels.dsa_logits_shape)
-    mean_keys = step + (isl + 1) / 2 if context else keys
+    # the logits' shape a served step gives them too (words.kernels.dsa_logits_shape): a
+    # prompt query's keys in whole blocks (cost.compressed.walked_logit_keys)
+    mean_keys = walked_logit_keys(step, np.maximum(isl, 1.0)) if context else keys
     # SGLang scores a prompt batch as one ragged run, a logits row as wide as all its keys
     ragged = context and t.engine in RAGGED_LOGITS_ENGINES
     wide = (bs * (step + isl))[x] if ragged else None

@@ -49,12 +49,13 @@ from typing import Any
 import numpy as np
 
 from mlacalc.cost.compressed import (
+    LOGIT_KEY_BLOCK,
     SELECTING_LOGITS,
     dsa_ragged_logits_bytes,
     dsa_topk,
     engine_topk,
+    logit_blocks_below,
     padded_heads,
-    pooled_below,
     v4_topk,
 )
 from mlacalc.cost.engine import kv_cache
@@ -1217,11 +1218,11 @@ class StepModel:
                     sh["causal"] = float(shape["causal"]) * one  # (cost.compressed: none)
                 if shape.get("rows_per_query") and not decode:
                     # DeepSeek-V4's prompt indexer (cost.compressed): a unit a (query, head)
-                    # row over the pooled keys each query sees, their mean over the chunk
+                    # row over the pooled keys each query sees in whole blocks, their mean
+                    # over the chunk (cost.compressed.walked_logit_keys)
                     rate = shape["pooled_ratio"]
-                    seen = (pooled_below(ctx, rate) - pooled_below(pf_pre, rate)) / np.maximum(
-                        pf_q, 1
-                    )
+                    walked = logit_blocks_below(ctx, rate) - logit_blocks_below(pf_pre, rate)
+                    seen = LOGIT_KEY_BLOCK * walked / np.maximum(pf_q, 1)
                     sh.update(
                         q_len=pf_q * shape["rows_per_query"] * one,
                         kv_len=np.maximum(seen, 1) * one,

@@ -828,6 +828,11 @@ def prefill_terms(
     upcast = fp8 & (not fig.tcgen05) & (col(batch, "kv_upcast", 0) > 0)
     transpose, convert = _fp8_side_work(batch, fig, unit_blocks, d_v, scores / side, upcast)
     flops = batch.flops * padded
+    if batch.variant == "indexer":
+        # DeepGEMM's prompt logits compute whole blocks of keys: the products of the keys a
+        # query walks (``kv_len``: mlacalc.cost.compressed.walked_logit_keys), its own and the
+        # masked rest of its last block (``batch.flops`` counts its own alone)
+        flops = np.maximum(flops, 2.0 * b * q * heads * kv * d_qk)
     flops, d_qk, d_v, unit_scale = _built_head_dims(batch, flops, d_qk, d_v)
     if fp8:
         # the fp8 kernels are built for power-of-two head sizes: a head dim of 192 runs padded
