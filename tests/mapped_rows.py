@@ -4,6 +4,8 @@ run a kernel of a kind and dtype."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -30,3 +32,37 @@ def rows_running(mapped, dtype: str | None = None, kind: str = "") -> np.ndarray
         if p.batch.kind.startswith(kind) and dtype in (None, p.batch.dtype):
             keep[p.rows] = True
     return keep
+
+
+def _frozen(a):
+    if isinstance(a, np.ndarray):
+        a.flags.writeable = False
+    return a
+
+
+@functools.cache
+def mapped_table(system: str, family: str, table: str, engine: str = "trtllm"):
+    """The shipped measured table ``table`` of ``engine`` (the set's tables of that engine and
+    the shared ones, as ``load_measured(..., engine=engine)`` reads them) in
+    ``<system>/<family>``, mapped onto kernels (:func:`~mlacalc.measured.mapping.map_table`)
+    once per test process: many tests predict one table, and mapping the larger ones takes
+    seconds. Its arrays are read-only, so that a test that would change them fails instead of
+    changing what the next test reads; a test that wants to change one maps its own copy."""
+    pytest.importorskip("pyarrow")
+    from reference_data import MEASURED
+
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.tables import load_measured
+
+    tables = load_measured(MEASURED / system / family, engine=engine).tables
+    t = min((x for x in tables if x.table == table and x.engine in (engine, "")),
+            key=lambda x: x.engine != engine)  # fmt: skip
+    mapped = map_table(t)
+    for a in (*t.columns.values(), t.seconds, mapped.reason, mapped.host_s):
+        _frozen(a)
+    for a in mapped.flags.values():
+        _frozen(a)
+    for p in mapped.parts:
+        for a in (p.rows, p.batch.flops, p.batch.bytes, p.batch.calls, *p.batch.shape.values()):
+            _frozen(a)
+    return mapped

@@ -11,10 +11,10 @@ import pytest
 
 pytest.importorskip("pyarrow")
 
-from mapped_rows import rows_running
+from mapped_rows import mapped_table, rows_running
 from reference_data import MEASURED
 
-from mlacalc.measured.mapping import UNMAPPED, map_table
+from mlacalc.measured.mapping import UNMAPPED
 from mlacalc.measured.observations import predict_mapped
 from mlacalc.measured.tables import load_measured
 from mlacalc.timemodel.profile import load_profile
@@ -23,8 +23,8 @@ ROOT = MEASURED
 
 
 def _errors(system: str, family: str, table: str, profile: str, dtype: str | None = None):
-    t = next(t for t in load_measured(ROOT / system / family).tables if t.table == table)
-    mapped = map_table(t)
+    mapped = mapped_table(system, family, table)  # mapped once for every test of the process
+    t = mapped.table
     pred = predict_mapped(mapped, None, load_profile(profile))
     ok = mapped.modelled & np.isfinite(pred) & rows_running(mapped, dtype)
     err = pred[ok] / t.seconds[ok] - 1.0
@@ -135,12 +135,8 @@ def test_leave_one_device_out_per_kind(system, profile, family, table, dtype, bo
 
 def test_better_than_the_plain_roofline():
     """The plain roofline bound is far optimistic; the calibrated model is not."""
-    t = next(
-        t
-        for t in load_measured(ROOT / "h100_sxm" / "mla").tables
-        if t.table == "generation_mla_perf"
-    )
-    mapped = map_table(t)
+    mapped = mapped_table("h100_sxm", "mla", "generation_mla_perf")
+    t = mapped.table
     ok = mapped.modelled
     from mlacalc.timemodel.kernel_time import roofline_seconds
 
@@ -160,12 +156,8 @@ def test_better_than_the_plain_roofline():
 def test_prefill_with_many_query_heads_per_kv_head_reads_the_cache_once():
     """Context attention with more than 32 query heads per KV head (96 / 1, ...) is not charged
     the per-head cache re-reads of decode: no H100 row is predicted at twice its time."""
-    t = next(
-        t
-        for t in load_measured(ROOT / "h100_sxm" / "attention").tables
-        if t.table == "context_attention_perf"
-    )
-    mapped = map_table(t)
+    mapped = mapped_table("h100_sxm", "attention", "context_attention_perf")
+    t = mapped.table
     pred = predict_mapped(mapped, None, load_profile("default"))
     c = t.columns
     grouped = mapped.modelled & (c["num_heads"] > 32 * c["num_key_value_heads"])
@@ -184,7 +176,7 @@ def test_pooled_accuracy_fitted_and_leave_one_device_out():
         for t in load_measured(ROOT / system).tables:
             if t.table in UNMAPPED:  # read, counted as not mapped: test_data_vendored
                 continue
-            mapped = map_table(t)
+            mapped = mapped_table(system, t.family, t.table)  # read again: mapped once
             pred = predict_mapped(mapped, None, prof)
             ok = mapped.modelled & np.isfinite(pred)
             errs.append(np.abs(pred[ok] / t.seconds[ok] - 1.0))
@@ -205,12 +197,8 @@ def test_mla_decode_at_128_heads_is_compute_bound_at_the_measured_pace():
     compute-bound at about two thirds of the bf16 peak, 1.13x the 64-head time. With the
     shared-memory traffic added to the products (not bounding them) these rows read 40%
     slow."""
-    t = next(
-        t
-        for t in load_measured(ROOT / "h100_sxm" / "mla").tables
-        if t.table == "generation_mla_perf"
-    )
-    mapped = map_table(t)
+    mapped = mapped_table("h100_sxm", "mla", "generation_mla_perf")
+    t = mapped.table
     pred = predict_mapped(mapped, None, load_profile("default"))
     keys = t.column("isl") + t.column("step")
     pick = (
