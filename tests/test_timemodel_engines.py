@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from mapped_rows import rows_running
+from mapped_rows import mapped_table, rows_running
 from reference_data import MEASURED
 
 import mlacalc
@@ -129,16 +129,13 @@ def test_fp4_weights_on_b200_are_timed_by_the_measured_nvfp4_fit():
 
 def _fitted(system: str, family: str, table: str, profile: str, engine: str = "trtllm"):
     pytest.importorskip("pyarrow")
-    from mlacalc.measured.mapping import map_table
     from mlacalc.measured.observations import predict_mapped
-    from mlacalc.measured.tables import load_measured
     from mlacalc.timemodel.profile import load_profile
 
-    tables = load_measured(MEASURED / system / family, engine=engine).tables
-    t = next(x for x in tables if x.table == table and x.engine == engine)
-    mapped = map_table(t)
+    mapped = mapped_table(system, family, table, engine)  # mapped once for the process
+    assert mapped.table.engine == engine
     pred = predict_mapped(mapped, None, load_profile(profile))
-    return mapped, pred / t.seconds - 1.0
+    return mapped, pred / mapped.table.seconds - 1.0
 
 
 def test_b200_long_mla_prompts_reach_hoppers_share_of_the_peak():
