@@ -2478,7 +2478,7 @@ def _decode_kernel_paths_s(
 ) -> np.ndarray:
     """The compute seconds a decode call's kernel path adds to the tiled work of
     :func:`decode_terms`: MMHA's fp8 dequantisation, the MMHA fallback of a grouped call and
-    FlashAttention-3's fp8 first-V wait."""
+    FlashAttention-3's fp8 first-V wait and its work a sequence (``seq_unit``)."""
     # MMHA reads an fp8 cache and converts every element on the CUDA cores before its FP32
     # dot products (Hopper's fp8 XQA multiplies fp8 on the tensor cores): ``dequant_s`` of an
     # SM per element, spread over the SMs its parts holding keys keep busy
@@ -2487,8 +2487,18 @@ def _decode_kernel_paths_s(
     out = out + np.where(fallback, _mmha_fallback_s(heads_units, elements, busy, fig), 0.0)
     # FlashAttention-3's fp8 decode on Hopper waits on its first V block's transpose, once
     # a unit, the units an SM runs in turn (:data:`FA3_FP8_FIRST_V_CLOCKS`)
-    return out + np.where(
+    out = out + np.where(
         _fa3_fp8_decode(batch, fig) & (pack <= 0),
         FA3_FP8_FIRST_V_CLOCKS * 64.0 * hd * np.maximum(share, 1.0) / fig.clock_hz,
         0.0,
     )
+    # FlashAttention-3's decode pays work a sequence besides its units': ``seq_unit`` of a
+    # unit's (``seq_s``), throughput the SMs share as they share the units'. Read from SGLang's
+    # H100 rows over up to 127 cached keys past one wave: at one key, head dim 128, one query
+    # head a KV head and 2,048 units, 2,048 sequences x 1 KV head take 69.9 us and 32 x 64
+    # 47.4 us; a least-squares fit of time on units and sequences by head dim and grouping
+    # gives 9-12 ns a sequence (bf16 and fp8 alike) beside 19-23 ns a unit at head dim 128
+    # (docs/time-model.md, "FlashAttention-3's decode pays work a sequence")
+    seqs = attention_shape(batch)["b"] / fig.sm_count
+    per_seq = prm.get("seq_unit", 0.0) * prm["seq_s"] * _tensor_work_scale(batch, fig) * seqs
+    return out + np.where(_fa3_packing_decode(batch, fig, pack), per_seq, 0.0)

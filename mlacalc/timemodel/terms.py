@@ -184,6 +184,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "mmha_hidden_s": (0.0, 3e-5, "SM work of an MMHA call its own latency hides"),
     "empty_part": (0.0, 1.0, "share of a decode part's unit work a part of no cached key pays"),
     "spill_s": (0.0, 3e-5, "seconds Hopper's fp8 XQA call waits once its cache misses the L2"),
+    "seq_unit": (0.0, 4.0, "FlashAttention-3 decode work a sequence, in a unit's (seq_s)"),
     "turn_overlap": (
         1.0,
         16.0,
@@ -317,6 +318,8 @@ DEFAULTS: dict[str, float] = {
     "empty_part": 1.0,
     # no wait for a cache beyond the L2 where no fit saw it (attention_time._decode_calls_s)
     "spill_s": 0.0,
+    # no work a sequence beside its units' where no fit saw it (attention_time.decode_terms)
+    "seq_unit": 0.0,
     # a class fitted without them: the class's overlap whatever the units an SM runs in turn
     "turn_overlap": 0.0,
     "overlap_turns": 0.0,
@@ -451,6 +454,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "narrow_head_s",
         "empty_part",
         "spill_s",
+        "seq_unit",
         "mmha_block_s",
         "mmha_hidden_s",
     ),
