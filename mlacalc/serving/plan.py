@@ -1292,11 +1292,16 @@ def prefill_busy_warning(
     busy = served / float(mix.pf_capacity)
     if busy < PREFILL_BUSY_WARN:
         return ()
+    return (prefill_busy_words(served, float(mix.pf_capacity)),)
+
+
+def prefill_busy_words(served: float, capacity: float) -> str:
+    """A prefill pool that finishes ``capacity`` prompts/s, busy at ``served``, in words (plan's
+    :func:`prefill_busy_warning`, and search's of its best point)."""
     return (
-        f"the prefill pool is busy {min(busy, 1.0):.2%} of the time ({served:,.4g} of the "
-        f"{float(mix.pf_capacity):,.4g} prompts/s it finishes): TTFT holds the steady "
-        "state's mean wait, and a burst of arrivals queues there; more prefill GPUs give "
-        "headroom",
+        f"the prefill pool is busy {min(served / capacity, 1.0):.2%} of the time ({served:,.4g} "
+        f"of the {capacity:,.4g} prompts/s it finishes): TTFT holds the steady state's mean "
+        "wait, and a burst of arrivals queues there; more prefill GPUs give headroom"
     )
 
 

@@ -56,6 +56,7 @@ from mlacalc.serving.layout import (
     tp_splits_heads,
     weight_format,
 )
+from mlacalc.serving.plan import PREFILL_BUSY_WARN, prefill_busy_words
 from mlacalc.serving.plan_checks import (
     check_balanced,
     check_engine_memory,
@@ -1500,7 +1501,7 @@ def search(
         engine_memory_of=req.engine_memory and req.engine_memory[0],
         page_size=req.page_size,
         best_calibration=best_cal + req.engine_note if best_cal else "",
-        warnings=_search_warnings(req, best, front, timed=bool(points), stand_ins=parts),
+        warnings=_search_warnings(req, best, front, bool(points), parts) + _pool_busy(best, found),
         budget=req.budget,
         **req.scheduler_record,
         limits=req.limits,
@@ -1592,6 +1593,21 @@ def _point_weights(p: dict[str, Any]) -> tuple[str | None, dict[str, str]]:
     point keeps the checkpoint's own format) and its components' dtypes."""
     chosen = None if str(p["weight_format"]).startswith("checkpoint ") else p["weight_dtype"]
     return chosen, dict(p.get("component_dtypes") or {})
+
+
+def _pool_busy(best: dict[str, Any] | None, found: Any) -> tuple[str, ...]:
+    """What plan of the best point says of its prefill pool busy
+    :data:`~mlacalc.serving.plan.PREFILL_BUSY_WARN` of its time or more (a disaggregated best:
+    its requests/s over the prompts/s its pool finishes, as
+    :func:`~mlacalc.serving.plan.prefill_busy_warning` has them): a trial's searches
+    recommended pools 94% and 99% busy, which plan of them warned of and the search did not."""
+    check = found.pending.get(id(best)) if best and best["mode"] == "disaggregated" else None
+    if check is None or not check[2].rate:
+        return ()
+    served, capacity = float(best["requests_per_s"]), float(check[2].rate)
+    if served / capacity < PREFILL_BUSY_WARN:
+        return ()
+    return ("the best point: " + prefill_busy_words(served, capacity),)
 
 
 def _best_layout_warnings(req: SearchRequest, best: dict[str, Any] | None) -> tuple[str, ...]:
