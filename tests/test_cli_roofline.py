@@ -415,3 +415,31 @@ def test_an_underfilled_kernel_is_latency_limited_not_compute():
     assert limiter("gemm", 1e-6, 1e-6, 0.0, 0.0, 2e-6, 1e-6) == "memory"
     assert limiter("gemm", 1e-6, 0.0, 0.0, 0.0, 11e-6, 1e-6) == "latency"
     assert limiter("all_reduce", 0.0, 2e-6, 1e-6, 0.0, 3e-6, 1e-6) == "link"
+
+
+def test_roofline_says_the_error_to_expect_as_plan_does(run):
+    """roofline on a fitted device said nothing of its expected error (text or JSON) while plan
+    printed it; on H200 a warning gave the median alone (a trial). One line, plan's words."""
+    import mlacalc
+
+    def doc_of(*a):
+        out, _ = run(*a, "--format", "json")
+        return json.loads(out)
+
+    args = ("roofline", "deepseek-v3", "-H", "H100-SXM", "--seq-len", "32k", "--batch", "64")
+    args += ("--engine", "sglang")
+    doc = doc_of(*args)
+    e = doc["expected_error"]
+    route = mlacalc.plan("deepseek-v3", "H100-SXM", 8, engine="sglang").prediction
+    assert (e["median"], e["p90"], e["of"]) == (0.052, 0.185, "fitted")
+    kernel = route["note"].split("; served ")[0]
+    assert e["note"] == kernel + "." and "in-sample" in kernel and "held out" in kernel
+    out, _ = run(*args)
+    assert out.splitlines()[1].startswith("Expected error: ")  # under the heading
+    assert " ".join(e["note"].split()) in " ".join(out.split())
+    # a device timed by ratios: the held-out median and p90 of the fit it is timed from
+    e = doc_of("roofline", "deepseek-v3", "-H", "H200", "--batch", "64")["expected_error"]
+    assert (e["of"], e["median"], e["p90"]) == ("held_out", 0.112, 0.337)
+    e = doc_of("roofline", "deepseek-v3", "-H", "H200", "--profile", "roofline")
+    assert e["expected_error"]["median"] is None
+    assert "not measured for the plain roofline bound" in e["expected_error"]["note"]

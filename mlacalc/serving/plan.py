@@ -334,7 +334,9 @@ class Plan:
     #: ``stand_in_share`` say which and how much, :func:`~mlacalc.serving.provenance.
     #: with_stand_ins`) and
     #: ``engine_profile``, ``expected_error`` (the benchmark's median, and p90 where measured,
-    #: |error| for that route, None where the project measured none) with
+    #: |error| for that route, ``of`` fitted (in-sample, with ``held_out`` beside it) or
+    #: held_out (the leave-one-device-out figures of the fit it is timed from), None where the
+    #: project measured none) with
     #: ``expected_error_source`` (the README row, or why none), ``assumed`` (the device figures
     #: the time model assumes), ``clock_note`` (what an assumed clock does to its fixed costs)
     #: and ``geometry_note`` (an MLA geometry no measured row has: the expected error is not its)

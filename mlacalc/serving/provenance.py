@@ -27,6 +27,7 @@ from mlacalc.words.kernels import MIN_LATENCY_MOE, KernelBatch
 __all__ = [
     "DEVICE_ROUTES",
     "ROUTE_ERRORS",
+    "ROUTE_LOO_P90",
     "SERVING_ERRORS",
     "STAND_IN_WARN_SHARE",
     "UNMEASURED_KERNELS",
@@ -34,6 +35,7 @@ __all__ = [
     "device_warnings",
     "engine_profile_of",
     "engine_vendor_warning",
+    "kernel_error_words",
     "prediction_route",
     "route_warning",
     "serving_error_words",
@@ -439,6 +441,23 @@ ROUTE_ERRORS: dict[tuple[str, str], tuple[float, float, float]] = {
     ("trtllm", "A100-SXM-80GB"): (5.9, 20.0, 10.3),
 }
 
+#: The pooled p90 |error| (%) of the leave-one-device-out row each :data:`ROUTE_ERRORS` entry's
+#: third figure is the median of (the profile fitted on the key's device predicting the other
+#: device's tables; A100's: H100's tables from the A100 fit), from the same run of
+#: ``benchmarks/bench_timemodel.py --engines --loo-profile H100-SXM=fit-b200-sxm`` at 4a45e778
+#: whose medians README.md's per-engine table gives (its JSON: ``loo.pooled.p90_abs_error``),
+#: refreshed with ROUTE_ERRORS: the p90 a device predicted by datasheet ratios from that fit
+#: expects (:func:`prediction_route`)
+ROUTE_LOO_P90: dict[tuple[str, str], float] = {
+    ("trtllm", "H100-SXM"): 33.7,
+    ("trtllm", "B200"): 27.8,
+    ("sglang", "H100-SXM"): 32.9,
+    ("sglang", "B200"): 31.5,
+    ("vllm", "H100-SXM"): 43.8,
+    ("vllm", "B200"): 57.2,
+    ("trtllm", "A100-SXM-80GB"): 33.0,
+}
+
 #: README.md's pooled cross-generation errors ("How accurate the times are", the pooled row):
 #: median / p90 |error| (%) of A100's tables predicted from the H100 fit and of H100's from the
 #: A100 fit, the nearest measured stand-in for a device no table of whose vendor ships
@@ -540,19 +559,39 @@ def serving_error_words(device: str = "") -> str:
     return text
 
 
+def kernel_error_words(route: dict) -> str:
+    """The kernel tables' error for a route in one clause (``prediction_note``'s first;
+    ``roofline`` prints it alone): the median and p90, and whose figure it is: a fitted
+    device's own (in-sample: the rows it was fitted on) with the held-out figure beside it, or
+    the leave-one-device-out figure of the fit a device is predicted from by ratios."""
+    e = route.get("expected_error")
+    if not e:
+        return "the kernel tables' error for this route is not measured"
+    p90 = f", p90 {e['p90']:.1%}" if e.get("p90") is not None else ""
+    of = ""
+    if e.get("of") == "fitted":
+        held = e.get("held_out") or {}
+        beside = (
+            f"; held out, from the {held['from']} fit: median {held['median']:.1%}"
+            + (f", p90 {held['p90']:.1%}" if held.get("p90") else "")
+            if held
+            else ""
+        )
+        of = f"in-sample, on the rows it was fitted on{beside}; "
+    elif e.get("of") == "held_out":
+        of = f"the {route['device_fit']} fit held out, on another device's tables; "
+    return (
+        f"the kernel tables' median {e['median']:.1%}{p90} |error| ({of}each measured kernel's "
+        "time, not TTFT or TPOT)"
+    )
+
+
 def prediction_note(route: dict) -> str:
     """One sentence on how far a plan's times may be off: the kernel tables' error for its route
-    (each measured kernel row's, not TTFT's or TPOT's), the serving-level errors beside it, and
-    where the model's MLA geometry is not measured, that neither is its."""
-    e = route.get("expected_error")
-    if e:
-        p90 = f", p90 {e['p90']:.1%}" if e.get("p90") is not None else ""
-        kernel = (
-            f"the kernel tables' median {e['median']:.1%}{p90} |error| (each measured kernel's "
-            "time, not TTFT or TPOT)"
-        )
-    else:
-        kernel = "the kernel tables' error for this route is not measured"
+    (each measured kernel row's, not TTFT's or TPOT's: :func:`kernel_error_words`), the
+    serving-level errors beside it, and where the model's MLA geometry is not measured, that
+    neither is its."""
+    kernel = kernel_error_words(route)
     if route.get("engine_route") == "partly_stand_in":
         kernel += (
             f", {ENGINE_LABELS.get(route['engine'], route['engine'])}'s own kernels only: "
@@ -576,6 +615,25 @@ def prediction_note(route: dict) -> str:
 
 #: The measured device whose tables leave-one-device-out predicts from a fit of the key's
 _OTHER_DEVICE = {"H100-SXM": "B200", "B200": "H100-SXM", "A100-SXM-80GB": "H100-SXM"}
+
+
+def _held_out(engine: str, device: str) -> dict[str, Any] | None:
+    """A fitted device's tables predicted from another device's fit of ``engine`` (README.md's
+    leave-one-device-out figures): median, p90 where known, and the fit's device."""
+    if device == "A100-SXM-80GB":
+        median, p90 = CROSS_GENERATION_ERRORS["A100 from H100"]
+        return {"median": round(median / 100, 4), "p90": round(p90 / 100, 4), "from": "H100-SXM"}
+    other = _OTHER_DEVICE.get(device)
+    measured = ROUTE_ERRORS.get((engine, other or ""))
+    if not other or not measured:
+        return None
+    p90 = ROUTE_LOO_P90.get((engine, other))
+    return {
+        "median": round(measured[2] / 100, 4),
+        "p90": round(p90 / 100, 4) if p90 is not None else None,
+        "from": other,
+    }
+
 
 #: How a plan's device was predicted (``Plan.prediction["device_route"]``): its own fit, the
 #: fit of a measured device of its tensor-core generation by datasheet ratios, the pooled fit
@@ -663,21 +721,30 @@ def prediction_route(
         out["expected_error"] = {
             "median": round(measured[0] / 100, 4),
             "p90": round(measured[1] / 100, 4),
+            "of": "fitted",
+            "held_out": _held_out(theirs, fit or ""),
         }
         out["expected_error_source"] = (
             f"README.md 'How accurate the times are': {label} on {fit}, fitted (pooled median "
-            "/ p90 |error| of every measured row)"
+            "/ p90 |error| of every measured row, in-sample: the rows the profile was fitted "
+            "on; held out: the device's tables predicted from another device's fit)"
         )
     elif route == "same_generation" and measured and _beyond_checked(hw, fit):
         out["expected_error_source"] = (
             f"not measured: {_beyond_checked(hw, fit)}; no table of {hw.name} ships (unvalidated)"
         )
     elif route == "same_generation" and measured:
-        out["expected_error"] = {"median": round(measured[2] / 100, 4), "p90": None}
+        p90 = ROUTE_LOO_P90.get((theirs, fit or ""))
+        out["expected_error"] = {
+            "median": round(measured[2] / 100, 4),
+            "p90": round(p90 / 100, 4) if p90 is not None else None,
+            "of": "held_out",
+        }
         out["expected_error_source"] = (
             f"README.md 'How accurate the times are': {label}'s {fit} profile on "
-            f"{_OTHER_DEVICE[fit or '']}'s tables (leave one device out, pooled median |error|), "
-            f"the nearest measured route: no table of {hw.name} ships, so its own is not measured"
+            f"{_OTHER_DEVICE[fit or '']}'s tables (leave one device out, pooled median |error|; "
+            "p90: provenance.ROUTE_LOO_P90, the same benchmark run), the nearest measured "
+            f"route: no table of {hw.name} ships, so its own is not measured"
         )
     own = _own_residuals(prof, hw.name) if route == "fitted" and not measured else {}
     if own and not engine_note:
@@ -828,8 +895,9 @@ def route_warning(route: dict) -> str:
         parts.append(f"{route['engine_profile']}'s kernels stand in for {route['engine']}'s")
     err = route["expected_error"]
     if err and route["device_route"] == "same_generation":
+        p90 = f" (p90 {err['p90']:.0%})" if err.get("p90") is not None else ""
         parts.append(
-            f"expect about {err['median']:.0%} median |error|, the {route['device_fit']} "
+            f"expect about {err['median']:.0%} median |error|{p90}, the {route['device_fit']} "
             "profile's on another device's tables (README.md; no table of "
             f"{route['device']} checks it)"
         )
