@@ -12,13 +12,20 @@
 (f) the TensorRT-LLM v0.17 offline max-throughput table (FP8), every row with its error;
 (g) two-batch overlap per MoE layer: the per-part rule (prefill), the five-stage decode
     schedule (decode, ``gpu_step.five_stage_layer``) and an unconstrained two-stream schedule,
-    on the SGLang EP72 decode and EP32 prefill (2K) rows, with the step gains the blog measures.
+    on the SGLang EP72 decode and EP32 prefill (2K) rows, with the step gains the blog measures;
+(h) search() with a budget of 64 H200: median wall time, and the 16-GPU answer.
+(c3) and (c4) are simulated MTP against the SGLang EP72 node and the LMSYS MTP blog.
 
-    python benchmarks/bench_serving.py
+    python benchmarks/bench_serving.py [--only a,b,c,...] [--no-speed]
+
+The whole run took 564 s wall (132 s CPU) on a shared 2-core machine (an audit's run, round 25);
+most of it is (e) and (h), each search timed 5 times: ``--no-speed`` skips those timings
+(prints (h)'s 16-GPU answer still), ``--only`` runs the sections named.
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 
@@ -51,13 +58,16 @@ DEEPEP = {
 PREFILL_CORE_MS = {1024: 0.936501, 2048: 1.448181, 4096: 2.653099}
 
 
-def main() -> None:
+def section_a() -> None:
     tpot = isca_comm_bound_tpot()
     print(
         f"(a) ISCA comm-bound TPOT: {tpot * 1e3:.2f} ms = {1 / tpot:.1f} tok/s at 50 GB/s "
         f"(paper 14.76 ms, 67); "
         f"{isca_comm_bound_tpot(bandwidth_bytes_per_s=900e9) * 1e3:.3f} ms at 900 GB/s (paper 0.82)"
     )
+
+
+def section_b() -> None:
     hw = load_hardware("H800")
     tokens = np.array([128.0])
     print("(b) DeepEP low-latency, 128 tokens, top-8, hidden 7168 (predicted / measured us):")
@@ -68,6 +78,9 @@ def main() -> None:
             f"    EP{ep:<4} dispatch {d:6.1f} / {md} ({d / md - 1:+.0%})   "
             f"combine {c:6.1f} / {mc} ({c / mc - 1:+.0%})"
         )
+
+
+def section_c() -> None:
     s = compare_sglang()
     print(
         f"(c) SGLang EP72 decode node: "
@@ -99,7 +112,9 @@ def main() -> None:
         f"{(last['attention_call_s'] - first['attention_call_s']) * 1e3:.3f} ms a call vs the "
         f"measured kernel's {PREFILL_CORE_MS[4096] - PREFILL_CORE_MS[1024]:.3f}"
     )
-    rows = compare()
+
+
+def section_c3() -> None:
     mtp = plan(
         "deepseek-v3", "H100-SXM", 72, tp=1, ep=72, dp_attention=True, redundant_experts=32,
         overlap="tbo", seq_len=4000, batch=128 * 72, mtp_tokens=1, mtp_acceptance=0.6,
@@ -109,12 +124,18 @@ def main() -> None:
         f"accepted; reported, not checked): {mtp.decode_tokens_per_s / 9:,.0f} tok/s/node vs "
         f"17,373 ({mtp.decode_tokens_per_s / 9 / 17373 - 1:+.1%})"
     )
-    lmsys_mtp()
+
+
+def section_c2() -> None:
     for r in compare_deepseek():
         print(
             f"(c2) DeepSeek H800 {r['scenario']}: {r['predicted_tokens_per_s_per_node']:,.0f} "
             f"tok/s/node vs {r['measured_tokens_per_s_per_node']:,.0f} ({r['error']:+.1%})"
         )
+
+
+def section_d() -> None:
+    rows = compare()
     print("(d) TensorRT-LLM v0.14 online table (predicted / measured):")
     print(
         "    model           GPU       ISL  OSL  QPS | TTFT ms          | ITL ms           "
@@ -135,6 +156,9 @@ def main() -> None:
             f"signed median {statistics.median(errs):+.1%}, "
             f"max |error| {max(abs(e) for e in errs):.1%}"
         )
+
+
+def section_f() -> None:
     offline = compare_offline()
     print("(f) TensorRT-LLM v0.17 offline max throughput, FP8 (predicted / measured output tok/s):")
     for r in offline:
@@ -148,18 +172,24 @@ def main() -> None:
         f"    median |error| {statistics.median(abs(e) for e in errs):.1%}, signed median "
         f"{statistics.median(errs):+.1%}, max |error| {max(abs(e) for e in errs):.1%}"
     )
-    budget_search()
+
+
+def section_g() -> None:
     print("(g) two-batch overlap, per MoE layer of DeepSeek-V3 on H100 (half-batch kernels):")
     overlap_analysis()
+
+
+def section_e(speed: bool = True) -> None:
     times = []
-    for _ in range(5):
+    for _ in range(5 if speed else 1):
         t0 = time.perf_counter()
         r = search("deepseek-v3", "H200", [8, 16, 32, 64], isl=2000, osl=500, ttft=2.0, tpot=0.05)
         times.append(time.perf_counter() - t0)
     b = r.best
+    took = f"median {statistics.median(times):.2f} s over 5 runs" if speed else "not timed"
     print(
         f"(e) search DeepSeek-V3 on 8-64 H200 (isl 2000, osl 500, TTFT 2 s, TPOT 50 ms): "
-        f"median {statistics.median(times):.2f} s over 5 runs, {len(r.points):,} points, "
+        f"{took}, {len(r.points):,} points, "
         f"{r.layouts} layouts; "
         f"best {b['gpus']} GPUs {b['mode']} {b['layout']} {b['weight_format']}/{b['kv_dtype']} "
         f"batch {b['batch_per_group']}: {b['output_tokens_per_s_per_gpu']:.0f} tok/s/GPU, "
@@ -204,18 +234,21 @@ def lmsys_mtp() -> None:
             )
 
 
-def budget_search() -> None:
-    """(h): the budget search's wall time and the 16-GPU answer."""
+def budget_search(speed: bool = True) -> None:
+    """(h): the budget search's wall time (``speed``) and the 16-GPU answer."""
     kw = dict(isl=2000, osl=500, ttft=2.0, tpot=0.05)
-    times = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        r = search("deepseek-v3", "H200", 64, **kw)
-        times.append(time.perf_counter() - t0)
-    print(
-        f"(h) search DeepSeek-V3, a budget of 64 H200: median {statistics.median(times):.2f} s "
-        f"over 5 runs, {len(r.points):,} points"
-    )
+    if speed:
+        times = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            r = search("deepseek-v3", "H200", 64, **kw)
+            times.append(time.perf_counter() - t0)
+        print(
+            f"(h) search DeepSeek-V3, a budget of 64 H200: median "
+            f"{statistics.median(times):.2f} s over 5 runs, {len(r.points):,} points"
+        )
+    else:
+        print("(h) search DeepSeek-V3, a budget of 64 H200: not timed (--no-speed)")
     b = search("deepseek-v3", "H200", 16, isl=2000, osl=500, tpot=0.05).best
     split = f" + {b['prefill_gpus']} prefill ({b['prefill_layout']})" if b["prefill_gpus"] else ""
     print(
@@ -384,5 +417,49 @@ def overlap_analysis() -> None:
         print(line)
 
 
+#: The sections in the order they print (each letter as the module docstring names it)
+SECTIONS = ("a", "b", "c", "c3", "c4", "c2", "d", "f", "h", "g", "e")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description="Serving figures against published ones, and the speed of search "
+        "(the sections a-h of the module docstring).",
+    )
+    ap.add_argument(
+        "--only",
+        help=f"comma-separated sections to run ({', '.join(SECTIONS)}); default: all",
+    )
+    ap.add_argument(
+        "--no-speed",
+        action="store_true",
+        help="skip the search timings of (e) and (h) (5 searches each, most of the run time); "
+        "their answers still print",
+    )
+    args = ap.parse_args(argv)
+    wanted = [w.strip().lower() for w in (args.only or "").split(",") if w.strip()]
+    unknown = [w for w in wanted if w not in SECTIONS]
+    if unknown:
+        ap.error(f"--only: no section {', '.join(unknown)}; the sections: {', '.join(SECTIONS)}")
+    speed = not args.no_speed
+    run = {
+        "a": section_a,
+        "b": section_b,
+        "c": section_c,
+        "c3": section_c3,
+        "c4": lmsys_mtp,
+        "c2": section_c2,
+        "d": section_d,
+        "f": section_f,
+        "h": lambda: budget_search(speed),
+        "g": section_g,
+        "e": lambda: section_e(speed),
+    }
+    for key in SECTIONS:
+        if not wanted or key in wanted:
+            run[key]()
+    return 0
+
+
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
