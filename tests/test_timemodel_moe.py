@@ -1401,6 +1401,86 @@ def test_marlins_mma_sync_multiplies_at_hoppers_rate_per_sm_and_clock():
     assert MMA_SYNC_MOE not in engine_moe_tiles(_moe_batch("nvfp4", [64]), "vllm", b200).shape
 
 
+def test_vllms_b200_mxfp4_marlin_sizes_its_block_by_the_calls_experts():
+    """vLLM's B200 compressed-tensors MXFP4 Marlin experts take the block the mean load over the
+    call's experts fills (896 experts, top-16, EP 8: 2.3 and 6.9 rows at 128 and 384 tokens, 8
+    rows); its H100 build (``_situ_as_silu``) and the int4 Marlin experts the rank's (112
+    experts: 18.3 and 54.9 rows, blocks of 32 and 64)."""
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.tables import MeasuredTable
+
+    src = "vllm_compressedtensorsw4a4mxfp4moe_marlin_marlinexperts"
+    sources = [src, src, f"{src}_situ_as_silu", f"{src}_situ_as_silu"]
+    sources += ["vllm_compressedtensorswna16marlinmoe_marlin_marlinexperts"] * 2
+    dtypes = ["w4a16_mxfp4"] * 4 + ["int4_wo"] * 2
+    n = len(sources)
+    table = MeasuredTable(
+        table="moe_perf", system="test", device="B200", family="moe", framework="vllm",
+        version="0.24.0", provenance="test", source="test",
+        columns={
+            "moe_dtype": np.array(dtypes), "num_tokens": np.array([128, 384] * 3),
+            "hidden_size": np.full(n, 3584), "inter_size": np.full(n, 3072),
+            "topk": np.full(n, 16), "num_experts": np.full(n, 896),
+            "moe_tp_size": np.full(n, 1), "moe_ep_size": np.full(n, 8),
+            "distribution": np.array(["balanced"] * n), "kernel_source": np.array(sources),
+        },
+        seconds=np.full(n, 1e-3),
+    )  # fmt: skip
+    tile = np.zeros(n)
+    for part in map_table(table, quirks=False).parts:
+        if part.batch.kind == "moe":
+            tile[part.rows] = part.batch.shape["row_tile"]
+    assert tile.tolist() == [8, 8, 32, 64, 32, 64]
+
+
+def test_a_left_out_device_takes_the_other_build_of_vllms_mxfp4_marlin():
+    """Leaving a device out, vLLM's MXFP4 Marlin rows take the class of the same kernel's build
+    on the other device (``SIBLING_MOE_BUILDS``), noted as a stand-in, not the dtype's plain
+    class (another kernel); a profile that has both, or neither, is returned as it is."""
+    from mlacalc.timemodel.engine_profiles import STAND_IN_NOTE, with_sibling_builds
+    from mlacalc.timemodel.profile import load_profile
+
+    b200 = "moe:w4a16_mxfp4:vllm_compressedtensorsw4a4mxfp4moe_marlin_marlinexperts"
+    h100 = f"{b200}_situ_as_silu"
+    for name, has, lacks in (("fit-h100-sxm-vllm", h100, b200), ("fit-b200-sxm-vllm", b200, h100)):
+        prof = load_profile(name)
+        assert has in prof.classes and lacks not in prof.classes
+        got = with_sibling_builds(prof)
+        assert got.classes[lacks] == prof.classes[has]
+        assert any(n.startswith(f"{STAND_IN_NOTE}{lacks} from") for n in got.notes)
+        assert with_sibling_builds(got) is got
+    sg = load_profile("fit-h100-sxm-sglang")
+    assert with_sibling_builds(sg) is sg
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "system, own, trt, median",
+    [
+        # vLLM's MXFP4 moe_perf rows (Marlin's and FlashInfer's TensorRT-LLM-gen kernels) from
+        # its fit of the other device, the Marlin rows from the other build's class: B200 from
+        # H100 13.6% -> 9.9%, H100 from B200 19.9% -> 13.0%
+        ("b200_sxm", "fit-h100-sxm-vllm", "default", 0.105),
+        ("h100_sxm", "fit-b200-sxm-vllm", "fit-b200-sxm", 0.135),
+    ],
+)
+def test_vllm_mxfp4_moe_leaving_the_device_out(system, own, trt, median):
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+    from mlacalc.timemodel.engine_profiles import left_out_composed
+    from mlacalc.timemodel.profile import load_profile
+
+    device = {"h100_sxm": "H100-SXM", "b200_sxm": "B200"}[system]
+    prof = left_out_composed(load_profile(own), load_profile(trt), load_hardware(device))
+    (t,) = [x for x in load_measured(MEASURED / system / "moe", engine="vllm").tables]
+    mapped = map_table(t)
+    err = np.abs(predict_mapped(mapped, None, prof) / t.seconds - 1.0)
+    e = err[mapped.modelled & np.isfinite(err) & rows_running(mapped, "w4a16_mxfp4")]
+    assert len(e) > 2900 and np.median(e) <= median
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "system, own, trt, median",

@@ -186,6 +186,7 @@ from mlacalc.timemodel.moe_time import (
     TRTLLM_GEN_MAX_TILE,
     flashinfer_cutlass_moe,
     flashinfer_hopper_tiled,
+    marlin_experts,
     marlin_row_tile,
     triton_fused_moe,
     triton_moe_default_tile,
@@ -2037,9 +2038,10 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     row_tiles[(gen | flashinfer) & ~grouped] = 0.0
     col_tile = np.where(sg, sg_cols, 0.0)
     # Marlin's MoE (SGLang's and vLLM's int4 and MXFP4 weight-only kernels): its block of rows
-    # by the mean load (:func:`~mlacalc.timemodel.moe_time.marlin_row_tile`)
+    # by the mean load (:func:`~mlacalc.timemodel.moe_time.marlin_row_tile`) over the rank's
+    # experts or the call's (:func:`~mlacalc.timemodel.moe_time.marlin_experts`)
     marlin = np.char.find(source.astype(str), "marlin") >= 0
-    m_rows = marlin_row_tile(T.astype(float), topk.astype(float), (E // ep).astype(float))
+    m_rows = marlin_row_tile(T.astype(float), topk.astype(float), marlin_experts(srcs, E, ep))
     row_tile = np.where(marlin, m_rows, row_tile)
     col_tile = np.where(marlin, MARLIN_COLS, col_tile)
     hopper_tiled = _flashinfer_hopper_tiled(t, srcs, dt)  # 128-row tiles whatever the load

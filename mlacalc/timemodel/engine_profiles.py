@@ -31,6 +31,7 @@ from mlacalc.timemodel.moe_time import (
     DEEPEP_GROUPED_GEMM,
     DEEPGEMM_MOE,
     ENGINE_MOE_KERNEL,
+    SIBLING_MOE_BUILDS,
     TRTLLM_CUTLASS_MOE,
     TRTLLM_MOE,
     flashinfer_cutlass_moe,
@@ -55,6 +56,7 @@ __all__ = [
     "profile_for",
     "with_deepep_moe",
     "with_generation_kernels",
+    "with_sibling_builds",
     "with_stand_ins",
 ]
 
@@ -157,7 +159,34 @@ def left_out_composed(prof: Profile, base: Profile, hardware: Any) -> Profile:
     from ``base``, TensorRT-LLM's profile of those devices not fitted on ``hardware``
     (:func:`left_out_base`; ``validate`` and ``benchmarks/bench_timemodel.py --engines`` both
     score leave-one-device-out this way)."""
-    return with_generation_kernels(with_stand_ins(prof, base), base, hardware)
+    return with_generation_kernels(with_stand_ins(with_sibling_builds(prof), base), base, hardware)
+
+
+def with_sibling_builds(prof: Profile) -> Profile:
+    """``prof`` with each MoE class variant it lacks whose other build it has
+    (:data:`~mlacalc.timemodel.moe_time.SIBLING_MOE_BUILDS`: one kernel, its ``kernel_source``
+    named apart on each device) taken from that build, each noted as a stand-in; ``prof``
+    itself when it lacks none."""
+    pairs = [(a, b) for a, b in SIBLING_MOE_BUILDS] + [(b, a) for a, b in SIBLING_MOE_BUILDS]
+    lent = [(k, s) for k, s in pairs if k not in prof.classes and s in prof.classes]
+    if not lent:
+        return prof
+    hit = _cached(prof, prof, "siblings")
+    if hit is not None:
+        return hit
+    classes = dict(prof.classes)
+    devices = {d: dict(c) for d, c in prof.devices.items()}
+    for k, s in lent:
+        classes[k] = prof.classes[s]
+        for mine in devices.values():
+            if s in mine and k not in mine:
+                mine[k] = mine[s]
+    notes = prof.notes + tuple(
+        f"{STAND_IN_NOTE}{k} from {prof.name}'s {s} (the kernel's build on another device)"
+        for k, s in lent
+    )
+    composed = dataclasses.replace(prof, classes=classes, devices=devices, notes=notes)
+    return _cache(prof, prof, "siblings", composed)
 
 
 def left_out_base(prof: Profile, held_out: Any, excluded: Any = None) -> Profile | None:

@@ -56,6 +56,7 @@ __all__ = [
     "GEN_TOKENS_MOE",
     "GEN_TOKEN_KNEE",
     "INTER_PAD_MOE",
+    "MARLIN_CALL_EXPERTS",
     "MARLIN_COLS",
     "MARLIN_TILE",
     "MMA_SYNC_MOE",
@@ -66,6 +67,7 @@ __all__ = [
     "REREAD_COLS",
     "ROWS_SPREAD",
     "ROW_TILES_COL",
+    "SIBLING_MOE_BUILDS",
     "TRITON_DEFAULT_TILE",
     "TRITON_MOE_KERNELS",
     "TRITON_TUNED_MOE",
@@ -84,6 +86,7 @@ __all__ = [
     "engine_moe_tiles",
     "flashinfer_cutlass_moe",
     "flashinfer_hopper_tiled",
+    "marlin_experts",
     "marlin_row_tile",
     "moe_terms",
     "reread_bytes",
@@ -482,13 +485,51 @@ def marlin_row_tile(tokens: np.ndarray, topk: np.ndarray, experts: np.ndarray) -
     copy of its source at hand), each by :data:`MARLIN_COLS` columns. With it, refitted on the
     same rows: SGLang's H100 int4 MoE 15.6% / 33.5% -> 7.0% / 20.5% (median / p90), vLLM's
     9.7% / 31.7% -> 5.4% / 18.1% (H100) and 15.3% / 34.5% -> 6.4% / 18.5% (B200), vLLM's H100
-    MXFP4 Marlin 11.6% / 34.2% -> 5.1% / 20.5%; its B200 MXFP4 Marlin rows get worse, 7.0% /
-    26.8% -> 9.5% / 37.4%."""
+    MXFP4 Marlin 11.6% / 34.2% -> 5.1% / 20.5%; its B200 MXFP4 Marlin rows got worse, 7.0% /
+    26.8% -> 9.5% / 37.4%, until their ``experts`` were the call's, not the rank's
+    (:data:`MARLIN_CALL_EXPERTS`: 8.2% / 30.8% -> 3.2% / 10.2%)."""
     mean = tokens * topk / np.maximum(experts, 1.0)
     out = np.full(np.shape(mean), 64.0)
     for size in (48.0, 32.0, 16.0, 8.0):
         out = np.where(mean / size < 0.9, size, out)
     return out
+
+
+#: Marlin MoE kernels (``kernel_source``) whose block of rows (:func:`marlin_row_tile`) follows
+#: the mean load over the call's experts, not the rank's: vLLM's B200 compressed-tensors MXFP4
+#: Marlin experts. Its rows at EP 2-128 step where tokens x top-k over every expert crosses a
+#: block and stay level where the rank's share steps (896 experts, top-16, EP 8, balanced:
+#: 684-763 us from 64 to 384 tokens, where H100's ``..._situ_as_silu`` build of the same call
+#: steps 852 -> 1,158 -> 1,461 -> 1,842 us at 64 / 128 / 256 / 320 tokens, the rank's blocks of
+#: 16 / 32 / 48 / 64 rows), while the EP 1 rows of both step alike; vLLM's int4 Marlin rows on
+#: either device follow the rank's (with the call's experts they got worse: B200 EP > 1 4.7% /
+#: 11.2% -> 7.6% / 44.5%): docs/time-model.md, "Marlin's MXFP4 MoE on B200 sizes its block by
+#: the call's experts"
+MARLIN_CALL_EXPERTS = frozenset({"vllm_compressedtensorsw4a4mxfp4moe_marlin_marlinexperts"})
+
+
+def marlin_experts(source: Any, experts: Any, ep: Any) -> np.ndarray:
+    """The experts over which a Marlin row's mean load sizes its block (:func:`marlin_row_tile`)
+    by ``kernel_source``: the call's ``experts`` where the kernel counts them
+    (:data:`MARLIN_CALL_EXPERTS`), else the rank's, ``experts // ep``."""
+    experts, ep = np.asarray(experts), np.asarray(ep)
+    call = np.isin(np.asarray(source).astype(str), list(MARLIN_CALL_EXPERTS))
+    return np.where(call, experts, experts // ep).astype(np.float64)
+
+
+#: Pairs of MoE class variants that are one kernel built apart on each device (their
+#: ``kernel_source`` names differ by a build suffix), each the other's stand-in where a profile
+#: fitted on the other device lacks it (:func:`~mlacalc.timemodel.engine_profiles.
+#: left_out_composed`): vLLM's compressed-tensors MXFP4 Marlin experts, ``..._situ_as_silu`` on
+#: H100. Without it a left-out device's Marlin rows took the dtype's plain class, another
+#: kernel (B200's from H100's triton_kernels MXFP4 fit: 23.2% / -19.4% median / signed);
+#: docs/time-model.md, "Marlin's MXFP4 MoE on B200 sizes its block by the call's experts"
+SIBLING_MOE_BUILDS = (
+    (
+        "moe:w4a16_mxfp4:vllm_compressedtensorsw4a4mxfp4moe_marlin_marlinexperts",
+        "moe:w4a16_mxfp4:vllm_compressedtensorsw4a4mxfp4moe_marlin_marlinexperts_situ_as_silu",
+    ),
+)
 
 
 def triton_moe_default_tile(
