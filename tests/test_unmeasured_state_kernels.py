@@ -8,6 +8,8 @@ nowhere, labelled with the weights' fp8)."""
 import json
 import re
 
+import pytest
+
 import mlacalc
 from mlacalc.serving.provenance import STAND_IN_WARN_SHARE
 
@@ -34,6 +36,10 @@ def test_mamba2_state_update_is_said_with_its_share_and_its_state_dtype():
     assert u["class"] == "gemm:bf16:bmm" and round(100 * u["share"]) == share
     assert "no shared table measures (mamba_state_update" in route["note"]
     assert "no shared table measures" in route["expected_error_source"]
+    # the app's planner says it in its expected-error line too
+    planner = pytest.importorskip("appviews.planner")
+    line = planner.prediction_line(route)
+    assert f"not the {route['unmeasured_share']:.0%} of the decode step no shared table" in line
 
 
 def test_kda_core_is_said_and_gdn_core_is_not():
