@@ -145,6 +145,17 @@ FP8_PROMPT_TCGEN05_RATE = 0.88
 #: 128 x 128 tile does not fit the SM's shared memory (:func:`_wide_head_tiles`)
 WIDE_HEAD_TILE_ROWS = 64.0
 
+#: Head dim past which SGLang's Triton prompt kernel on Hopper runs query tiles of
+#: :data:`WIDE_HEAD_TILE_ROWS` rows (:func:`_wide_head_tiles`). Read from its H100 rows at head
+#: dim 512 (1-16 query heads on 1-2 KV heads, no window; the tables' only head dim past 256),
+#: not from the kernel's source (its block sizes by head dim not checked against a stored
+#: copy): a call of fewer 64-row tiles than SMs took +47% to +104% (bf16) and +30% to +80%
+#: (fp8) longer predicted with 128-row tiles, one sequence of one head 0.072 us a token where
+#: they gave 0.166 (its last tile's causal walk), while the calls of more tiles than SMs were
+#: on it (-2% to -14%); at 256 (a 1,024-key window) the same cut read the full waves +24% to
+#: +26%, so 256 keeps its 128 rows
+TRITON_WIDE_HEAD_DIM = 256.0
+
 #: That kernel's exponentials run at this multiple of the SFUs' rate (``eff_exp`` then at most
 #: 1 on every device, a share of its own exponential rate). Its bf16 build does not: the B200
 #: fits put fp8 ``eff_exp`` at 1.52, 1.57 and 1.58 (TensorRT-LLM, SGLang, vLLM) and bf16 at
@@ -1234,9 +1245,20 @@ def _wide_head_tiles(
     :data:`WIDE_HEAD_TILE_ROWS`, while the tile's queries and one K and one V block of its
     keys, at the dtype's element bytes, exceed the SM's shared memory. Only bf16 at head dim
     512 is cut (128 x 512 x 2 bytes of queries and 2 x 128 x 512 x 2 of K and V: 384 KB of
-    B200's 228): fp8 at 512 and bf16 at 256 hold 192 KB. Elsewhere (Hopper, the variants:
-    FlashInfer's own kernel, FlashMLA's sparse cores) the tile as given."""
-    if not fig.tcgen05 or batch.kind != "attention_prefill" or batch.variant:
+    B200's 228): fp8 at 512 and bf16 at 256 hold 192 KB. SGLang's Triton prompt kernel on the
+    devices before Blackwell (:data:`WINDOW_WALK_VARIANTS`) cuts its query tile to
+    :data:`WIDE_HEAD_TILE_ROWS` rows past :data:`TRITON_WIDE_HEAD_DIM` of head dim, either
+    dtype. Elsewhere (Hopper's other kernels, the other variants: FlashInfer's own kernel,
+    FlashMLA's sparse cores) the tile as given."""
+    if batch.kind != "attention_prefill":
+        return tile_q, tile_k
+    if batch.variant in WINDOW_WALK_VARIANTS and not fig.tcgen05:
+        d = col(batch, "head_dim_qk", 128)
+        rows = np.asarray(tile_q, dtype=float) * np.ones(len(batch))
+        return np.where(
+            d > TRITON_WIDE_HEAD_DIM, np.minimum(rows, WIDE_HEAD_TILE_ROWS), rows
+        ), tile_k
+    if not fig.tcgen05 or batch.variant:
         return tile_q, tile_k
     if "tile_rows" in batch.shape:
         return tile_q, tile_k
