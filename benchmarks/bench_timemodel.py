@@ -8,8 +8,9 @@ Errors are ``predicted / measured - 1``; rows the mapping cannot model count as 
     python benchmarks/bench_timemodel.py --engines [--loo-profile H100=PATH] [--json OUT]
 
 Needs the ``measured`` extra (pyarrow); reads the GPU tables shipped with the package
-(``--measured ROOT``, default ``mlacalc/data/measured``). Targets: fitted device median <= 8%
-per kind, p90 <= 25%; leave-one-out median <= 12% pooled, <= 20% per kind, not predicted <= 5%.
+(``--measured ROOT``, default ``mlacalc/data/measured``). Targets (the issue's): fitted median
+<= 6% per kind, p90 <= 20%; leave-one-out median <= 12% pooled, not predicted <= 2% of every
+table. A figure that rounds to a target it is not within is printed to two decimals (6.04%).
 
 ``--engines`` (slower: every table of H100 and B200, about 1.5 M rows): per engine (TensorRT-LLM,
 SGLang, vLLM) and device, each table kind predicted by the engine's shipped profile of that
@@ -97,6 +98,17 @@ def evaluate(mapped_by_device: dict, profile) -> dict:
     return out
 
 
+#: The targets a printed median and p90 are compared with (the issue's, as fractions)
+MEDIAN_TARGET, P90_TARGET = 0.06, 0.20
+
+
+def pct(x: float, target: float) -> str:
+    """``x`` as a percentage to one decimal, or to two where one decimal would print the
+    target it is over or under (6.04% is over 6%, not "6.0%")."""
+    one = f"{x:.1%}"
+    return f"{x:.2%}" if one == f"{target:.1%}" and round(x, 6) != target else one
+
+
 def show(title: str, result: dict) -> None:
     print(f"\n## {title}\n")
     print("| device | table kind | rows | not predicted | median abs | signed median | p90 |")
@@ -108,8 +120,8 @@ def show(title: str, result: dict) -> None:
                 continue
             print(
                 f"| {device} | {kind} | {s['rows']} | {s['not_predicted']} | "
-                f"{s['median_abs_error']:.1%} | {s['signed_median_error']:+.1%} | "
-                f"{s['p90_abs_error']:.1%} |"
+                f"{pct(s['median_abs_error'], MEDIAN_TARGET)} | "
+                f"{s['signed_median_error']:+.1%} | {pct(s['p90_abs_error'], P90_TARGET)} |"
             )
 
 

@@ -211,3 +211,12 @@ def test_mla_decode_at_128_heads_is_compute_bound_at_the_measured_pace():
     assert pick.sum() >= 20
     err = pred[pick] / t.seconds[pick] - 1.0
     assert abs(float(np.median(err))) <= 0.10
+
+
+def test_the_bench_prints_a_figure_over_a_target_as_over_it():
+    # SGLang's H100 fp8 generation attention, 6.04%, printed as "6.0%" beside a 6% target
+    from reference_data import benchmark
+
+    pct = benchmark("bench_timemodel").pct
+    assert (pct(0.0604, 0.06), pct(0.0596, 0.06), pct(0.06, 0.06)) == ("6.04%", "5.96%", "6.0%")
+    assert (pct(0.2004, 0.20), pct(0.0612, 0.06), pct(0.052, 0.06)) == ("20.04%", "6.1%", "5.2%")
