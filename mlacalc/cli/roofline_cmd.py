@@ -273,6 +273,7 @@ def _expected_error(p, device, profile, mode: str, m) -> dict[str, Any] | None:
     times kernels, not TTFT or TPOT): ``note`` (one line), ``median``, ``p90``, ``of`` and
     ``source``; the plain bound's, that it is not measured; None for the unfused mode (mlacalc
     validate's microbenchmark sets measure it) or a device timed on its measured ceilings."""
+    # deferred: the serving words (provenance) load only where a roofline call prints them
     from mlacalc.serving.provenance import kernel_error_words, prediction_route
     from mlacalc.timemodel.engine_profiles import chosen_profile
 
