@@ -264,3 +264,15 @@ def test_a_stand_in_says_truthfully_why(ref, monkeypatch):
     monkeypatch.setattr(vt, "shipped_profiles", lambda: ["default"])
     v = validate(measured=ref / "b200_sxm" / "mla_bmm", engine="sglang")
     assert v.profile == "default [trtllm kernels stand in for sglang: no sglang profile ships]"
+
+
+def test_a_microbenchmark_set_is_headed_as_eager_pytorch_not_an_engine(capsys):
+    # validate --measured <the H200 microbenchmark run> was headed "engine trtllm" (a trial):
+    # its rows are eager PyTorch, which no serving engine runs
+    from mlacalc.cli import main
+
+    run = MEASURED.parent / "measurements" / "cpu-2core-epyc-fp32.json"
+    assert main(["validate", "--measured", str(run)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert out.startswith("eager PyTorch (the microbenchmark): predicted (")
+    assert "engine trtllm" not in out

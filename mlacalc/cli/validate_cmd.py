@@ -130,10 +130,18 @@ def _measured_sections(v: Any, show_rows: bool, worst: int | None = None) -> lis
         )
     if v.profile_note:
         notes += "\nprofiles: " + v.profile_note.replace("\n", "\nprofiles: ")
+    # the microbenchmark's rows are eager PyTorch, run by no serving engine: the engine is
+    # named where GPU kernel tables are validated, and only for those
+    bench = [t for t in v.tables if t.table == "bench"]
+    if len(bench) == len(v.tables):
+        whose = "eager PyTorch (the microbenchmark)"
+    elif bench:
+        whose = f"engine {v.engine} (kernel tables; the microbenchmark's rows: eager PyTorch)"
+    else:
+        whose = f"engine {v.engine}"
     out = [
         Section(
-            f"engine {v.engine}: predicted ({v.profile}) vs measured; error = predicted / "
-            "measured - 1",
+            f"{whose}: predicted ({v.profile}) vs measured; error = predicted / measured - 1",
             [
                 "system",
                 "table",
