@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from mapped_rows import rows_running
+from mapped_rows import mapped_table, rows_running
 from reference_data import MEASURED
 
 from mlacalc.hardware.catalogue import load_hardware
@@ -307,13 +307,10 @@ def test_trtllm_w4a8_moe_rows_of_one_wave_and_of_many_are_both_fitted():
     waves (+21.2%): with the first wave's main loops (``first_wave``) both within a few points
     (docs/time-model.md, "The first wave of TensorRT-LLM-gen's w4a8 MoE tiles")."""
     pytest.importorskip("pyarrow")
-    from mlacalc.measured.mapping import map_table
     from mlacalc.measured.observations import predict_mapped
-    from mlacalc.measured.tables import load_measured
 
-    path = MEASURED / "b200_sxm" / "moe" / "trtllm" / "1.3.0rc20" / "moe_perf.parquet"
-    (t,) = load_measured(path).tables
-    m = map_table(t)
+    m = mapped_table("b200_sxm", "moe", "moe_perf", "trtllm")  # mapped once
+    t = m.table
     err = predict_mapped(m, None, "fit-b200-sxm") / t.seconds - 1.0
     names = ("num_tokens", "topk", "num_experts", "moe_ep_size", "moe_tp_size", "inter_size")
     tok, topk, experts, ep, tp, inter = (np.asarray(t.column(k)).astype(float) for k in names)
@@ -397,11 +394,10 @@ def test_moe_rows_not_predicted_per_table(system, engine, version, most):
     H100 table (3.7%, stated in docs/measured-sets.md, rule 8), and never a row of another
     kernel path than the row it is compared with."""
     pytest.importorskip("pyarrow")
-    from mlacalc.measured.mapping import map_table
-    from mlacalc.measured.tables import load_measured
 
-    (t,) = load_measured(MEASURED / system / "moe" / engine / version / "moe_perf.parquet").tables
-    out = int((~map_table(t).modelled).sum())
+    m = mapped_table(system, "moe", "moe_perf", engine)  # mapped once for the process
+    t = m.table
+    out = int((~m.modelled).sum())
     assert out == most
     assert (out <= 0.02 * len(t)) or (system, engine) == ("h100_sxm", "trtllm")
 
@@ -809,13 +805,10 @@ def test_sglang_triton_rows_carry_their_default_tile_and_are_fitted():
     pair (``all_pairs``, which its Triton rows alone carry); 8.7% / 30.3% with the tuned
     configs at their own rate (``tuned_rate``)."""
     pytest.importorskip("pyarrow")
-    from mlacalc.measured.mapping import map_table
     from mlacalc.measured.observations import predict_mapped
-    from mlacalc.measured.tables import load_measured
 
-    path = MEASURED / "h100_sxm" / "moe" / "sglang" / "0.5.14" / "moe_perf.parquet"
-    (t,) = load_measured(path).tables
-    m = map_table(t)
+    m = mapped_table("h100_sxm", "moe", "moe_perf", "sglang")  # mapped once
+    t = m.table
     src = t.column("kernel_source").astype(str)
     triton = np.zeros(len(t), dtype=bool)
     n_tuned = 0
@@ -888,13 +881,10 @@ def test_sglang_triton_rows_of_one_wave_are_not_fast():
     points, and so are the rows of fewer CTAs (docs/time-model.md, "The Triton fused
     MoE's weights at a draw per wave")."""
     pytest.importorskip("pyarrow")
-    from mlacalc.measured.mapping import map_table
     from mlacalc.measured.observations import predict_mapped
-    from mlacalc.measured.tables import load_measured
 
-    path = MEASURED / "h100_sxm" / "moe" / "sglang" / "0.5.14" / "moe_perf.parquet"
-    (t,) = load_measured(path).tables
-    m = map_table(t)
+    m = mapped_table("h100_sxm", "moe", "moe_perf", "sglang")  # mapped once
+    t = m.table
     err = predict_mapped(m, None, "fit-h100-sxm-sglang") / t.seconds - 1.0
     ctas = np.full(len(t), np.nan)
     for part in m.parts:
@@ -1178,13 +1168,10 @@ def test_each_expert_of_the_rank_costs_expert_s_touched_or_not():
 )
 def test_trtllm_moe_fitted_on_b200(dtype, median, p90):
     pytest.importorskip("pyarrow")
-    from mlacalc.measured.mapping import map_table
     from mlacalc.measured.observations import predict_mapped
-    from mlacalc.measured.tables import load_measured
 
-    path = MEASURED / "b200_sxm" / "moe" / "trtllm" / "1.3.0rc20" / "moe_perf.parquet"
-    (t,) = load_measured(path).tables
-    mapped = map_table(t)
+    mapped = mapped_table("b200_sxm", "moe", "moe_perf", "trtllm")  # mapped once
+    t = mapped.table
     err = predict_mapped(mapped, None, "fit-b200-sxm") / t.seconds - 1.0
     e = np.abs(err[mapped.modelled & np.isfinite(err) & rows_running(mapped, dtype)])
     assert len(e) > (5000 if dtype == "w4a8_mxfp4" else 38000)
@@ -1289,12 +1276,10 @@ def test_the_mapping_gives_flashinfer_trtllm_moe_rows_their_dtypes_tile():
 )
 def test_moe_tables_fitted_per_engine(engine, system, version, profile, median, p90):
     pytest.importorskip("pyarrow")
-    from mlacalc.measured.mapping import map_table
     from mlacalc.measured.observations import predict_mapped
-    from mlacalc.measured.tables import load_measured
 
-    (t,) = load_measured(MEASURED / system / "moe" / engine / version / "moe_perf.parquet").tables
-    m = map_table(t)
+    m = mapped_table(system, "moe", "moe_perf", engine)  # mapped once
+    t = m.table
     pred = predict_mapped(m, None, profile)
     ok = m.modelled & np.isfinite(pred)
     e = np.abs(pred[ok] / t.seconds[ok] - 1.0)
@@ -1307,17 +1292,14 @@ def _left_out_moe_errors(system, own, trt, engine, dtype=None):
     device (``trt``) for the kernels it runs on this generation, as bench_timemodel.py
     --engines composes them."""
     pytest.importorskip("pyarrow")
-    from mlacalc.measured.mapping import map_table
     from mlacalc.measured.observations import predict_mapped
-    from mlacalc.measured.tables import load_measured
     from mlacalc.timemodel.engine_profiles import with_generation_kernels
     from mlacalc.timemodel.profile import load_profile
 
     device = {"h100_sxm": "H100-SXM", "b200_sxm": "B200"}[system]
     prof = with_generation_kernels(load_profile(own), load_profile(trt), load_hardware(device))
-    tables = load_measured(MEASURED / system / "moe", engine=engine).tables
-    (t,) = [x for x in tables if x.engine == engine]
-    mapped = map_table(t)
+    mapped = mapped_table(system, "moe", "moe_perf", engine)  # mapped once for the process
+    t = mapped.table
     err = predict_mapped(mapped, None, prof) / t.seconds - 1.0
     return np.abs(err[mapped.modelled & np.isfinite(err) & rows_running(mapped, dtype)])
 
@@ -1920,13 +1902,10 @@ def _trtllm_cutlass_moe_errors(system: str, profile: str, dtype: str):
     """A device's TensorRT-LLM 1.3.0rc20 MoE table, each row's prediction error under
     ``profile``, and the rows of ``dtype`` the model runs on TensorRT-LLM's CUTLASS path."""
     pytest.importorskip("pyarrow")
-    from mlacalc.measured.mapping import map_table
     from mlacalc.measured.observations import predict_mapped
-    from mlacalc.measured.tables import load_measured
 
-    path = MEASURED / system / "moe" / "trtllm" / "1.3.0rc20" / "moe_perf.parquet"
-    (t,) = load_measured(path).tables
-    mapped = map_table(t)
+    mapped = mapped_table(system, "moe", "moe_perf", "trtllm")  # mapped once
+    t = mapped.table
     err = predict_mapped(mapped, None, profile) / t.seconds - 1.0
     ok = mapped.modelled & np.isfinite(err) & rows_running(mapped, dtype)
     return t, err, ok & (t.column("kernel_source") == "moe_torch_flow_cutlass")
@@ -2000,13 +1979,10 @@ def test_trtllm_b200_narrow_moe_rows_at_many_rows_a_rank(dtype, before):
     cost per row (``row_s``) bf16 -8.1% / +7.5%, fp8 -16.5% / +8.0%, nvfp4 -19.8% / +12.4%;
     after +1.8% / +4.3%, -1.7% / +0.4% and +1.1% / +2.1%."""
     pytest.importorskip("pyarrow")
-    from mlacalc.measured.mapping import map_table
     from mlacalc.measured.observations import predict_mapped
-    from mlacalc.measured.tables import load_measured
 
-    path = MEASURED / "b200_sxm" / "moe" / "trtllm" / "1.3.0rc20" / "moe_perf.parquet"
-    (t,) = load_measured(path).tables
-    mapped = map_table(t)
+    mapped = mapped_table("b200_sxm", "moe", "moe_perf", "trtllm")  # mapped once
+    t = mapped.table
     err = predict_mapped(mapped, None, "fit-b200-sxm") / t.seconds - 1.0
     width = t.column("hidden_size") + t.column("inter_size")
     ok = mapped.modelled & np.isfinite(err) & rows_running(mapped, dtype)
@@ -2041,13 +2017,10 @@ def test_flashinfer_moe_floor_grows_with_the_hidden_size():
     and slow at 2,816 (signed median -5.9% / +4.6% with no ``hidden_s``; the class's p90 19.1%);
     with it refitted -1.4% / -1.0% and p90 11.1%."""
     pytest.importorskip("pyarrow")
-    from mlacalc.measured.mapping import map_table
     from mlacalc.measured.observations import predict_mapped
-    from mlacalc.measured.tables import load_measured
 
-    path = MEASURED / "b200_sxm" / "moe" / "vllm" / "0.24.0" / "moe_perf.parquet"
-    (t,) = load_measured(path).tables
-    mapped = map_table(t)
+    mapped = mapped_table("b200_sxm", "moe", "moe_perf", "vllm")  # mapped once
+    t = mapped.table
     err = predict_mapped(mapped, None, "fit-b200-sxm-vllm") / t.seconds - 1.0
     source = t.column("kernel_source").astype(str)
     ok = mapped.modelled & np.isfinite(err)
@@ -2068,13 +2041,10 @@ def test_trtllm_gen_w4a8_moe_pays_one_hidden_rows_latency():
     median +7.2% with no ``hidden_s``; the class's median 11.16%); refitted with it +0.6%
     and 10.84% (the widest, hidden 7,168, +0.3% -> +8.9%)."""
     pytest.importorskip("pyarrow")
-    from mlacalc.measured.mapping import map_table
     from mlacalc.measured.observations import predict_mapped
-    from mlacalc.measured.tables import load_measured
 
-    path = MEASURED / "b200_sxm" / "moe" / "trtllm" / "1.3.0rc20" / "moe_perf.parquet"
-    (t,) = load_measured(path).tables
-    mapped = map_table(t)
+    mapped = mapped_table("b200_sxm", "moe", "moe_perf", "trtllm")  # mapped once
+    t = mapped.table
     err = predict_mapped(mapped, None, "fit-b200-sxm") / t.seconds - 1.0
     ok = mapped.modelled & np.isfinite(err) & rows_running(mapped, "w4a8_mxfp4")
     assert ok.sum() > 5000
