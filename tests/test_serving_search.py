@@ -117,10 +117,10 @@ def test_search_cli():
         "Best deployment of llama-3-8b on H100-SXM" in out.output
         and "Pareto frontier" in out.output
     )
-    doc = json.loads(runner.invoke(cli, [*args, "--format", "json"]).output)
+    doc = json.loads(runner.invoke(cli, [*args, "--format", "json"]).stdout)  # warnings: stderr
     assert doc["best"]["tpot_s"] <= 0.02 and doc["frontier"]
     rows = list(
-        csv.DictReader(io.StringIO(runner.invoke(cli, [*args, "--format", "csv", "--all"]).output))
+        csv.DictReader(io.StringIO(runner.invoke(cli, [*args, "--format", "csv", "--all"]).stdout))
     )
     assert len(rows) > len(doc["frontier"]) and {"layout", "ttft_s", "reason"} <= set(rows[0])
     bad = runner.invoke(cli, [*args[:-2], "--tpot", "fast"])

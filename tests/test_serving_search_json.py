@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from mlacalc.serving.search import FIELDS, SCHEMA, explain, search
+from mlacalc.serving.search import FIELDS, SCHEMA, explain, search, target_edge_warnings
 
 
 def test_every_point_has_the_same_keys_and_types():
@@ -24,7 +24,9 @@ def test_every_point_has_the_same_keys_and_types():
     assert agg["prefill_layout"] is None and agg["prefill_tp"] is None
     assert d["best"]["calibration"] and d["best"]["profile"]
     assert set(d["request_latency_s"]) == {"aggregated", "disaggregated"}
-    assert d["warnings"] == []
+    # its one warning: the best point (49.6 ms) is inside the 50 ms target only by the served
+    # TPOT's measured median bias
+    assert d["warnings"] == list(target_edge_warnings(r.best, None, 0.05)) != []
 
 
 def test_kernels_standing_in_are_said_in_best_calibration_and_warnings():
