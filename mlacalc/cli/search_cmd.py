@@ -434,7 +434,6 @@ def command(
     osl,
     ttft,
     tpot,
-    served_bias,
     weight_dtypes,
     kv_dtypes,
     modes,
@@ -531,7 +530,7 @@ def command(
         routing_imbalance=routing_imbalance,
         prefix_cache_hit=prefix_cache_hit,
         moe_backend=engine["moe_backend"],
-        served_bias=served_bias,
+        served_bias=engine_opts.pop("served_bias"),
     )
     engine.update(result.scheduler_defaults_applied)  # what plan and launch are given
     if engine["overlap_schedule"] is None:  # no engine's defaults: on, as search ran it

@@ -1443,18 +1443,11 @@ def search(
     and counting what each reason ruled out. ``routing``, ``expert_skew``, ``rebalance``
     and ``routing_imbalance`` load the routed experts of every point as :func:`mlacalc.plan`
     does (refused as plan refuses them; ``SearchResult.constraints()`` says what the search
-    ran under). ``prefix_cache_hit``: the share of each prompt's tokens found cached, every
-    prompt of every point timed as :func:`mlacalc.plan` times it at that hit.
-    ``page_size`` (None: the engine's page for the model and device, as :func:`mlacalc.plan`
-    takes it; 16 with none),
-    ``memory_reserve`` (None: 0.1) or ``engine_memory`` (the engine's own memory setting;
-    not both) size every point as plan does; :meth:`SearchResult.launch_commands` sets them.
-    ``moe_backend`` (TensorRT-LLM's, as :func:`mlacalc.plan` takes it): one value for every
-    point, not searched over; refused where no weight choice's experts take it.
-    ``served_bias``: ``ttft`` and ``tpot`` are to be met as served, the predictions held to
-    them less the served figures' measured median bias (:func:`served_targets`: TPOT 13.0%
-    short, TTFT 3.9%); without it a best point inside a target only by that bias is warned
-    (:func:`target_edge_warnings`).
+    ran under). ``prefix_cache_hit``, ``page_size`` (None: the engine's page; 16 with none),
+    ``memory_reserve`` (None: 0.1) or ``engine_memory`` (not both) and ``moe_backend`` (one
+    for every point) as :func:`mlacalc.plan` takes them (:meth:`SearchResult.launch_commands`
+    sets them). ``served_bias``: the targets met as served (:func:`served_targets`; without
+    it, :func:`target_edge_warnings`).
 
     Examples
     --------
@@ -1464,20 +1457,13 @@ def search(
     """
     args = dict(locals())  # the first statement: exactly the arguments
     t0 = time.perf_counter()
-    served_bias = flag("served_bias", args.pop("served_bias"))
-    req = check_search(**args)  # every argument, checked and normalised
-    served = None
-    if served_bias:
-        served = {"ttft_s": req.ttft, "tpot_s": req.tpot}
-        req = dataclasses.replace(req, **served_targets(req.ttft, req.tpot))
-        ttft, tpot = req.ttft, req.tpot
+    req, served = _checked(args)  # every argument, checked and normalised
     reasons: Counter[str] = Counter()
     cands = candidates(req, reasons)
     if not cands and req.limited:
         raise _limits_left_nothing(req, reasons)
     secs = time_candidates(cands, req.profile)
-    # the candidates' kernels by class, with the variant and shapes the class they run follows
-    # from (the DeepGEMM experts behind DeepEP, a DSA core's kernel), as a plan's
+    # kernels by class, with the variant and shapes their class follows from, as a plan's
     kernels = spec_kernels(list({id(sp): sp for c in cands for sp in c.specs}.values()))
     profile_name, calibration = calibration_of(req.profile, req.hw, kernels)
     pools = prefill_pools(req, cands, secs)
@@ -1490,6 +1476,7 @@ def search(
     front = pareto(points)
     best_cal, parts = best_calibration(req, best, points, found.models)
     explain(points, front, best, reasons)
+    said = _search_warnings(req, best, front, bool(points), parts, served is not None)
     return _finished(
         req,
         parts,
@@ -1497,8 +1484,8 @@ def search(
         hardware=req.hw.name,
         isl=req.isl,  # checked: Python ints
         osl=req.osl,
-        ttft_target_s=ttft,
-        tpot_target_s=tpot,
+        ttft_target_s=req.ttft,
+        tpot_target_s=req.tpot,
         points=points,
         frontier=[dict(p) for p in front],
         best=dict(best) if best else None,
@@ -1517,8 +1504,7 @@ def search(
         engine_memory_of=req.engine_memory and req.engine_memory[0],
         page_size=req.page_size,
         best_calibration=best_cal + req.engine_note if best_cal else "",
-        warnings=_search_warnings(req, best, front, bool(points), parts, served=served is not None)
-        + _pool_busy(best, found),
+        warnings=said + _pool_busy(best, found),
         served_targets=served,
         budget=req.budget,
         **req.scheduler_record,
@@ -1607,6 +1593,18 @@ def _search_warnings(
             ws = [f"frontier points with {what}: {w}" for w in ws]
         said += ws
     return tuple(w for w in said if w)
+
+
+def _checked(args: dict[str, Any]) -> tuple[SearchRequest, dict[str, float | None] | None]:
+    """:func:`search`'s arguments checked (:func:`check_search`) and, with ``served_bias``,
+    its targets as served (:func:`served_targets`) beside the request held to the predictions
+    that meet them."""
+    served_bias = flag("served_bias", args.pop("served_bias"))
+    req = check_search(**args)
+    if not served_bias:
+        return req, None
+    served = {"ttft_s": req.ttft, "tpot_s": req.tpot}
+    return dataclasses.replace(req, **served_targets(req.ttft, req.tpot)), served
 
 
 def served_targets(ttft: float | None, tpot: float | None) -> dict[str, float | None]:
