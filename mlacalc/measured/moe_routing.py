@@ -237,7 +237,8 @@ def _grouped_routed(
     # the best experts of the kept groups: picked before unpicked, lower index first. The keys
     # of the kept groups' experts are distinct and at least ``topk`` of them lie below every
     # other group's, so the ``topk`` smallest are one set, whatever order a partition leaves
-    key = np.where(allowed, np.where(hot, 0, 1) * experts + np.arange(experts)[None, :], 2**40)
+    index = np.arange(experts, dtype=np.int32)[None, :]
+    key = np.where(allowed, np.where(hot, index, index + experts), np.int32(2 * experts))
     chosen = np.argpartition(key, topk - 1, axis=1)[:, :topk]
     weights = np.repeat(count, topk).astype(np.float64)
     if draw is None:
