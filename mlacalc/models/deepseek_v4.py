@@ -295,9 +295,26 @@ def read_config(raw: Mapping[str, Any], origin: str = "config.json") -> V4Config
     )
 
 
+#: :func:`config_of` of the last few models, by identity (the model kept beside its config, so
+#: an id is never reused while its entry lives): a module table's rows build one model's
+#: kernels thousands of times (speed only)
+_CONFIGS: dict[int, tuple[Any, V4Config]] = {}
+
+
 def config_of(model: Any) -> V4Config:
     """The :class:`V4Config` of a loaded ``deepseek_v4`` :class:`~mlacalc.ModelConfig` (its
     ``compress_ratios``, rates, ``hash_moe_layers`` and widths; the schema checked them)."""
+    hit = _CONFIGS.get(id(model))
+    if hit is not None and hit[0] is model:
+        return hit[1]
+    config = _config_of(model)
+    if len(_CONFIGS) >= 64:
+        _CONFIGS.clear()
+    _CONFIGS[id(model)] = (model, config)
+    return config
+
+
+def _config_of(model: Any) -> V4Config:
     m = model
     kinds = {0: SLIDING, m.compress_rate_csa: CSA, m.compress_rate_hca: HCA}
     hashed = set(m.hash_moe_layers)
