@@ -501,14 +501,12 @@ def test_engine_power_law_rows_of_few_tokens_are_predicted_as_the_balanced_ones(
     E/16 take their balanced row's time (median ratio 1.00, quartiles 0.98-1.02), and are
     predicted within 2% of it (before: 1.15x on B200, 1.30x on H100, all pairs on the rank)."""
     pytest.importorskip("pyarrow")
-    from mlacalc.measured.mapping import map_table
     from mlacalc.measured.observations import predict_mapped
-    from mlacalc.measured.tables import load_measured
 
     for system, prof in (("b200_sxm", "fit-b200-sxm-sglang"), ("h100_sxm", "fit-h100-sxm-sglang")):
-        path = MEASURED / system / "moe" / "sglang" / "0.5.14" / "moe_perf.parquet"
-        (t,) = load_measured(path).tables
-        pred = predict_mapped(map_table(t), profile=prof)
+        m = mapped_table(system, "moe", "moe_perf", "sglang")  # mapped once
+        t = m.table
+        pred = predict_mapped(m, profile=prof)
         c = t.columns
         named = ("kernel_source", "moe_dtype", "num_tokens", "hidden_size", "inter_size",
                  "topk", "num_experts", "moe_tp_size", "moe_ep_size")  # fmt: skip
@@ -2239,15 +2237,13 @@ def test_vllms_measured_moe_rows_carry_the_expert_map_from_source_and_ep():
     ``moe_ep_size`` 8 carries ``ep_map`` 1, the same kernel at EP 1 carries 0, and a FlashInfer
     row at EP 8 carries 0 (the map is built in Triton's wrapper alone)."""
     pytest.importorskip("pyarrow")
-    from mlacalc.measured.mapping import map_table
-    from mlacalc.measured.tables import load_measured
 
-    (path,) = (MEASURED / "h100_sxm" / "moe" / "vllm").glob("*/moe_perf.parquet")
-    (t,) = load_measured(path).tables
+    m = mapped_table("h100_sxm", "moe", "moe_perf", "vllm")  # mapped once for the process
+    t = m.table
     src = t.column("kernel_source").astype(str)
     ep = t.column("moe_ep_size")
     ep_map = np.full(len(t), np.nan)
-    for part in map_table(t).parts:
+    for part in m.parts:
         ep_map[part.rows] = part.batch.shape["ep_map"]
     triton = np.isin(
         src,
@@ -2274,7 +2270,7 @@ def test_vllms_measured_moe_rows_carry_the_expert_map_from_source_and_ep():
         c["num_tokens"] * 1.0, c["topk"] * 1.0, (c["num_experts"] // c["moe_ep_size"]) * 1.0
     )
     tile = np.full(len(t), np.nan)
-    for part in map_table(t).parts:
+    for part in m.parts:
         tile[part.rows] = part.batch.shape["row_tile"]
     oai = (src == "vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic") & np.isfinite(tile)
     assert oai.sum() > 1000 and np.array_equal(tile[oai], want[oai])
