@@ -1213,17 +1213,11 @@ def test_the_mapping_gives_flashinfer_trtllm_moe_rows_their_dtypes_tile():
     mean load up to their dtype's largest (fp4 256, weight-only 32, block-scaled fp8 64); its
     bf16 rows none (the fastest tile)."""
     pytest.importorskip("pyarrow")
-    from mlacalc.measured.mapping import map_table
-    from mlacalc.measured.tables import load_measured
     from mlacalc.timemodel.moe_time import TRTLLM_GEN_MAX_TILE, trtllm_gen_row_tile
 
-    (t,) = [
-        x
-        for x in load_measured(MEASURED / "b200_sxm" / "moe", engine="sglang").tables
-        if x.engine == "sglang"
-    ]
+    mapped_t = mapped_table("b200_sxm", "moe", "moe_perf", "sglang")  # mapped once
     seen = set()
-    for part in map_table(t).parts:
+    for part in mapped_t.parts:
         s = part.batch.shape
         if part.batch.variant:
             continue
@@ -1741,21 +1735,16 @@ def test_flashinfer_cutlass_fp8_on_hopper_runs_128_row_tiles():
     assert compute[2] == pytest.approx(2 * compute[1], rel=0.03)  # twice the tiles (waves of 132)
 
     pytest.importorskip("pyarrow")
-    from mlacalc.measured.mapping import map_table
-    from mlacalc.measured.tables import load_measured
 
     for system, engine, flagged in (
         ("h100_sxm", "vllm", True),
         ("b200_sxm", "vllm", False),
         ("h100_sxm", "sglang", False),
     ):
-        (t,) = [
-            x
-            for x in load_measured(MEASURED / system / "moe", engine=engine).tables
-            if x.engine == engine
-        ]
+        mapped_t = mapped_table(system, "moe", "moe_perf", engine)  # mapped once
+        t = mapped_t.table
         src = t.columns["kernel_source"].astype(str)
-        for part in map_table(t).parts:
+        for part in mapped_t.parts:
             s, mine = part.batch.shape, src[part.rows] == fp8
             assert np.array_equal(
                 s["row_tile"] == 128.0, mine & flagged | (s["row_tile"] == 128.0) & ~mine
@@ -2099,16 +2088,10 @@ def test_flashinfer_trtllm_moe_rows_of_few_tokens_are_not_slow(engine, dtype, bo
     """The B200 rows of FlashInfer's TensorRT-LLM MoE of 1-4 tokens: the fit's floor, with the
     cost per routed pair up to the knee, is theirs (signed median within ``bound``)."""
     pytest.importorskip("pyarrow")
-    from mlacalc.measured.mapping import map_table
     from mlacalc.measured.observations import predict_mapped
-    from mlacalc.measured.tables import load_measured
 
-    (t,) = [
-        x
-        for x in load_measured(MEASURED / "b200_sxm" / "moe", engine=engine).tables
-        if x.engine == engine
-    ]
-    m = map_table(t)
+    m = mapped_table("b200_sxm", "moe", "moe_perf", engine)  # mapped once for the process
+    t = m.table
     pred = predict_mapped(m, None, f"fit-b200-sxm-{engine}")
     src = np.asarray(t.column("kernel_source")).astype(str)
     few = (
