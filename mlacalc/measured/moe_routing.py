@@ -263,16 +263,20 @@ def _grouped_routed_sparse(
     rows, topk = picks.shape
     size = experts // groups
     group = picks // size
-    score = np.zeros((rows, groups), dtype=np.int64)
-    for i in range(topk):
-        score += group[:, i : i + 1] == np.arange(groups)[None, :]
-    order = np.argsort(-np.minimum(score, 2), axis=1, kind="stable")[:, :kept]
+    line = np.arange(rows)[:, None]
+    score = np.bincount((line * groups + group).ravel(), minlength=rows * groups)
+    order = np.argsort(-np.minimum(score.reshape(rows, groups), 2), axis=1, kind="stable")
     allowed = np.zeros((rows, groups), dtype=bool)
-    np.put_along_axis(allowed, order, True, axis=1)
+    np.put_along_axis(allowed, order[:, :kept], True, axis=1)
     mine = np.take_along_axis(allowed, group, axis=1)  # picks of a kept group
     need = topk - mine.sum(axis=1)
-    fill = allowed.argmax(axis=1)[:, None] * size + np.arange(2 * topk)[None, :]
-    free = ~(fill[:, :, None] == picks[:, None, :]).any(axis=2)
+    first = allowed.argmax(axis=1)[:, None] * size
+    fill = first + np.arange(2 * topk)[None, :]
+    # the picks among those candidates: not free
+    rel = picks - first
+    near = (rel >= 0) & (rel < 2 * topk)
+    free = np.ones((rows, 2 * topk), dtype=bool)
+    free[np.broadcast_to(line, rel.shape)[near], rel[near]] = False
     take = free & (np.cumsum(free, axis=1) <= need[:, None])
     off = np.zeros(rows, dtype=np.int64) if draw is None else draw * experts
     at = np.concatenate([(picks + off[:, None])[mine], (fill + off[:, None])[take]])
