@@ -216,7 +216,11 @@ def token_reduce_share(row: np.ndarray) -> np.ndarray:
     (k <= 32) reduces by its own shuffles: nothing past the static call's wait. Measured (the
     difference at 16,384 and 32,768 tokens over the CTAs an SM, k <= 1,024, where the bytes are
     few; H100 / B200): k = 32 0-1 / 0 ns a CTA, k = 64 61 / 57-59, k = 128 30-32 / 56-61, k =
-    256-1,024 107-125 / 181-216: shares 0, 0.5 / 0.3, 0.25 / 0.3, 1 against 0, 0.25, 0.5, 1."""
+    256-1,024 107-125 / 181-216: shares 0, 0.5 / 0.3, 0.25 / 0.3, 1 against the rule's 0, 0.25,
+    0.5, 1. So the rule's two middle points run against its own evidence: H100's share falls
+    from k = 64 to 128 (0.5 -> 0.25) where the rule's rises (0.25 -> 0.5), and B200's is flat
+    (0.3, 0.3); it is the nearest one-parameter form, not a reading of those two points, and the
+    kind's p90 stays 29% (H100) and 50% (B200) after it."""
     threads = np.minimum(row, float(TOKEN_CTA_THREADS))
     return np.where(row <= WARP_THREADS, 0.0, threads / TOKEN_CTA_THREADS)
 
