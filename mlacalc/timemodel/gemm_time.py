@@ -297,6 +297,15 @@ CUTLASS_SM100_ENGINES = frozenset({"sglang"})
 #: 256-row tile over a pair of SMs; from recall): its rows' times are flat across each 256-row
 #: step (:data:`CUTLASS_SM100_FP8_TILES`); vLLM's B200 rows are not (Hopper only there).
 CUTLASS_SM90_CLUSTER_M = 2.0
+
+#: The operand rows of a stage of CUTLASS's Hopper ``scaled_mm`` 128 x 128 tile (tm + tn): a
+#: wave's pipeline fill (``tile_s``, fitted at that tile) loads its stages of tm + tn rows of K,
+#: so the 64 x 64 tile's takes half and the 64 x 128 tile's three quarters. The rows: SGLang's
+#: H100 fp8 calls of n, k <= 512 (one wave) take 4.6-4.9 us at 1-16 rows, 5.0 at 17-64, 5.5-5.8
+#: at 65-128 (the 64 x 128 tile) and 6.5-6.9 at 129-512 (paired 128 x 128), vLLM's 5.2, 6.0-6.1
+#: and 6.6-7.4 us, where one ``tile_s`` a wave gave SGLang 5.58-5.95 us (+11% to +22% at up to 64
+#: rows, -8% to -15% at 129-512).
+CUTLASS_SM90_STAGE_ROWS = 256.0
 CUTLASS_CLUSTER_FROM_M = 128.0
 
 #: GEMM dtypes whose tensor rate follows the clock the chip's power allows: the
@@ -863,7 +872,12 @@ def _tile_seconds(
         eff = prm["eff_compute"]
         mma = mma * eff / (1.0 - (1.0 - eff) * busy)
     # a persistent kernel fills its pipeline and drains its epilogue once (PERSISTENT_DTYPES)
-    cand = mma + np.where(_persistent(c), 1.0, waves) * prm["tile_s"]
+    # Hopper's CUTLASS scaled_mm fills each wave's pipeline with its tile's operands: the
+    # fill by the bytes of a stage, (tm + tn) rows of K, a 128 x 128 tile's ``tile_s``
+    # (CUTLASS_SM90_STAGE_ROWS)
+    disp = (col(c.batch, "cutlass_dispatch", 0) > 0) & (not c.fig.tcgen05)
+    stage = np.where(disp, (c.tm + c.tn) / CUTLASS_SM90_STAGE_ROWS, 1.0)
+    cand = mma + np.where(_persistent(c), 1.0, waves) * prm["tile_s"] * stage
     if dtype in ("fp8_block",) and not c.fig.tcgen05:
         # block scaling: after each 128-deep K block a tile multiplies its partial product
         # by the two scales and adds it to its fp32 accumulator on the CUDA cores (the
