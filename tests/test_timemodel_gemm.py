@@ -428,6 +428,31 @@ def test_cutlass_scaled_mm_takes_its_tile_from_the_rows_and_never_splits_k():
     assert on_b200["compute_s"][3] == pytest.approx(4.0 / 3.0 * on_b200["compute_s"][2])
 
 
+def test_cutlass_scaled_mm_fills_a_wave_by_its_tiles_stage_on_hopper():
+    """CUTLASS's Hopper fp8 scaled_mm fills each wave's pipeline with a stage of its tile's
+    tm + tn rows of K (model.CUTLASS_SM90_STAGE_ROWS): ``tile_s`` x 0.5 for the 64 x 64 tile
+    (up to 64 rows), 0.75 for 64 x 128 (65-128), 1 for the 128 x 128 tile beyond. Measured:
+    SGLang's H100 calls of n, k <= 512 take 5.0, 5.5-5.8 and 6.5-6.9 us at 17-64, 65-128 and
+    129-512 rows. Not on B200 (``tcgen05``), whose wave takes ``tile_s`` whole."""
+    h100 = device_figures(load_hardware("H100-SXM"))
+    b200 = device_figures(load_hardware("B200"))
+    ms = [16, 100, 200]
+
+    def wave(fig):
+        def seconds(tile_s):
+            prm = {**default_params("gemm"), "eff_compute": 1.0, "tile_s": tile_s}
+            batch = _gemm("fp8", ms, [64] * 3, [128] * 3, cutlass_dispatch=1)
+            return kernel_terms(batch, fig, prm)["compute_s"]
+
+        return seconds(1e-6) - seconds(0.0)
+
+    np.testing.assert_allclose(wave(h100), [0.5e-6, 0.75e-6, 1e-6], rtol=1e-6)
+    # B200's (its clock scales ``tile_s``): the same wave for every tile
+    on_b200 = wave(b200)
+    assert on_b200[0] > 0.9e-6 and np.allclose(on_b200, on_b200[0], rtol=1e-9)
+    assert model.CUTLASS_SM90_STAGE_ROWS == 256.0
+
+
 def test_cutlass_scaled_mm_on_hopper_runs_its_128_row_tiles_in_pairs():
     """Above 128 rows CUTLASS's Hopper fp8 scaled_mm runs its 128-row tiles in clusters of
     two along M (model.CUTLASS_SM90_CLUSTER_M): a call of 256 j + 1 rows runs as many tiles as
