@@ -464,6 +464,26 @@ def test_blackwells_bf16_prompt_tile_halves_at_head_dim_512():
     assert ratio > 2.3  # twice the FLOPs and twice the operand reads a FLOP (was 2.0)
 
 
+def test_tritons_wide_head_prompt_tile_is_hoppers_alone():
+    # SGLang's Triton prompt kernel runs 64-row query tiles past head dim 256, read from H100's
+    # rows only: Hopper (H100, H200) cuts the tile, A100, MI300X and an RTX 4090 (compute
+    # capability 8.9, no table) keep theirs, and head dim 256 keeps 128 rows on Hopper too
+    from mlacalc.timemodel import attention_time
+
+    def rows(device: str, d: float, variant: str = "triton") -> float:
+        fig = device_figures(load_hardware(device))
+        batch = causal_prompt_batch("attention_prefill", "bf16", 8192.0, 8.0, d, d, variant)
+        q, k = attention_time._wide_head_tiles(batch, fig, np.array([128.0]), np.array([128.0]))
+        assert k[0] == 128.0
+        return float(q[0])
+
+    assert rows("H100-SXM", 512.0) == rows("H200", 512.0) == 64.0
+    assert rows("H100-SXM", 512.0, "triton_upcast") == 64.0
+    assert rows("H100-SXM", 256.0) == 128.0
+    for device in ("A100-SXM-80GB", "MI300X", "RTX-4090"):
+        assert rows(device, 512.0) == 128.0, device
+
+
 def test_a_causal_band_starts_as_a_causal_triangle():
     # the tiles of a sliding window's first queries meet only the blocks up to their last
     # query: 10,240 tokens under an 8,192-key window, 80 tiles of 128 queries, the first 65

@@ -153,7 +153,9 @@ WIDE_HEAD_TILE_ROWS = 64.0
 #: (fp8) longer predicted with 128-row tiles, one sequence of one head 0.072 us a token where
 #: they gave 0.166 (its last tile's causal walk), while the calls of more tiles than SMs were
 #: on it (-2% to -14%); at 256 (a 1,024-key window) the same cut read the full waves +24% to
-#: +26%, so 256 keeps its 128 rows
+#: +26%, so 256 keeps its 128 rows. Hopper only (``kernel_generation`` ``sm90``): the evidence
+#: is H100's rows alone, so A100, AMD and compute capability 12 parts keep the tile as given
+#: (their Triton block sizes by head dim are not read from any table)
 TRITON_WIDE_HEAD_DIM = 256.0
 
 #: That kernel's exponentials run at this multiple of the SFUs' rate (``eff_exp`` then at most
@@ -1245,14 +1247,15 @@ def _wide_head_tiles(
     :data:`WIDE_HEAD_TILE_ROWS`, while the tile's queries and one K and one V block of its
     keys, at the dtype's element bytes, exceed the SM's shared memory. Only bf16 at head dim
     512 is cut (128 x 512 x 2 bytes of queries and 2 x 128 x 512 x 2 of K and V: 384 KB of
-    B200's 228): fp8 at 512 and bf16 at 256 hold 192 KB. SGLang's Triton prompt kernel on the
-    devices before Blackwell (:data:`WINDOW_WALK_VARIANTS`) cuts its query tile to
-    :data:`WIDE_HEAD_TILE_ROWS` rows past :data:`TRITON_WIDE_HEAD_DIM` of head dim, either
-    dtype. Elsewhere (Hopper's other kernels, the other variants: FlashInfer's own kernel,
-    FlashMLA's sparse cores) the tile as given."""
+    B200's 228): fp8 at 512 and bf16 at 256 hold 192 KB. SGLang's Triton prompt kernel on
+    Hopper (:data:`WINDOW_WALK_VARIANTS`, ``kernel_generation`` ``sm90``: the evidence is H100's
+    rows) cuts its query tile to :data:`WIDE_HEAD_TILE_ROWS` rows past
+    :data:`TRITON_WIDE_HEAD_DIM` of head dim, either dtype. Elsewhere (Hopper's other kernels,
+    the other variants: FlashInfer's own kernel, FlashMLA's sparse cores; the Triton kernel on
+    A100, AMD and compute capability 12 parts, unmeasured) the tile as given."""
     if batch.kind != "attention_prefill":
         return tile_q, tile_k
-    if batch.variant in WINDOW_WALK_VARIANTS and not fig.tcgen05:
+    if batch.variant in WINDOW_WALK_VARIANTS and fig.kernel_generation == "sm90":
         d = col(batch, "head_dim_qk", 128)
         rows = np.asarray(tile_q, dtype=float) * np.ones(len(batch))
         return np.where(
