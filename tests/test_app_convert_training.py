@@ -423,8 +423,11 @@ def test_convert_tab_says_what_convert_warns_of_the_device_engine_and_cache():
     bf16 cache say none."""
     q = dict(model="llama-3-70b", seq_len="4096", batch="1")
     infos = [i.value for i in run("Convert to MLA", **q, hw="H100", kv="fp8", engine="sglang").info]
-    slower = [i for i in infos if "slower than a bf16 cache's" in i]
+    # the source's fp8 step 53.07 ms against bf16's 52.99, the converted 56.22 against 55.32:
+    # within 2%, no faster (a review: "slower" at 0.2%, "1 sequences")
+    slower = [i for i in infos if "no faster than a bf16 cache's" in i]
     assert len(slower) == 2 and slower[0].startswith("The fp8 cache's decode kernels under SGLang")
+    assert "decode step of 1 sequence of 4,096 tokens" in slower[0]
     infos = [i.value for i in run("Convert to MLA", **q, hw="MI300X", engine="trtllm").info]
     assert any(i.startswith("TensorRT-LLM runs on NVIDIA GPUs only") for i in infos)
     assert any(i.startswith("MI300X is not a fitted device") for i in infos)

@@ -1446,7 +1446,7 @@ def search(
     ran under). ``prefix_cache_hit``, ``page_size`` (None: the engine's page; 16 with none),
     ``memory_reserve`` (None: 0.1) or ``engine_memory`` (not both) and ``moe_backend`` (one
     for every point) as :func:`mlacalc.plan` takes them (:meth:`SearchResult.launch_commands`
-    sets them). ``served_bias``: the targets met as served (:func:`served_targets`; without
+    sets them). ``served_bias``: the targets met as served (:func:`predicted_targets`; without
     it, :func:`target_edge_warnings`).
 
     Examples
@@ -1597,22 +1597,28 @@ def _search_warnings(
 
 def _checked(args: dict[str, Any]) -> tuple[SearchRequest, dict[str, float | None] | None]:
     """:func:`search`'s arguments checked (:func:`check_search`) and, with ``served_bias``,
-    its targets as served (:func:`served_targets`) beside the request held to the predictions
-    that meet them."""
+    its targets as served beside the request held to the predictions that meet them
+    (:func:`predicted_targets`); ``served_bias`` with no target refused."""
     served_bias = flag("served_bias", args.pop("served_bias"))
     req = check_search(**args)
     if not served_bias:
         return req, None
+    if req.ttft is None and req.tpot is None:
+        raise InvalidArgumentError(
+            "served_bias",
+            "holds the ttft and tpot targets to the served bias, and neither is given: give "
+            "ttft or tpot (--ttft / --tpot), or leave served_bias off",
+        )
     served = {"ttft_s": req.ttft, "tpot_s": req.tpot}
-    return dataclasses.replace(req, **served_targets(req.ttft, req.tpot)), served
+    return dataclasses.replace(req, **predicted_targets(req.ttft, req.tpot)), served
 
 
-def served_targets(ttft: float | None, tpot: float | None) -> dict[str, float | None]:
+def predicted_targets(ttft: float | None, tpot: float | None) -> dict[str, float | None]:
     """The predicted TTFT and TPOT that meet ``ttft`` and ``tpot`` as served, at the served
     figures' measured median bias (:data:`~mlacalc.serving.provenance.SERVING_ERRORS`, each a
     signed (predicted - measured) / measured: predictions short of the measured runs).
 
-    >>> {k: round(v, 4) for k, v in served_targets(2.0, 0.05).items()}
+    >>> {k: round(v, 4) for k, v in predicted_targets(2.0, 0.05).items()}
     {'ttft': 1.922, 'tpot': 0.0435}
     """
     out: dict[str, float | None] = {}
@@ -1637,8 +1643,8 @@ def target_edge_warnings(
     >>> w, = target_edge_warnings({"tpot_s": 0.05, "ttft_s": 0.1}, None, 0.05)
     >>> w[:40]
     "the best point's TPOT 50.0 ms meets the "
-    >>> w[w.index("--served-bias"):]
-    '--served-bias holds the predictions to 43.5ms for it'
+    >>> w[w.index("rerun"):]
+    'rerun with --served-bias to hold the predicted TPOT to 43.5 ms'
     >>> target_edge_warnings({"tpot_s": 0.04, "ttft_s": 0.1}, None, 0.05)
     ()
     """
@@ -1655,15 +1661,15 @@ def target_edge_warnings(
         served = best[key] / (1 + bias)
         if served <= target:
             continue
-        margin = target * (1 + bias)
-        ms = f"{margin:.3g}s" if margin >= 1 else f"{margin * 1e3:.3g}ms"
+        margin = target * (1 + bias)  # as the CLI's title writes it
+        held = f"{margin:,.6g} s" if margin >= 1 else f"{margin * 1e3:,.6g} ms"
         out.append(
             f"the best point's {name} {best[key] * 1e3:,.1f} ms meets the {target * 1e3:,.1f} ms "
             f"target by the prediction, which ran {-bias:.1%} short of the measured {name} at the "
             f"median (TensorRT-LLM's online Llama runs on H100 / H200, {SERVING_ERROR_SOURCE}; "
             f"not measured for other engines or models): at that bias it serves "
-            f"{served * 1e3:,.1f} ms, over the target; --served-bias holds the predictions to "
-            f"{ms} for it"
+            f"{served * 1e3:,.1f} ms, over the target; rerun with --served-bias to hold the "
+            f"predicted {name} to {held}"
         )
     return tuple(out)
 
