@@ -10,6 +10,8 @@ from reference_data import MEASURED
 
 from mlacalc.measured.moe_routing import (
     _balanced_picks,
+    _grouped_routed,
+    _power_law_picks,
     grouped_balanced_loads,
     grouped_rank_loads,
     power_law_draws,
@@ -156,3 +158,29 @@ def test_trtllm_gen_min_latency_rows_route_by_groups():
     ok = bal & m.modelled
     err = np.abs(pred[ok] / t.seconds[ok] - 1.0)
     assert ok.sum() > 7000 and np.median(err) <= 0.09
+
+
+def _routed_row_by_row(picks, count, experts, groups, kept):
+    """Group-limited top-k of each row of picks as its docstring says it, one row at a time:
+    groups scored by their picks (two at most), the ``kept`` best (lower index on ties), then
+    the picks in those groups and the lowest-index other experts of those groups."""
+    size = experts // groups
+    out = np.zeros(experts)
+    for row, n in zip(picks.tolist(), count.tolist(), strict=True):
+        score = [min(sum(e // size == g for e in row), 2) for g in range(groups)]
+        keep = sorted(range(groups), key=lambda g: (-score[g], g))[:kept]
+        pool = [e for e in range(experts) if e // size in keep]
+        chosen = sorted(pool, key=lambda e: (e not in row, e))[: len(row)]
+        out[chosen] += n
+    return out
+
+
+@pytest.mark.parametrize("tokens, alpha, ep", [(3, 1.2, 8), (40, 0.5, 4), (200, 1.5, 32)])
+def test_grouped_routing_of_power_law_picks_as_row_by_row(tokens, alpha, ep):
+    """The vectorised routing (a sparse path for distinct picks in groups of 32) gives the
+    loads a row-by-row reading of the rule gives, for one draw's picks of a few calls."""
+    loads = power_law_draws(tokens, 8, 256, alpha, draws=2)
+    for draw in loads:
+        picks, count = _power_law_picks(draw, 8, ep)
+        want = _routed_row_by_row(picks, count, 256, 8, 4)
+        assert np.array_equal(_grouped_routed(picks, count, 256, 8, 4), want)
