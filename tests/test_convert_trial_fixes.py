@@ -70,6 +70,8 @@ def test_amd_cli_says_the_default_and_no_measured_error(run):
     text = " ".join(run(*argv)[0].split())
     assert "engine sglang, the default on AMD (TensorRT-LLM runs on NVIDIA GPUs only)" in text
     assert "Expected error: the kernel tables' error for this route is not measured" in text
+    # with its floor (a review: the warning above it gave one, this line none)
+    assert "at least that between two NVIDIA generations" in text.split("Expected error:")[1]
 
 
 @pytest.mark.parametrize("bad", ["tensorrt", "trt-llm", "", "vllm,sglang", "all"])

@@ -175,11 +175,14 @@ def test_a_device_folder_without_the_engines_tables_is_refused_as_one_folder_is(
     rc = main(["validate", "--measured", str(ref / "a100_sxm"), "--engine", "sglang"])
     err = capsys.readouterr().err
     assert rc == 2 and len(err.strip().splitlines()) == 1
-    assert "field 'engine': holds no tables of engine 'sglang', only tables every engine " in err
-    assert "(it holds: trtllm)" in err
+    # a review: "holds no tables ..., only tables every engine shares (it holds: trtllm)"
+    assert "field 'engine': holds no tables of engine 'sglang': its tables are trtllm's and " in err
+    assert "ones every engine shares (NCCL) (pass --engine trtllm (engine='trtllm' in" in err
     comm = tmp_path / "a100_sxm" / "comm"
     shutil.copytree(ref / "a100_sxm" / "comm", comm)
-    with pytest.raises(ConfigError, match=r"no tables of engine 'sglang', only tables every"):
+    with pytest.raises(
+        ConfigError, match=r"no tables of engine 'sglang': its tables are trtllm's and ones every"
+    ):
         validate(measured=comm, engine="sglang")
     assert validate(measured=comm, engine="trtllm").overall["predicted"] > 0
 

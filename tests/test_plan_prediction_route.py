@@ -72,7 +72,7 @@ def test_b300_says_its_route_its_expected_error_and_its_clock():
     # before: a trial found README's p90s for this route but not plan's)
     assert r["expected_error"]["p90"] == pytest.approx(ROUTE_LOO_P90[("sglang", "B200")] / 100)
     assert r["expected_error"]["of"] == "held_out"
-    assert "the B200 fit held out, on another device's tables" in r["note"]
+    assert "the B200 fit scored on another device's tables, that device left out" in r["note"]
     assert r["expected_error"]["median"] == pytest.approx(ROUTE_ERRORS[("sglang", "B200")][2] / 100)
     assert "README.md" in r["expected_error_source"] and "clock_hz" in r["assumed"]
     # its fixed costs are clocks at an assumed 1,717 MHz against B200's 1,856

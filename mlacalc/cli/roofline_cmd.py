@@ -285,6 +285,7 @@ def _expected_error(p, device, profile, mode: str, m) -> dict[str, Any] | None:
             "lower bound on each kernel's time, not a prediction of it)",
             "median": None,
             "p90": None,
+            "of": None,
             "source": "not measured",
         }
     prof, engine_note = chosen_profile(profile, p.engine, device)

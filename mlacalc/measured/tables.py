@@ -841,12 +841,17 @@ def load_measured(
         if len(tables) == before or (skipped and not own):
             # a folder of other engines' tables and the shared ones (NCCL) alone: those are
             # no validation of this engine (a100_sxm under --engine sglang read as SGLang)
-            shared = ", only tables every engine shares" if len(tables) > before else ""
+            # (a review: "holds ... only tables every engine shares (it holds: trtllm)")
+            shared = " and ones every engine shares (NCCL)" if len(tables) > before else ""
+            theirs = " and ".join(e + "'s" for e in sorted(skipped))
             raise ConfigError(
-                f"holds no tables of engine '{want}'{shared} (it holds: "
-                f"{', '.join(sorted(skipped))})",
+                f"holds no tables of engine '{want}': its tables are {theirs}{shared}",
                 source=str(p),
                 field="engine",
-                fix=f"pass engine= one of {', '.join(sorted(skipped))} (--engine on the CLI)",
+                fix=(
+                    f"pass --engine {sorted(skipped)[0]} (engine='{sorted(skipped)[0]}' in Python)"
+                    if len(skipped) == 1
+                    else f"pass --engine one of {', '.join(sorted(skipped))} (engine= in Python)"
+                ),
             )
     return MeasuredSet(tables=tuple(tables), paths=tuple(str(i) for i in items))

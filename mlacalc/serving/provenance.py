@@ -565,8 +565,10 @@ def kernel_error_words(route: dict) -> str:
     device's own (in-sample: the rows it was fitted on) with the held-out figure beside it, or
     the leave-one-device-out figure of the fit a device is predicted from by ratios."""
     e = route.get("expected_error")
-    if not e:
-        return "the kernel tables' error for this route is not measured"
+    if not e:  # with its floor where one is known (another vendor's GPU: a review)
+        source = str(route.get("expected_error_source") or "")
+        said = source if source.startswith("not measured (") else "not measured"
+        return f"the kernel tables' error for this route is {said}"
     p90 = f", p90 {e['p90']:.1%}" if e.get("p90") is not None else ""
     of = ""
     if e.get("of") == "fitted":
@@ -579,7 +581,10 @@ def kernel_error_words(route: dict) -> str:
         )
         of = f"in-sample, on the rows it was fitted on{beside}; "
     elif e.get("of") == "held_out":
-        of = f"the {route['device_fit']} fit held out, on another device's tables; "
+        of = (
+            f"the {route['device_fit']} fit scored on another device's tables, that device "
+            "left out of it; "
+        )
     return (
         f"the kernel tables' median {e['median']:.1%}{p90} |error| ({of}each measured kernel's "
         "time, not TTFT or TPOT)"
