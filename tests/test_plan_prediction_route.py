@@ -79,10 +79,11 @@ def test_b300_says_its_route_its_expected_error_and_its_clock():
     assert "1,717 MHz" in r["clock_note"] and "1.08x B200's" in r["clock_note"]
     (line,) = _route_lines(p)
     assert line.startswith("B300 is not a fitted device: timed by datasheet ratios from the B200")
-    assert (
-        f"expect about 10% median |error| (p90 {r['expected_error']['p90']:.0%})" in line
-        and r["clock_note"] in line
-    )
+    assert "expect about 10% median |error|, the B200 profile's" in line
+    assert r["clock_note"] in line
+    # the p90 in the Expected-error line (the device's warning is every engine's, said once
+    # by --compare-engines)
+    assert f"p90 {r['expected_error']['p90']:.1%}" in r["note"]
     assert p.to_dict()["prediction"] == r
 
 
