@@ -88,6 +88,11 @@ def test_default_load_is_the_most_that_meet_the_default_targets():
     # the box said 0 while the answer used n: now it is empty ("auto") and says n below it
     assert at.number_input(key="plan_conc").value is None
     assert f"auto: {n:,}" in [c.value for c in at.caption]
+    # at the TPOT target's edge: what it serves at the served TPOT's measured median bias, and
+    # the target that leaves that margin (a fleet engineer's trial: 50.00 ms for 50 ms, no word)
+    (edge,) = [i.value for i in at.info if "at that bias it serves" in i.value]
+    assert edge.startswith(f"The answer's TPOT {p.tpot_s * 1e3:,.1f} ms meets the 50.0 ms")
+    assert edge.endswith("set the TPOT target to 43.5 ms to leave that margin")
 
 
 def test_expert_parallel_is_off_for_a_model_without_experts():

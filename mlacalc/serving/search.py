@@ -1629,14 +1629,20 @@ def predicted_targets(ttft: float | None, tpot: float | None) -> dict[str, float
 
 
 def target_edge_warnings(
-    best: dict[str, Any] | None, ttft: float | None, tpot: float | None
+    best: dict[str, Any] | None,
+    ttft: float | None,
+    tpot: float | None,
+    fix: str = "rerun with --served-bias to hold the predicted {name} to {held}",
+    what: str = "the best point's",
 ) -> tuple[str, ...]:
     """The best point's TPOT or TTFT under its target by the prediction but over it at the
     served figures' measured median bias (:data:`~mlacalc.serving.provenance.SERVING_ERRORS`:
     predicted ITL ran 13.0% short of TensorRT-LLM's online Llama runs, TTFT 3.9%), with what it
     serves at that bias and the target that keeps the margin (a fleet engineer's trial: a search
     chose a point at 50.0 ms against a 50 ms target, the expected-error line two lines below
-    saying served TPOT runs 13% short, and nothing joined the two).
+    saying served TPOT runs 13% short, and nothing joined the two); ``fix``: what to do, with
+    ``{name}`` and ``{held}`` (the app's planner has no --served-bias: it names the target);
+    ``what``: whose figure it is.
 
     Examples
     --------
@@ -1656,7 +1662,7 @@ def target_edge_warnings(
         ("ttft_s", "TTFT", ttft, SERVING_ERRORS["online_ttft"]),
     ):
         bias = error["median"]  # (predicted - measured) / measured at the median
-        if target is None or bias >= 0:
+        if target is None or bias >= 0 or best.get(key) is None:
             continue
         served = best[key] / (1 + bias)
         if served <= target:
@@ -1664,12 +1670,11 @@ def target_edge_warnings(
         margin = target * (1 + bias)  # as the CLI's title writes it
         held = f"{margin:,.6g} s" if margin >= 1 else f"{margin * 1e3:,.6g} ms"
         out.append(
-            f"the best point's {name} {best[key] * 1e3:,.1f} ms meets the {target * 1e3:,.1f} ms "
+            f"{what} {name} {best[key] * 1e3:,.1f} ms meets the {target * 1e3:,.1f} ms "
             f"target by the prediction, which ran {-bias:.1%} short of the measured {name} at the "
             f"median (TensorRT-LLM's online Llama runs on H100 / H200, {SERVING_ERROR_SOURCE}; "
             f"not measured for other engines or models): at that bias it serves "
-            f"{served * 1e3:,.1f} ms, over the target; rerun with --served-bias to hold the "
-            f"predicted {name} to {held}"
+            f"{served * 1e3:,.1f} ms, over the target; " + fix.format(name=name, held=held)
         )
     return tuple(out)
 
