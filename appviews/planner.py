@@ -18,7 +18,7 @@ from mlacalc.cost.engine import attention_cost
 from mlacalc.report import attention_kind_labels
 from mlacalc.serving.capacity import ENGINE_MEMORY
 from mlacalc.serving.plan import duration_text
-from mlacalc.serving.provenance import STAND_IN_WARN_SHARE, serving_error_words
+from mlacalc.serving.provenance import serving_error_words, unmeasured_named
 from mlacalc.serving.scheduler import defaults_words, model_page_size
 from mlacalc.serving.search import search, target_edge_warnings, throughput_gpus
 from mlacalc.timemodel.device import device_figures
@@ -890,17 +890,12 @@ def prediction_line(route: dict) -> str:
             f"; {route['stand_in_share']:.0%} of the decode step timed by another engine's "
             "fits, not measured on this one"
         )
-    if route.get("unmeasured_share", 0) >= STAND_IN_WARN_SHARE:
+    names = unmeasured_named(route)
+    if names is not None:
         # a state update timed as a GEMM (no table measures it): outside the error said
         words += (
             f"; not the {route['unmeasured_share']:.0%} of the decode step no shared table "
-            "measures ("
-            + ", ".join(
-                u["kernel"]
-                for u in route["unmeasured_kernels"]
-                if u["share"] >= STAND_IN_WARN_SHARE
-            )
-            + ", timed by another kind of kernel's fit)"
+            f"measures ({names}, timed by another kind of kernel's fit)"
         )
     e = route.get("expected_error")
     shape = f" But {route['geometry_note']}." if route.get("geometry_note") else ""

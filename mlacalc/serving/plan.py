@@ -136,6 +136,7 @@ from mlacalc.serving.plan_checks import (
     PREFILL_PASSES,
     PlanRequest,
     check_request,
+    indexer_words,
     latent_copies,
     prefix_cached_tokens,
     trtllm_attention_tp,
@@ -928,8 +929,7 @@ def indexer_tp_warnings(req: PlanRequest, cap: Capacity, sm: StepModel) -> tuple
     if not dec_t or not pf_t:
         return ()
     return (
-        f"{m.label}'s DSA indexer (its q / k / weights projections, scores over every cached "
-        f"key and top-{m.index_topk:,}) is whole on every tensor-parallel rank (TP{lay.tp}), not "
+        f"{indexer_words(m)} is whole on every tensor-parallel rank (TP{lay.tp}), not "
         f"split by heads as the attention is: on each GPU it takes {pf_i:.2f} s of the "
         f"{pf_t:.2f} s of kernels of one {S:,}-token prompt's prefill ({pf_i / pf_t:.0%}) and "
         f"{dec_i * 1e3:.2f} of the {dec_t * 1e3:.2f} ms of kernels of a decode step of "

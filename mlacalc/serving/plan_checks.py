@@ -925,6 +925,15 @@ def trtllm_attention_tp(engine: str, lay: Layout, p_lay: Layout | None) -> tuple
     return tuple(out)
 
 
+def indexer_words(m: ModelConfig) -> str:
+    """A DSA model's indexer named with what it does, as plan's and search's warnings of it
+    under tensor parallelism say it."""
+    return (
+        f"{m.label}'s DSA indexer (its q / k / weights projections, scores over every cached "
+        f"key and top-{m.index_topk:,})"
+    )
+
+
 def indexer_copies(m: ModelConfig, lay: Layout, p_lay: Layout | None) -> tuple[str, ...]:
     """A DSA model's attention split over ``tp > 1`` ranks: each layer's indexer (its
     projections, scores over every cached key and top-k) is whole on every rank, not split by
@@ -938,8 +947,7 @@ def indexer_copies(m: ModelConfig, lay: Layout, p_lay: Layout | None) -> tuple[s
         if la is None or la.tp <= 1:
             continue
         out.append(
-            f"{pool}TP{la.tp}: {m.label}'s DSA indexer (its q / k / weights projections, "
-            f"scores over every cached key and top-{m.index_topk:,}) is whole on every "
+            f"{pool}TP{la.tp}: {indexer_words(m)} is whole on every "
             "tensor-parallel rank, not split by heads as the attention is (plan of the point "
             "says its share of the step); DP-attention (--tp 1 --dp-attention) runs it on each "
             "GPU's own sequences only"

@@ -42,6 +42,7 @@ __all__ = [
     "stand_in_kernels",
     "stand_in_parts",
     "stand_in_warnings",
+    "unmeasured_named",
     "unmeasured_parts",
     "with_stand_ins",
 ]
@@ -591,6 +592,17 @@ def kernel_error_words(route: dict) -> str:
     )
 
 
+def unmeasured_named(route: dict) -> str | None:
+    """The kernels no shared table measures that take :data:`STAND_IN_WARN_SHARE` of a route's
+    decode step or more, by name (``prediction_note``'s and the app's expected-error line's);
+    None where all of them together take less."""
+    if route.get("unmeasured_share", 0) < STAND_IN_WARN_SHARE:
+        return None
+    return ", ".join(
+        u["kernel"] for u in route["unmeasured_kernels"] if u["share"] >= STAND_IN_WARN_SHARE
+    )
+
+
 def prediction_note(route: dict) -> str:
     """One sentence on how far a plan's times may be off: the kernel tables' error for its route
     (each measured kernel row's, not TTFT's or TPOT's: :func:`kernel_error_words`), the
@@ -603,10 +615,8 @@ def prediction_note(route: dict) -> str:
             f"{route['stand_in_share']:.0%} of the decode step's kernel time is another "
             "engine's fit, not measured on this engine"
         )
-    if route.get("unmeasured_share", 0) >= STAND_IN_WARN_SHARE:
-        names = ", ".join(
-            u["kernel"] for u in route["unmeasured_kernels"] if u["share"] >= STAND_IN_WARN_SHARE
-        )
+    names = unmeasured_named(route)
+    if names is not None:
         kernel += (
             f"; it does not cover the {route['unmeasured_share']:.0%} of the decode step's "
             f"kernel time no shared table measures ({names}, timed by another kind of kernel's "
