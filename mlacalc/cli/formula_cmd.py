@@ -84,10 +84,20 @@ class _NearChoice(click.Choice):
     "linear or Mamba layers (report counts those); fp8 scales and q/k norms are stated.",
 )
 @set_option
+@click.option(
+    "--at",
+    "at",
+    multiple=True,
+    metavar="SYMBOL=VALUE",
+    callback=lambda ctx, param, values: _parse_at(values),
+    help="Give a symbol a value (repeat for several: --at B=8 --at S=4096 --at b=fp8): a "
+    "count as a whole number, a bytes-per-element symbol (b, b_w, b_a, b_i) as a number, a "
+    "fraction (33/32) or a dtype (bf16, fp8, fp4, ...). With every symbol given, the number.",
+)
 @click.option("--latex", "style", flag_value="latex", help="Print LaTeX.")
 @click.option("--pretty", "style", flag_value="pretty", help="Print a 2-D pretty form.")
 @click.option("--python", "style", flag_value="python", help="Print a Python expression.")
-def command(quantity, variant, impl, phase, stage, causal, no_q_lora, subs_model, sets, style):
+def command(quantity, variant, impl, phase, stage, causal, no_q_lora, subs_model, sets, at, style):
     """Print the symbolic formula of a QUANTITY: kv_cache_elements, kv_cache_bytes,
     attention_params, attention_flops, elementwise_flops, unfused_bytes or fused_bytes.
 
@@ -111,6 +121,8 @@ def command(quantity, variant, impl, phase, stage, causal, no_q_lora, subs_model
       mlacalc formula kv_cache_elements --variant mla --subs deepseek-v3
       mlacalc formula kv_cache_bytes --variant mla --subs deepseek-v3 --set kv_lora_rank=256
       mlacalc formula attention_flops --variant dsa --phase decode --subs deepseek-v3.2
+      mlacalc formula kv_cache_bytes --variant mla --subs deepseek-v3 --at B=8 --at S=4096
+        --at b=fp8
     """
     # deferred: sympy loads for the formula itself, not for `--help`
     import sympy as sp
@@ -180,6 +192,8 @@ def command(quantity, variant, impl, phase, stage, causal, no_q_lora, subs_model
                 warn(f"{flag} does not change {what} of {variant.upper()}{where}; ignored")
     if m is not None:
         expr = _substituted(m, quantity, variant, settings, no_q_lora)
+    if at:
+        expr = _evaluated(expr, at, quantity, subs_model)
     if style == "latex":
         text = sp.latex(expr)
     elif style == "pretty":
@@ -189,6 +203,110 @@ def command(quantity, variant, impl, phase, stage, causal, no_q_lora, subs_model
     else:
         text = str(expr)
     click.echo(text)
+
+
+#: bytes an element of each dtype ``--at b=DTYPE`` takes (the values alone: a block-scaled
+#: format's scales are not in b; the formula's b_i names the indexer key's own)
+_DTYPE_BYTES = {
+    "fp32": Fraction(4),
+    "bf16": Fraction(2),
+    "fp16": Fraction(2),
+    "fp8": Fraction(1),
+    "int8": Fraction(1),
+    "fp4": Fraction(1, 2),
+    "int4": Fraction(1, 2),
+}
+#: the symbols a value in bytes per element (the others count: whole and positive)
+_BYTE_SYMBOLS = ("b", "b_w", "b_a", "b_i")
+
+
+def _parse_at(values) -> dict[str, Fraction]:
+    """``("B=8", "b=fp8", "b_i=33/32")`` -> ``{"B": 8, "b": 1, "b_i": 33/32}``, each refused
+    in one line naming the value and the fix."""
+    # deferred: the symbols load sympy, which the formula needs and `--help` does not
+    from mlacalc.cost import symbols as s
+
+    out: dict[str, Fraction] = {}
+    for text in values:
+        name, eq, value = (part.strip() for part in text.partition("="))
+        if not eq or not name or not value:
+            raise click.BadParameter(
+                f"{text!r} is not SYMBOL=VALUE; write e.g. --at S=4096", param_hint="--at"
+            )
+        if name not in s.ALL:
+            near = [x for x in s.ALL if x.lower() == name.lower()]
+            near = near or get_close_matches(name, list(s.ALL), n=1)
+            hint = f"did you mean {near[0]}? " if near else ""
+            raise click.BadParameter(
+                f"{name} is not a symbol of the formulas: {hint}they are {', '.join(s.ALL)} "
+                "(mlacalc formula --help defines them)",
+                param_hint="--at",
+            )
+        if name in out:
+            raise click.BadParameter(f"{name} is given twice; give it once", param_hint="--at")
+        out[name] = _at_value(name, value)
+    if "q" in out and "S" in out and out["q"] > out["S"]:
+        raise click.BadParameter(
+            f"q={out['q']} new tokens attend S={out['S']} keys, which hold them: give q <= S",
+            param_hint="--at",
+        )
+    return out
+
+
+def _at_value(name: str, value: str) -> Fraction:
+    """One ``--at`` value: bytes per element (a number, a fraction or a dtype) for b, b_w,
+    b_a, b_i; a whole positive count for the others (0 for the switches beta and rho)."""
+    if name in _BYTE_SYMBOLS:
+        if value.lower() in _DTYPE_BYTES:
+            return _DTYPE_BYTES[value.lower()]
+        try:
+            number = Fraction(value)
+        except (ValueError, ZeroDivisionError):
+            number = None
+        if number is None or number <= 0:
+            raise click.BadParameter(
+                f"{name}={value}: {name} is bytes per element: a positive number, a fraction "
+                f"(33/32) or a dtype ({', '.join(_DTYPE_BYTES)})",
+                param_hint="--at",
+            )
+        return number
+    switch = name in ("beta_qkv", "beta_o", "rho")
+    if (
+        not value.isascii()
+        or not value.isdecimal()
+        or (int(value) > 1 if switch else int(value) < 1)
+    ):
+        what = "0 or 1 (absent or present)" if switch else "a whole number of at least 1"
+        raise click.BadParameter(f"{name}={value}: {name} is {what}", param_hint="--at")
+    return Fraction(int(value))
+
+
+def _evaluated(expr, at: dict[str, Fraction], quantity: str, subs_model: str | None):
+    """The formula with ``--at``'s values put in; each symbol given must be one the printed
+    formula has (a model's dimensions are no longer symbols after ``--subs``)."""
+    # deferred: sympy loads for the formula itself, not for `--help`
+    import sympy as sp
+
+    from mlacalc.cost import symbols as s
+
+    free = {str(x) for x in expr.free_symbols}
+    absent = [name for name in at if name not in free]
+    if absent:
+        where = f" (--subs {subs_model} gave the model's dimensions; --set changes them)"
+        raise click.BadParameter(
+            f"the formula of {quantity} has no {', '.join(absent)}: its symbols are "
+            f"{', '.join(sorted(free)) or 'none'}{where if subs_model else ''}",
+            param_hint="--at",
+        )
+    value = sp.factor(
+        expr.subs({s.ALL[n]: sp.Rational(v.numerator, v.denominator) for n, v in at.items()})
+    )
+    if not value.free_symbols:
+        if value.is_Integer and quantity.endswith("_bytes"):
+            note(f"{quantity} = {int(value):,} bytes = {int(value) / 2**30:,.3f} GiB")
+        elif not value.is_Integer:
+            note(f"{quantity} = {float(value):,.6g}")
+    return value
 
 
 def _where_phase(phase) -> str:
