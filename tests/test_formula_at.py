@@ -188,3 +188,21 @@ def test_formula_at_after_subs_names_set(run):
 def test_formula_help_shows_at(run):
     text = " ".join(run("formula", "--help")[0].split())
     assert "--at SYMBOL=VALUE" in text and "--at b=fp8" in text
+
+
+@pytest.mark.parametrize(
+    ("field", "hint"), [("seq_len", "--at S=4096"), ("batch", "--at B=8"), ("kv_dtype", "b=fp8")]
+)
+def test_formula_set_of_a_workload_setting_points_at_at(run, field, hint):
+    _, err = run(
+        "formula",
+        "kv_cache_bytes",
+        "--variant",
+        "mla",
+        "--subs",
+        "deepseek-v3",
+        "--set",
+        f"{field}=4096",
+        code=2,
+    )
+    assert f"{field} is the workload's, not a field of the model" in err and hint in err

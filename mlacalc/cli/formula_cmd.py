@@ -147,6 +147,15 @@ def command(quantity, variant, impl, phase, stage, causal, no_q_lora, subs_model
             "--subs deepseek-v3 --set kv_lora_rank=256)",
             param_hint="--set",
         )
+    # a workload's setting is a symbol of the formula, not a field of the model
+    workload = {"seq_len": "S=4096", "batch": "B=8", "kv_dtype": "b=fp8", "q_len": "q=1"}
+    for field in sets or ():
+        if field in workload:
+            raise click.BadParameter(
+                f"{field} is the workload's, not a field of the model: give the formula's "
+                f"symbol a value with --at {workload[field]}",
+                param_hint="--set",
+            )
     if subs_model:  # the model first: it fixes the query latent, the biases and RoPE
         m = load(subs_model, "--subs", changes=sets)
         _check_plain(m, variant)
