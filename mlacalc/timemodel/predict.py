@@ -1194,6 +1194,9 @@ def predict_time(
     _check_latency(launch_latency_s)
     calibration = _calibration_of(calibration)
     _check_calibration_device(calibration, hw)
+    own = calibration is None and _own_calibration(hw)
+    if own:
+        calibration = own
     rates = RooflineRates(hw, calibration, dtype, weight_dtype, launch_latency_s, stored)
     impl = _engine_impl(m, hw, engine_name, phase, seq_len, q_len, impl, kv_dtype or dtype)
     work = Workload(
@@ -1237,12 +1240,37 @@ def predict_time(
             engine=engine_name,
             device_said=said,
         )
+    return _roofline_prediction(step, hw, rates, resolved, engine_name, own)
+
+
+#: what a measured device given alone is timed with (its sidecar's rates, as --calibrate reads them)
+OWN_RATES = "the device's own sidecar rates (as --calibrate reads them)"
+
+
+def _roofline_prediction(step: _Step, hw, rates, resolved, engine: str, own: Any) -> Prediction:
+    """The plain roofline's prediction (a measured device's own sidecar rates said so)."""
     ops, q = _roofline_attention(step, rates)
-    if scope == "model":
+    if step.scope == "model":
         ops += _roofline_ffn_and_head(step, rates)
+    said = {"calibration": f"plain roofline bound on {OWN_RATES}"} if own else {}
+    calibrated = rates.cal is not None
     return _prediction(
-        step, hw, rates, q, resolved, ops, calibrated=calibration is not None, engine=engine_name
+        step, hw, rates, q, resolved, ops, calibrated=calibrated, engine=engine, **said
     )
+
+
+def _own_calibration(hw: HardwareSpec) -> Any:
+    """A measured device's own sidecar read as its :class:`Calibration` (the matrix-vector
+    rates, the GEMM sweep and the first-touch rate its run measured, beside the ceilings the
+    device spec holds), or None for a catalogue device: ``-H SIDECAR.json`` predicts what
+    ``--calibrate SIDECAR.json`` and ``mlacalc validate`` do."""
+    if not (hw.measured and hw.origin and hw.origin.endswith(".json")):
+        return None
+    try:
+        cal = Calibration.from_measurements(hw.origin)
+    except (ConfigError, OSError, KeyError, TypeError, ValueError):
+        return None  # the spec was read from it; a file changed since keeps the spec's ceilings
+    return cal
 
 
 def _checked_backend(step: _Step, backend: Any, engine: str, hw: HardwareSpec) -> _Step:
