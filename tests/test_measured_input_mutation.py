@@ -622,6 +622,24 @@ def test_validate_measured_kernel_set_counts_bad_times_and_refuses_its_own_fit(t
         load_measured(str(path))
 
 
+def test_validate_refuses_its_own_fit_by_content_wherever_the_set_lies(tmp_path, monkeypatch):
+    # the refusal was keyed on the path as typed: a copy in another folder, or the same file by
+    # an absolute path, was scored (the trial's 15.7%, the fit's own residual)
+    fitted_dir, copy_dir = tmp_path / "a", tmp_path / "b"
+    fitted_dir.mkdir()
+    copy_dir.mkdir()
+    path = _kernel_set(fitted_dir, _gemm_rows(n=12))
+    monkeypatch.chdir(tmp_path)
+    mlacalc.calibrate("a/k.json", use_scipy=False).save(tmp_path / "fitted.json")
+    _kernel_set(copy_dir, _gemm_rows(n=12))
+    for given in (str(path.resolve()), "b/k.json"):
+        with pytest.raises(InvalidArgumentError, match="proves nothing"):
+            mlacalc.validate(measured=given, profile="fitted.json")
+    # other rows of the same device are held out: scored
+    _kernel_set(copy_dir, _gemm_rows(n=12, median_s=3e-4))
+    assert mlacalc.validate(measured="b/k.json", profile="fitted.json").tables
+
+
 def test_calibrate_on_a_run_of_attention_layers_names_the_file_and_its_preset(run):
     # it said "measured_sets: no kernel rows to fit in ...json"; the file's preset is the reason
     _, err = run("calibrate", SHIPPED, "-o", "unused.json", code=2)

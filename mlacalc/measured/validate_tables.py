@@ -333,13 +333,22 @@ def _clash(prof: Any, tables: list[Any]) -> list[str]:
     """The tables of ``tables`` the profile was fitted on: its namesakes
     (:func:`_fitted_namesakes`) of the same content where the profile recorded it."""
     contents = _fitted_contents(prof)
-    return sorted(
-        {
-            f"{t.device}/{t.table}"
-            for t in _fitted_namesakes(prof, tables)
-            if _same_content(t, contents.get((t.device, t.table)))
-        }
-    )
+    named = {
+        f"{t.device}/{t.table}"
+        for t in _fitted_namesakes(prof, tables)
+        if _same_content(t, contents.get((t.device, t.table)))
+    }
+    # the same content under another device or path (a copy of the set in another folder, the
+    # same file by an absolute path): refused by its recorded digest, wherever it lies
+    digests: dict[str, set[str]] = {}
+    for (_, table), seen in contents.items():
+        digests.setdefault(table, set()).update(seen)
+    named |= {
+        f"{t.device}/{t.table}"
+        for t in tables
+        if t.table in digests and _same_content(t, digests[t.table])
+    }
+    return sorted(named)
 
 
 def _fitted_contents(prof: Any) -> dict[tuple[str, str], set[str]]:
