@@ -110,7 +110,6 @@ def _tensors(obj, seen: set[int]):
             yield from _tensors(value, seen)
 
 
-@cache
 def cache_bytes(
     name: str, seq_len: int, layers: int | None = None
 ) -> tuple[int, tuple[tuple[str, int], ...]]:
@@ -118,7 +117,17 @@ def cache_bytes(
 
     The per-layer entries are ``(cache layer class, bytes)`` in layer order. ``layers``
     runs only the first layers (a layer's cache does not depend on the layers after it).
+    One forward a (name, seq_len, layers), however ``layers`` is passed (a ``functools.cache``
+    on this signature held ``(name, seq_len)`` and ``(name, seq_len, None)`` apart, and
+    test_reference_hf.py ran each whole-model forward twice).
     """
+    return _cache_bytes(name, seq_len, layers)
+
+
+@cache
+def _cache_bytes(
+    name: str, seq_len: int, layers: int | None
+) -> tuple[int, tuple[tuple[str, int], ...]]:
     model = build(name, layers)
     ids = torch.zeros(1, seq_len, dtype=torch.long, device="meta")
     with torch.no_grad():
