@@ -640,6 +640,20 @@ def test_validate_refuses_its_own_fit_by_content_wherever_the_set_lies(tmp_path,
     assert mlacalc.validate(measured="b/k.json", profile="fitted.json").tables
 
 
+def test_validate_refuses_a_cpu_profile_on_gpu_sets(tmp_path):
+    # a CPU's fp32 GEMM fit was scored on the H200 kernel set (rc 0, its bf16 / fp8 GEMMs by
+    # datasheet ratios from a CPU) and on a GPU table: refused as roofline -H L40S and plan do
+    pytest.importorskip("pyarrow")  # the GPU table is a parquet file
+    from reference_data import MEASURED
+
+    cpu = tmp_path / "cpu.json"
+    mlacalc.calibrate(str(_kernel_set(tmp_path, _gemm_rows())), use_scipy=False).save(cpu)
+    gemm = MEASURED / "h100_sxm" / "gemm" / "trtllm" / "1.3.0rc20" / "gemm_perf.parquet"
+    for measured in (str(H200_KERNELS), str(gemm)):
+        with pytest.raises(InvalidArgumentError, match="fitted on CPU runs only"):
+            mlacalc.validate(measured=measured, profile=str(cpu))
+
+
 def test_calibrate_on_a_run_of_attention_layers_names_the_file_and_its_preset(run):
     # it said "measured_sets: no kernel rows to fit in ...json"; the file's preset is the reason
     _, err = run("calibrate", SHIPPED, "-o", "unused.json", code=2)

@@ -34,7 +34,7 @@ from mlacalc.measured.tables import (
 from mlacalc.measured.validate_bench import bench_prediction, validate_file
 from mlacalc.timemodel.engine_profiles import left_out_base, left_out_composed, profile_for
 from mlacalc.timemodel.kernel_time import batch_terms, roofline_seconds
-from mlacalc.timemodel.profile import load_profile, shipped_profiles
+from mlacalc.timemodel.profile import check_profile_applies, load_profile, shipped_profiles
 from mlacalc.words.engines import DEFAULT_ENGINE, SHARED, check_engine
 from mlacalc.words.errors import ConfigError, InvalidArgumentError, MlacalcError
 from mlacalc.words.kernels import COMM_KINDS
@@ -648,6 +648,8 @@ def _validate_kernel_set(side: Path, profile: Any, engine: str) -> tuple[list, s
         label = prof.name + (f" [{note}]" if note else "")
     else:
         prof, label = _choose_profile(profile, tables, engine)
+        # a CPU's fp32 GEMM fit timing a GPU's kernels: refused as roofline -H GPU and plan do
+        check_profile_applies(prof, hw)
     out = []
     for o in obs:
         b = o.batch
@@ -737,6 +739,8 @@ def validate_measured(
         else:
             prof, label = _choose_profile(profile, gpu_tables, engine)
             by_device = {t.device: prof for t in gpu_tables}
+            for device in sorted(by_device):  # a CPU's fit on GPU tables: refused
+                check_profile_applies(prof, load_hardware(device))
     out = []
     for t in mset.tables:
         if t.table == "bench":
