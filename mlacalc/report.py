@@ -26,6 +26,7 @@ from mlacalc.models.variants import as_variant
 from mlacalc.serving.precision import engine_fp8_cache_note
 from mlacalc.words import defaults as D
 from mlacalc.words.arguments import kv_layout, one_or_many, plain_int
+from mlacalc.words.dtypes import state_dtype_name, with_state_dtype
 from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.units import human_bytes
 from mlacalc.words.vocab import (
@@ -343,12 +344,17 @@ def model_report(
     phases: list[str] | None = None,
     causal: bool = False,
     q_len: int | None = None,
+    state_dtype: str | None = None,
 ) -> dict[str, Any]:
-    """Everything ``mlacalc report`` prints, as one dict."""
+    """Everything ``mlacalc report`` prints, as one dict. ``state_dtype`` keeps a linear or
+    Mamba layer's recurrent state in ``bf16`` (or ``fp16``) instead of float32."""
     m = model if isinstance(model, ModelConfig) else load_model(model)
     # kept in the report: Python ints (np.int64 is not JSON), checked where they are used
     seq_len, batch, q_len = (plain_int(v) for v in (seq_len, batch, q_len))
     layout = kv_layout("kv_dtype", kv_dtype)  # an unknown one names its argument
+    if state_dtype is not None:  # the layout carries the state's dtype to every count
+        layout = with_state_dtype(layout, state_dtype)
+        kv_dtype = layout
     w_dtype = weight_dtype or m.weights_dtype
     counts = param_counts(m)
     # the two phases of serving, in order; one phase name is a list of one, not its letters
@@ -364,6 +370,7 @@ def model_report(
             "seq_len": seq_len,
             "batch": batch,
             "kv_dtype": layout.name,
+            "state_dtype": state_dtype_name(layout) if layer_pattern(m).keeps_state else None,
             "weight_dtype": w_dtype,
             "act_dtype": "bf16",
             "impl": impl,

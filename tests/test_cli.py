@@ -82,6 +82,7 @@ REPORT_KEYS = {
         "seq_len",
         "batch",
         "kv_dtype",
+        "state_dtype",
         "weight_dtype",
         "act_dtype",
         "impl",

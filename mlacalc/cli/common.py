@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import click
 from click.core import ParameterSource
 
-from mlacalc.models.architecture import count_warnings
+from mlacalc.models.architecture import count_warnings, layer_pattern
 from mlacalc.models.convert import convert
 from mlacalc.models.loading import beyond_positions, load_model
 from mlacalc.models.quantization import unread_quantization_warning
@@ -29,7 +29,7 @@ from mlacalc.render import (
 )
 from mlacalc.serving.search_command import set_text
 from mlacalc.words import arguments
-from mlacalc.words.dtypes import DTYPE_BITS, KV_LAYOUTS, canonical_dtype
+from mlacalc.words.dtypes import DTYPE_BITS, KV_LAYOUTS, STATE_DTYPES, canonical_dtype
 from mlacalc.words.engines import ENGINES, check_engine
 from mlacalc.words.errors import (
     InvalidArgumentError,
@@ -362,6 +362,29 @@ def format_option(f: Callable) -> Callable:
         show_default=True,
         help="Output format. json/csv keep exact integers.",
     )(f)
+
+
+def state_dtype_option(f: Callable) -> Callable:
+    """``--state-dtype``: the dtype a linear or Mamba layer's recurrent state is kept in
+    (float32 by default, as the Hugging Face reference keeps it; an engine may keep bf16)."""
+    return click.option(
+        "--state-dtype",
+        type=click.Choice(list(STATE_DTYPES)),
+        default=None,
+        help="Dtype of a linear-attention or Mamba layer's recurrent state (default fp32, as the "
+        "reference keeps it; an engine may keep bf16). Its convolution window is in the KV dtype.",
+    )(f)
+
+
+def recurrent_state_check(m: Any, state_dtype: str | None) -> Any:
+    """``m``, having said aloud a ``--state-dtype`` that changes nothing: a model with no
+    linear-attention or Mamba layer keeps no recurrent state."""
+    if state_dtype is not None and not layer_pattern(m).keeps_state:
+        warn(
+            f"--state-dtype does not change {m.label}: it has no linear-attention or Mamba layer "
+            "(no recurrent state); ignored"
+        )
+    return m
 
 
 def engine_options(f: Callable) -> Callable:

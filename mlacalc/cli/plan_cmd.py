@@ -23,9 +23,11 @@ from mlacalc.cli.common import (
     load,
     load_profile_option,
     profile_option,
+    recurrent_state_check,
     serving_engine_option,
     set_option,
     size_text,
+    state_dtype_option,
     stored_weight_dtype,
     with_stored_dtype,
 )
@@ -229,6 +231,7 @@ def layout_options(f):
     "and scheduler defaults, as --engine gives them) and print them side by side, with how "
     "much of each step another engine's fits time.",
 )
+@state_dtype_option
 @set_option
 @format_option
 def command(
@@ -270,6 +273,7 @@ def command(
     profile,
     engine,
     compare_engines,
+    state_dtype,
     fmt,
     sets,
     **engine_opts,
@@ -308,6 +312,7 @@ def command(
         refuse_with_one_engine(engine, launch)
     serving_engine, chunks = engine, _chunked(mode, isl)  # --engine: whose kernels are timed
     loaded = load(model, changes=sets, weight_dtype=weight_dtype)
+    recurrent_state_check(loaded, state_dtype)
     kwargs = dict(
         tp=tp,
         dp=dp,
@@ -316,6 +321,7 @@ def command(
         dp_attention=dp_attention,
         weight_dtype=weight_dtype,
         kv_dtype=kv_dtype,
+        state_dtype=state_dtype,
         page_size=page_size,
         memory_reserve=memory_reserve,
         engine_memory=engine_memory,
@@ -547,7 +553,8 @@ def kv_rows(p, compressed: bool = False, copied: bool = False) -> list[list[str]
             f"{p.kv_bytes_per_token_full_layers_per_gpu:,} B",
         ],
         [
-            "  + fixed per sequence (windows, linear states: a conv K - 1 positions)",
+            "  + fixed per sequence (windows, linear states: a conv K - 1 positions"
+            + (f", the recurrent state {p.state_dtype})" if p.state_dtype else ")"),
             f"{human_bytes(p.kv_bytes_fixed_per_sequence_per_gpu)} "
             f"({p.kv_bytes_fixed_per_sequence_per_gpu:,} B)",
         ],

@@ -21,8 +21,10 @@ from mlacalc.cli.common import (
     format_option,
     load,
     phases,
+    recurrent_state_check,
     set_option,
     size_text,
+    state_dtype_option,
 )
 from mlacalc.models.patterns import STATE_KINDS
 from mlacalc.models.registry import IgnoredField
@@ -68,9 +70,23 @@ from mlacalc.words.vocab import MATMUL_STAGES
 @click.option(
     "--causal", is_flag=True, help="Count only the (query, key) pairs a causal kernel needs."
 )
+@state_dtype_option
 @set_option
 @format_option
-def command(model, seq_len, batch, kv_dtype, weight_dtype, impl, phase, q_len, causal, sets, fmt):
+def command(
+    model,
+    seq_len,
+    batch,
+    kv_dtype,
+    weight_dtype,
+    impl,
+    phase,
+    q_len,
+    causal,
+    state_dtype,
+    sets,
+    fmt,
+):
     """Parameters, weights, KV cache and attention FLOPs of one model, and its whole forward
     FLOPs per token at --seq-len (weights' products and attention's over the context).
 
@@ -83,11 +99,13 @@ def command(model, seq_len, batch, kv_dtype, weight_dtype, impl, phase, q_len, c
       mlacalc report llama-3-70b --phase decode --format json
       mlacalc report ./config.json --phase chunk --q-len 512
       mlacalc report deepseek-v3 --set kv_lora_rank=256 --set qk_rope_head_dim=32
+      mlacalc report qwen3-next-80b-a3b --state-dtype bf16
     """
     check_q_len(phases(phase), q_len)
     check_causal(phases(phase), causal)
     m = load(model, changes=sets, weight_dtype=weight_dtype)
     impl = check_impl(m, impl)
+    recurrent_state_check(m, state_dtype)
     doc = model_report(
         m,
         seq_len=seq_len,
@@ -98,6 +116,7 @@ def command(model, seq_len, batch, kv_dtype, weight_dtype, impl, phase, q_len, c
         phases=phases(phase),
         causal=causal,
         q_len=q_len,
+        state_dtype=state_dtype,
     )
     check_context(m, seq_len)
     header = _report_header(doc, _compressed_dims(m))
@@ -149,8 +168,10 @@ def _report_header(doc: dict, extra: list[str] | tuple = ()) -> str:
     dims += extra
     lines = [
         f"{m['display_name']} ({m['name']}): {m['variant'].upper()}, " + ", ".join(dims),
-        f"seq_len {s['seq_len']:,} x batch {s['batch']:,}, KV {s['kv_dtype']}, "
-        f"weights {doc['weights']['format']}" + (", causal" if s["causal"] else ""),
+        f"seq_len {s['seq_len']:,} x batch {s['batch']:,}, KV {s['kv_dtype']}"
+        + (f", recurrent state {s['state_dtype']}" if s["state_dtype"] else "")
+        + f", weights {doc['weights']['format']}"
+        + (", causal" if s["causal"] else ""),
         f"layer pattern: {doc['layers']['summary']}",
     ]
     if doc["weights"].get("checkpoint") or doc["weights"].get("kept"):

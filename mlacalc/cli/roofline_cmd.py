@@ -29,9 +29,11 @@ from mlacalc.cli.common import (
     note,
     phases,
     profile_option,
+    recurrent_state_check,
     serving_engine_option,
     set_option,
     size_text,
+    state_dtype_option,
     warn,
 )
 from mlacalc.cost.engine import attention_cost
@@ -46,7 +48,7 @@ from mlacalc.timemodel.mla_geometry import MLA_GEOMETRY_SAID, mla_geometry_note
 from mlacalc.timemodel.mla_time import WALK_VARIANT
 from mlacalc.timemodel.predict import MMHA_RUNS_AS, MMHA_WORDS
 from mlacalc.words import defaults as D
-from mlacalc.words.dtypes import resolve_kv_layout
+from mlacalc.words.dtypes import resolve_kv_layout, with_state_dtype
 from mlacalc.words.kernels import UNDERFILLED_RATIO
 from mlacalc.words.vocab import MLA_IMPLEMENTATIONS
 
@@ -148,6 +150,7 @@ class ImplList(click.ParamType):
     "turns compute-bound and the absorption crossover (loads sympy: about a second).",
 )
 @serving_engine_option
+@state_dtype_option
 @set_option
 @format_option
 def command(
@@ -169,6 +172,7 @@ def command(
     causal,
     insight,
     engine,
+    state_dtype,
     sets,
     fmt,
 ):
@@ -193,6 +197,9 @@ def command(
     profile = load_profile_option(profile, plain=True)
     device = _device(hardware, profile)
     dtype = _measured_dtype(device, dtype)
+    recurrent_state_check(whole, state_dtype)
+    if state_dtype is not None:  # the layout carries the recurrent state's dtype to the cost
+        kv_dtype = with_state_dtype(kv_dtype or dtype, state_dtype)
     request = _Request(
         m,
         device,

@@ -18,9 +18,11 @@ from mlacalc.cli.common import (
     load,
     load_profile_option,
     profile_option,
+    recurrent_state_check,
     serving_engine_option,
     set_option,
     size_list,
+    state_dtype_option,
     stored_weight_dtype,
     warn,
     with_stored_dtype,
@@ -261,6 +263,11 @@ def _launch_lines(launch, model_path, hardware, result, engine, isl, loaded) -> 
     )
 
 
+def _chunked_prefills(text: str) -> list[int] | None:
+    """``--chunked-prefills``: the token budgets listed, or None for ``none`` (whole prompts)."""
+    return None if text.strip() == "none" else size_list(text, "--chunked-prefills")
+
+
 @click.command("search")
 @click.argument("model")
 @click.option(
@@ -425,6 +432,7 @@ def _launch_lines(launch, model_path, hardware, result, engine, isl, loaded) -> 
 @click.option(
     "--all", "all_points", is_flag=True, help="Every point, not only the frontier (csv/json)."
 )
+@state_dtype_option
 @set_option
 @format_option
 def command(
@@ -454,6 +462,7 @@ def command(
     profile,
     engine,
     all_points,
+    state_dtype,
     sets,
     fmt,
     throughput,
@@ -488,16 +497,16 @@ def command(
     serving_engine = engine  # --engine: whose kernels are timed (the scheduler's options follow)
     # the engine's defaults are search's to fill (engine_defaults): one rule for the API and CLI
     engine = engine_option_values(engine_opts, serving_engine)
-    defaults, note = defaults_note(
-        engine, chunked=False
-    )  # whose defaults filled what was not given
+    defaults, note = defaults_note(engine, chunked=False)  # whose defaults filled the rest
     counts = count_list(gpus_text, "--gpus", "GPUs", MAX_BUDGET, "8,16,32")
     # one number is a budget to spend; a list, the GPU counts one by one
     budget = counts[0] if len(counts) == 1 and "," not in gpus_text else None
 
     # search checks every list (an empty one refused, naming it), mlacalc.cli.main its flag
     result = search(
-        loaded := load(model, changes=sets, weight_dtype=weight_dtypes),
+        loaded := recurrent_state_check(
+            load(model, changes=sets, weight_dtype=weight_dtypes), state_dtype
+        ),
         hardware,
         budget if budget is not None else counts,
         isl=isl,
@@ -509,6 +518,7 @@ def command(
         modes=_split(modes),
         memory_reserve=memory_reserve,
         engine_memory=engine_memory,
+        state_dtype=state_dtype,
         prefill_pass=prefill_pass,
         output_lag_steps=output_lag_steps,
         profile=load_profile_option(profile),
@@ -520,9 +530,7 @@ def command(
         engine_defaults=defaults or "none",
         component_choices=choices,
         batches=count_list(batches_text, "--batches", "sequences", MAX_BATCH, "64,128,256"),
-        chunked_prefills=None
-        if chunks_text.strip() == "none"
-        else size_list(chunks_text, "--chunked-prefills"),
+        chunked_prefills=_chunked_prefills(chunks_text),
         **layout_limits(tp_text, pp_text, ep_text, dp_attention, redundant_text),
         **prefill_layout_limits(engine_opts),
         routing=engine["routing"],

@@ -59,7 +59,8 @@ def _k_eq_v(cost: Any) -> Any:
 def linear_state_bytes(model: ModelConfig, kv_bytes: int, state_bytes: int = 4) -> int:
     """Bytes one linear-attention layer keeps per sequence: the convolution window of
     ``linear_conv_kernel_dim`` columns over q, k and v (``kv_bytes`` each, as the Hugging
-    Face cache holds it) and one ``key x value`` recurrent state per value head (float32)."""
+    Face cache holds it) and one ``key x value`` recurrent state per value head
+    (``state_bytes`` each: float32 by default)."""
     m = model
     conv = (
         2 * m.linear_num_key_heads * m.linear_key_head_dim
@@ -109,12 +110,13 @@ def kv_by_kind(
         entry = out.setdefault(label, [0, tokens])
         entry[0] += 1
     dsa_row = row_bytes + (indexer_row_bytes(model) if model.index_topk else 0)
-    element = state_layout("bf16" if layout is None else layout).row_bytes(1)
+    held = state_layout("bf16" if layout is None else layout)
+    element, word = held.row_bytes(1), held.state_bits // 8  # the window's, the state's
     beside = {k.label for k in pattern.layers if k.mamba}  # Falcon-H1: Mamba-2 beside attention
     fixed = {
-        "linear": linear_state_bytes(model, element) if "linear" in out else 0,
-        "mamba": mamba_state_bytes(model, element) if "mamba" in out or beside else 0,
-        "mamba1": mamba1_state_bytes(model, element) if "mamba1" in out else 0,
+        "linear": linear_state_bytes(model, element, word) if "linear" in out else 0,
+        "mamba": mamba_state_bytes(model, element, word) if "mamba" in out or beside else 0,
+        "mamba1": mamba1_state_bytes(model, element, word) if "mamba1" in out else 0,
         "none": 0,
     }
     v4 = {k.label: k for k in pattern.layers if k.attention in COMPRESSED_KINDS}

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING
 
 from mlacalc.cost.attention import AttentionCost, OpCost, op_cost, packed_bytes, state_layer_cost
 from mlacalc.models.architecture import arch_of
-from mlacalc.words.dtypes import dtype_bits, gemm_class, state_layout
+from mlacalc.words.dtypes import dtype_bits, gemm_class, resolve_kv_layout, state_layout
 from mlacalc.words.kernels import Kernel, linear_code
 from mlacalc.words.vocab import NORM_FLOPS_PER_ELEMENT
 from mlacalc.words.workload import Workload
@@ -208,7 +208,7 @@ def linear_cost(model: ModelConfig, layers: int, work: Workload) -> AttentionCos
     recurrent = prior and q == 1
     cache_bits = state_layout(layout).row_bytes(1) * 8
     conv_state = packed_bytes(batch * s.conv_dim * s.conv_kernel, cache_bits)
-    rec_state = batch * s.state_elements * STATE_BYTES
+    rec_state = batch * s.state_elements * resolve_kv_layout(layout).state_bits // 8
     ops = []
 
     def op(*args, **kwargs) -> None:

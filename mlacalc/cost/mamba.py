@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING
 
 from mlacalc.cost.attention import AttentionCost, OpCost, op_cost, packed_bytes, state_layer_cost
 from mlacalc.cost.linear import conv_shape
-from mlacalc.words.dtypes import dtype_bits, gemm_class, state_layout
+from mlacalc.words.dtypes import dtype_bits, gemm_class, resolve_kv_layout, state_layout
 from mlacalc.words.kernels import Kernel
 from mlacalc.words.vocab import NORM_FLOPS_PER_ELEMENT
 from mlacalc.words.workload import Workload
@@ -188,7 +188,7 @@ def mamba_cost(model: ModelConfig, layers: int, work: Workload) -> AttentionCost
     recurrent = prior and q == 1
     cache_bits = state_layout(work.kv_dtype).row_bytes(1) * 8
     conv_state = packed_bytes(batch * s.conv_dim * s.conv_kernel, cache_bits)
-    ssm_state = batch * s.state_elements * STATE_BYTES
+    ssm_state = batch * s.state_elements * resolve_kv_layout(work.kv_dtype).state_bits // 8
     ops: list[OpCost] = []
 
     def op(*args, **kwargs) -> None:

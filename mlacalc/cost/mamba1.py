@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mlacalc.cost.attention import AttentionCost, OpCost, op_cost, packed_bytes, state_layer_cost
-from mlacalc.words.dtypes import dtype_bits, gemm_class, state_layout
+from mlacalc.words.dtypes import dtype_bits, gemm_class, resolve_kv_layout, state_layout
 from mlacalc.words.kernels import Kernel
 from mlacalc.words.vocab import NORM_FLOPS_PER_ELEMENT
 from mlacalc.words.workload import Workload
@@ -134,7 +134,7 @@ def mamba1_cost(model: ModelConfig, layers: int, work: Workload) -> AttentionCos
     prior = seq_len > q
     cache_bits = state_layout(work.kv_dtype).row_bytes(1) * 8
     conv_state = packed_bytes(batch * i * s.conv_kernel, cache_bits)
-    ssm_state = batch * s.state_elements * STATE_BYTES
+    ssm_state = batch * s.state_elements * resolve_kv_layout(work.kv_dtype).state_bits // 8
     ops: list[OpCost] = []
 
     def op(*args, **kwargs) -> None:

@@ -192,6 +192,12 @@ class LayerPattern:
         return dict(Counter(self.layers))
 
     @property
+    def keeps_state(self) -> bool:
+        """Whether a layer keeps a recurrent state (a linear-attention or Mamba layer, or a
+        Mamba-2 mixer beside the attention)."""
+        return any(k.attention in STATE_KINDS or k.mamba for k in self.layers)
+
+    @property
     def is_uniform(self) -> bool:
         return len({(k.attention, k.window, k.rope) for k in self.layers}) == 1
 

@@ -965,7 +965,8 @@ def kv_bytes_per_sequence_per_gpu(
         nonlocal state
         if kind.label == "linear":
             if state is None:
-                state = linear_state_bytes(m, state_layout(layout).row_bytes(1))
+                held = state_layout(layout)
+                state = linear_state_bytes(m, held.row_bytes(1), held.state_bits // 8)
             return state
         return paged(kind.tokens_kept(context)) * (dsa_row if kind.label == "dsa" else row)
 
@@ -996,12 +997,13 @@ def kv_bytes_per_sequence_per_gpu(
         key = paged(context) * block_indexer_row_bytes(m, layout)
         for j, stage in enumerate(stages):
             per_stage[j] += key * sum(kinds[i].attention == "msa" for i in stage)
+    word = state_layout(layout).state_bits // 8  # a recurrent state element's bytes
     if m.linear_num_value_heads is not None:  # the state of the rank's linear heads
         hk = math.ceil(m.linear_num_key_heads / lay.tp)
         hv = math.ceil(m.linear_num_value_heads / lay.tp)
         dk, dv = m.linear_key_head_dim, m.linear_value_head_dim
         conv = (2 * hk * dk + hv * dv) * (m.linear_conv_kernel_dim - SERVED_CONV_SHORTER)
-        state = state_layout(layout).row_bytes(conv) + hv * dk * dv * 4
+        state = state_layout(layout).row_bytes(conv) + hv * dk * dv * word
         for j, stage in enumerate(stages):
             per_stage[j] += state * sum(kinds[i].label == "linear" for i in stage)
     if m.mamba_num_heads is not None:  # the state of the rank's Mamba-2 heads and groups
@@ -1011,7 +1013,8 @@ def kv_bytes_per_sequence_per_gpu(
             m.mamba_d_conv - SERVED_CONV_SHORTER
         )
         state = (
-            state_layout(layout).row_bytes(conv) + heads * m.mamba_head_dim * m.ssm_state_size * 4
+            state_layout(layout).row_bytes(conv)
+            + heads * m.mamba_head_dim * m.ssm_state_size * word
         )
         for j, stage in enumerate(stages):
             per_stage[j] += state * sum(
@@ -1020,7 +1023,7 @@ def kv_bytes_per_sequence_per_gpu(
     if m.mamba_dt_rank is not None:  # the state of the rank's Mamba-1 channels (Jamba)
         inner = math.ceil(m.mamba_inner_size / lay.tp)
         window = inner * (m.mamba_d_conv - SERVED_CONV_SHORTER)
-        state = state_layout(layout).row_bytes(window) + inner * m.ssm_state_size * 4
+        state = state_layout(layout).row_bytes(window) + inner * m.ssm_state_size * word
         for j, stage in enumerate(stages):
             per_stage[j] += state * sum(kinds[i].attention == "mamba1" for i in stage)
     return max(per_stage)

@@ -110,6 +110,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mlacalc.hardware.catalogue import HardwareSpec
+from mlacalc.models.architecture import layer_pattern
 from mlacalc.models.loading import ModelConfig
 from mlacalc.serving.capacity import (
     PREFILL_TOKENS,
@@ -160,7 +161,7 @@ from mlacalc.timemodel.attention_time import PACKING_DECODE, XQA_HEAD_PACK
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.moe_backend import moe_kernel_label, runs_trtllm_gen
 from mlacalc.timemodel.profile import load_profile
-from mlacalc.words.dtypes import KVLayout, resolve_kv_layout
+from mlacalc.words.dtypes import KVLayout, resolve_kv_layout, state_dtype_name
 from mlacalc.words.engines import ENGINE_LABELS
 from mlacalc.words.errors import DoesNotFitError
 from mlacalc.words.units import human_bytes, request_count
@@ -394,6 +395,9 @@ class Plan:
     #: :mod:`mlacalc.timemodel.moe_backend`)
     moe_backend: str | None = None
     moe_kernel: str | None = None
+    #: the dtype a linear or Mamba layer's recurrent state is kept in (``fp32``, or ``bf16``
+    #: with ``state_dtype``); None: the model keeps none (:attr:`kv_layout`: the cache's rows)
+    state_dtype: str | None = None
 
     @property
     def context(self) -> int:
@@ -650,6 +654,7 @@ def plan(
     engine: str | None = None,
     engine_defaults: str | None = None,
     moe_backend: str | None = None,
+    state_dtype: str | None = None,
 ) -> Plan:
     """Fit a model on ``gpus`` devices in a layout; the decode step and, for a request mix, the
     serving figures (see the module docstring). With ``mode="disaggregated"``, ``gpus`` is
@@ -666,7 +671,9 @@ def plan(
     ``moe_config.backend``; None: its default, ``"cutlass"``): ``"trtllm-gen"`` times nvfp4
     routed experts on data-centre Blackwell with TensorRT-LLM-gen's MoE, its B200 table's
     min-latency class (:mod:`mlacalc.timemodel.moe_backend`); refused where it does not apply.
-    ``Plan.moe_kernel`` says which kernel the experts were timed as.
+    ``Plan.moe_kernel`` says which kernel the experts were timed as. ``state_dtype``
+    (``"bf16"`` / ``"fp16"``; None: float32) keeps a linear or Mamba layer's recurrent state in
+    that dtype, in the memory sized and the bytes each step moves (``Plan.state_dtype``).
 
     Examples
     --------
@@ -1031,6 +1038,7 @@ def plan_fields(req: PlanRequest, cap: Capacity) -> dict[str, Any]:
         weight_dtype=req.w_dtype,
         weight_format=cap.weight_format,
         kv_layout=req.kv.name,
+        state_dtype=state_dtype_name(req.kv) if layer_pattern(req.m).keeps_state else None,
         page_size=req.page_size,
         memory_per_gpu_bytes=cap.memory,
         usable_per_gpu_bytes=cap.usable,

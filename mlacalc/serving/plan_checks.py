@@ -44,7 +44,7 @@ from mlacalc.timemodel.mla_time import sglang_chunk_note
 from mlacalc.timemodel.moe_backend import check_moe_backend
 from mlacalc.words import arguments, defaults
 from mlacalc.words.arguments import whole
-from mlacalc.words.dtypes import KVLayout, canonical_dtype, resolve_kv_layout
+from mlacalc.words.dtypes import KVLayout, canonical_dtype, resolve_kv_layout, with_state_dtype
 from mlacalc.words.engines import ENGINE_LABELS, check_engine
 from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.units import counted
@@ -324,6 +324,7 @@ def check_request(
         else stored_weight_dtype(m) or m.weights_dtype
     )
     kv, kv_note = engine_kv_layout(m, arguments.kv_layout("kv_dtype", args["kv_dtype"]), engine)
+    kv = with_state_dtype(kv, args.get("state_dtype"))  # a recurrent state's, carried by the layout
     experts = routed_experts_class(m, None if weight_dtype is None else w_dtype, components)
     moe_backend = check_moe_backend(args.get("moe_backend"), engine, hw, experts)
     return PlanRequest(

@@ -116,7 +116,12 @@ from mlacalc.timemodel.mla_geometry import mla_geometry_note
 from mlacalc.timemodel.moe_backend import check_moe_backend
 from mlacalc.words import defaults as D
 from mlacalc.words.arguments import MAX_BATCH, count, flag, one_or_many, prefix_hit, real, whole
-from mlacalc.words.dtypes import canonical_dtype, resolve_kv_layout
+from mlacalc.words.dtypes import (
+    canonical_dtype,
+    resolve_kv_layout,
+    state_dtype_name,
+    with_state_dtype,
+)
 from mlacalc.words.errors import InvalidArgumentError, MlacalcError, UnknownDtypeError
 from mlacalc.words.units import counted
 
@@ -345,6 +350,8 @@ class SearchResult:
     #: plan's ``engine_memory``, read by the meaning of :attr:`engine_memory_of`)
     engine_memory: float | None = None
     engine_memory_of: str | None = None
+    #: the dtype a linear or Mamba layer's recurrent state was kept in (None: float32)
+    state_dtype: str | None = None
     #: how the best point's own kernels were predicted (its decode step and its prompts'
     #: prefill, as :attr:`mlacalc.Plan.calibration` of its plan says it)
     best_calibration: str = ""
@@ -490,6 +497,7 @@ class SearchResult:
             "memory_reserve": self.memory_reserve,
             "page_size": self.page_size,
             "engine_memory": self.engine_memory,
+            "state_dtype": self.state_dtype,
             "budget": self.budget,
             "scheduler_defaults": self.scheduler_defaults,
             "scheduler_defaults_applied": dict(self.scheduler_defaults_applied),
@@ -759,6 +767,7 @@ def check_search(
     prefix_cache_hit: Any = 0.0,
     engine_memory: Any = None,
     moe_backend: Any = None,
+    state_dtype: Any = None,
 ) -> SearchRequest:
     """Every argument of :func:`search` checked (the first wrong one refused, naming it) and
     normalised; no weight dtypes: the model's own and, for 16-bit weights on a device with
@@ -863,7 +872,14 @@ def check_search(
         routing=tuple(moe.items()),
         prefix_cache_hit=prefix_cache_hit,
         engine_memory=engine_memory,
+        state_dtype=_state_dtype(state_dtype),
     )
+
+
+def _state_dtype(value: Any) -> str | None:
+    """``state_dtype`` checked (refused as plan refuses it) and named: None (float32), or
+    ``bf16`` for a 16-bit state."""
+    return None if value is None else state_dtype_name(with_state_dtype("bf16", value))
 
 
 #: The words of ``dp_attention`` (the CLI's ``--dp-attention``), Python's bools and None too
@@ -1408,6 +1424,7 @@ def search(
     engine_memory: float | None = None,
     moe_backend: str | None = None,
     served_bias: bool = False,
+    state_dtype: str | None = None,
 ) -> SearchResult:
     """Explore deployments of ``model`` on ``gpus`` for requests of ``isl`` prompt and ``osl``
     output tokens; ``ttft`` and ``tpot`` (seconds) are the targets. ``gpus``: a list of GPU
@@ -1443,11 +1460,10 @@ def search(
     and counting what each reason ruled out. ``routing``, ``expert_skew``, ``rebalance``
     and ``routing_imbalance`` load the routed experts of every point as :func:`mlacalc.plan`
     does (refused as plan refuses them; ``SearchResult.constraints()`` says what the search
-    ran under). ``prefix_cache_hit``, ``page_size`` (None: the engine's page; 16 with none),
-    ``memory_reserve`` (None: 0.1) or ``engine_memory`` (not both) and ``moe_backend`` (one
-    for every point) as :func:`mlacalc.plan` takes them (:meth:`SearchResult.launch_commands`
-    sets them). ``served_bias``: the targets met as served (:func:`predicted_targets`; without
-    it, :func:`target_edge_warnings`).
+    ran under). ``prefix_cache_hit``, ``state_dtype``, ``page_size`` (None: the engine's page;
+    16 with none), ``memory_reserve`` (None: 0.1) or ``engine_memory`` (not both) and
+    ``moe_backend``: as :func:`mlacalc.plan` takes them, for every point. ``served_bias``:
+    the targets met as served (:func:`predicted_targets`; else :func:`target_edge_warnings`).
 
     Examples
     --------
@@ -1502,6 +1518,7 @@ def search(
         memory_reserve=req.memory_reserve,
         engine_memory=req.engine_memory and req.engine_memory[1],
         engine_memory_of=req.engine_memory and req.engine_memory[0],
+        state_dtype=req.state_dtype,
         page_size=req.page_size,
         best_calibration=best_cal + req.engine_note if best_cal else "",
         warnings=said + _pool_busy(best, found),
@@ -1725,7 +1742,7 @@ def _best_layout_warnings(req: SearchRequest, best: dict[str, Any] | None) -> tu
         )  # fmt: skip
     sized, components = _point_weights(best)
     comps = tuple(sorted(components.items()))
-    kv = resolve_kv_layout(best["kv_dtype"])
+    kv = with_state_dtype(resolve_kv_layout(best["kv_dtype"]), req.state_dtype)
 
     def figures(la: Layout) -> tuple[int, int, int]:
         room = max(req.room(layout_weights(m, la, sized, comps, req.weight_cache)), 0)

@@ -174,6 +174,8 @@ def plan_command(model: str, hardware: str, result, p: dict[str, Any], profile=N
     if not str(p["weight_format"]).startswith("checkpoint "):  # a checkpoint: as it stores
         words.append(f"--weight-dtype {shlex.quote(str(p['weight_dtype']))}")
     words += component_flags(p.get("component_dtypes"))
+    if getattr(result, "state_dtype", None) is not None:  # a recurrent state's, as searched
+        words.append(f"--state-dtype {result.state_dtype}")
     if getattr(result, "engine_memory", None) is not None:  # the engine's own setting
         words.append(f"--engine-memory {float(result.engine_memory)!r}")
     elif getattr(result, "memory_reserve", D.MEMORY_RESERVE) != D.MEMORY_RESERVE:

@@ -37,7 +37,7 @@ from mlacalc.serving.precision import component_weight_bytes, engine_kv_layout, 
 from mlacalc.serving.ranks import synced_groups, synced_prompts
 from mlacalc.serving.scheduler import Scheduler
 from mlacalc.words.arguments import divisors
-from mlacalc.words.dtypes import resolve_kv_layout
+from mlacalc.words.dtypes import resolve_kv_layout, with_state_dtype
 from mlacalc.words.errors import MlacalcError
 
 __all__ = [
@@ -214,6 +214,9 @@ class SearchRequest:
     #: the engine's own memory setting, ``(engine, share)``, as plan's ``engine_memory``
     #: (None: ``memory_reserve``'s rule)
     engine_memory: tuple[str, float] | None = None
+    #: the dtype a linear or Mamba layer's recurrent state is kept in, as plan's
+    #: ``state_dtype`` (None: float32)
+    state_dtype: str | None = None
 
     def room(self, weights: int) -> int:
         """Bytes a GPU holding ``weights`` bytes of weights leaves the KV cache, by plan's
@@ -681,6 +684,7 @@ def candidate(
     m, isl = req.m, req.isl
     # the layout the engine stores (a DSA model's fp8 under vLLM and SGLang: fp8_ds_mla)
     layout = engine_kv_layout(m, resolve_kv_layout(kv), req.engine)[0]
+    layout = with_state_dtype(layout, req.state_dtype)  # a recurrent state's, as plan's
     # one sequence's cache on a GPU, every layer kind as it keeps it, in pages
     per_seq = per_sequence_bytes(req, layout, lay, req.context)
     per_group = req.room(weights) // per_seq

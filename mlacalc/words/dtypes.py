@@ -8,13 +8,14 @@ part (MLA's decoupled key), and optional per-group scale factors.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mlacalc.words.errors import InvalidArgumentError, UnknownDtypeError
 
 __all__ = [
     "DTYPE_BITS",
     "KV_LAYOUTS",
+    "STATE_DTYPES",
     "WEIGHT_ELEMENT_BYTES",
     "WEIGHT_SCALE_BYTES",
     "KVLayout",
@@ -22,10 +23,15 @@ __all__ = [
     "dtype_bits",
     "gemm_class",
     "resolve_kv_layout",
+    "state_dtype_name",
     "state_layout",
     "weight_gemm_class",
     "weight_only_class",
+    "with_state_dtype",
 ]
+
+#: the dtypes a linear or Mamba layer's recurrent state may be kept in (``--state-dtype``)
+STATE_DTYPES = {"fp32": 32, "bf16": 16, "fp16": 16}
 
 #: Bits per element of the dtypes mlacalc knows (canonical names first).
 DTYPE_BITS: dict[str, int] = {
@@ -117,6 +123,10 @@ class KVLayout:
         Elements of the main part that share one scale factor; 0 for none.
     scale_bytes
         Bytes of each scale factor.
+    state_bits
+        Bits per element of a linear-attention or Mamba layer's recurrent state (32: float32,
+        as the Hugging Face reference holds it; an engine may keep it in bf16:
+        :func:`with_state_dtype`). The state's convolution window is in ``bits``.
 
     The bytes of one row are ``ceil(main * bits / 8) + ceil(main / scale_group) *
     scale_bytes + ceil(rope * rope_bits / 8)``: each part is packed to whole bytes.
@@ -127,9 +137,10 @@ class KVLayout:
     rope_bits: int | None = None
     scale_group: int = 0
     scale_bytes: int = 0
+    state_bits: int = 32
 
     def __post_init__(self):
-        for field_name in ("bits", "scale_group", "scale_bytes"):
+        for field_name in ("bits", "scale_group", "scale_bytes", "state_bits"):
             value = getattr(self, field_name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise InvalidArgumentError(
@@ -137,6 +148,10 @@ class KVLayout:
                 )
         if self.bits == 0:
             raise InvalidArgumentError("bits", "must be positive")
+        if self.state_bits not in STATE_DTYPES.values():
+            raise InvalidArgumentError(
+                "state_bits", f"must be one of 32, 16 (fp32, bf16/fp16), got {self.state_bits!r}"
+            )
         if self.rope_bits is not None and (
             not isinstance(self.rope_bits, int) or self.rope_bits <= 0
         ):
@@ -213,7 +228,35 @@ def state_layout(kv_dtype: str | int | KVLayout) -> KVLayout:
     layout = resolve_kv_layout(kv_dtype)
     if layout.rope_bits is None:
         return layout
-    return KVLayout(name=f"{layout.name} (plain {layout.bits}-bit outside MLA)", bits=layout.bits)
+    return KVLayout(
+        name=f"{layout.name} (plain {layout.bits}-bit outside MLA)",
+        bits=layout.bits,
+        state_bits=layout.state_bits,
+    )
+
+
+def state_dtype_name(layout: KVLayout) -> str:
+    """The recurrent state's dtype under ``layout``: ``fp32`` or ``bf16`` (16 bits)."""
+    return "fp32" if layout.state_bits == 32 else "bf16"
+
+
+def with_state_dtype(kv_dtype: str | int | KVLayout, state_dtype: str | None) -> KVLayout:
+    """``kv_dtype``'s layout with its linear and Mamba layers' recurrent state kept in
+    ``state_dtype`` (``fp32``, the default, or ``bf16`` / ``fp16``); ``None`` keeps the
+    layout's. Its name stays the KV dtype's (checks read it): outputs name the state's dtype
+    apart (:func:`state_dtype_name`)."""
+    layout = resolve_kv_layout(kv_dtype)
+    if state_dtype is None:
+        return layout
+    key = str(state_dtype).strip().lower()
+    if key not in STATE_DTYPES:
+        raise InvalidArgumentError(
+            "state_dtype", f"use one of {', '.join(STATE_DTYPES)}, got {state_dtype!r}"
+        )
+    bits = STATE_DTYPES[key]
+    if bits == layout.state_bits:
+        return layout
+    return replace(layout, state_bits=bits)
 
 
 def check_kv_layout(
