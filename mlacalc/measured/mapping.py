@@ -2467,8 +2467,9 @@ def _topk_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
 def _sparse_mla_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     """``glm5_dsa_attn_module_perf``: FlashMLA's ``flash_mla_sparse_fwd``, the sparse MLA of a
     prompt in the absorbed (latent) form: each of the ``batch_size x isl`` tokens attends the
-    ``index_topk`` keys its indexer picked (the kernel walks every top-k slot whatever the
-    cache holds: the rows do not change with ``step``), ``num_heads`` query heads sharing one
+    ``index_topk`` keys its indexer picked (the kernel multiplies every top-k slot whatever the
+    cache holds, and gathers the slots the keys fill: ``filled_keys``, a token's mean causal
+    picks, the blocks its walk counts), ``num_heads`` query heads sharing one
     576-wide latent key (512-wide values), bf16 operands. One token is one unit of the
     ``mla_decode`` model (``batch`` = tokens, ``q_len = 1``; on H100 no key splitting: the
     kernel's CTA takes a token's 64 heads and walks its keys), variant ``sparse``; bytes: q,
@@ -2489,10 +2490,13 @@ def _sparse_mla_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None
     # token's walk: 62-72 us from 1 to 64 tokens at batch 1); B200's splits them, as the decode
     # kernels do (28-39 us at 4 tokens, where one walk a token predicted 70% more)
     split = 0.0 if t.system == "h100_sxm" else 1.0
+    # the slots a token's keys fill (the rest masked): the blocks its gather walks
+    filled = causal_picks(isl, step + isl, topk)
     b.add("sparse_mla", "mla_decode", "bf16", rows[k], flops[k], nbytes[k], variant="sparse",
           batch=tok[k], q_len=1, kv_len=topk[k], n_heads=h[k], n_kv=1, head_dim_qk=lat,
           head_dim_v=g["kv_lora"], window=0, causal=1, page_size=_PAGE, kv_bytes=2,
-          kv_split=split, operand_reads=1, preprocess_bytes=0, rope_elements=0)  # fmt: skip
+          kv_split=split, operand_reads=1, preprocess_bytes=0, rope_elements=0,
+          filled_keys=filled[k])  # fmt: skip
 
 
 #: The MLA geometry of the sparse-attention models the DSA module tables name: hidden, q and kv

@@ -607,6 +607,15 @@ def mla_decode_terms(
     # partial result out) are waits in seconds, as in prefill (``call_latency_s``,
     # ``unit_latency_s``)
     unit_blocks = np.ceil(np.ceil(kv_eff / 64.0) / splits)  # whole 64-token blocks a unit walks
+    # FlashMLA's sparse prompt kernel multiplies every one of a query's top-k slots but gathers
+    # only the slots its keys fill (``filled_keys``, set by the mapping of SGLang's
+    # ``glm5_dsa_attn_module_perf``): the block walk (``block_s``) counts the filled 64-slot
+    # blocks, the products every slot (docs/time-model.md, "FlashMLA's sparse prompt kernel
+    # gathers the filled slots")
+    filled = col(batch, "filled_keys", 0)
+    walked = np.where(
+        filled > 0, np.ceil(np.ceil(np.minimum(filled, kv_eff) / 64.0) / splits), unit_blocks
+    )
     # besides the operand reads, each key costs the shared memory its latent row's fill (the
     # copy from the cache, in the cache's bytes) and the 64-row query tile's re-read per
     # 64-key block (the tile, 64 x 576, does not stay in registers beside the 64 x 512 fp32
@@ -656,7 +665,7 @@ def mla_decode_terms(
         fig,
         prm,
         units=units,
-        unit_blocks=unit_blocks,
+        unit_blocks=walked,
         unit_cost=np.full(len(batch), prm["grouped_unit"]),
         masked=np.zeros(len(batch)),
         serial=serial,
