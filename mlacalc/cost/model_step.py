@@ -1145,6 +1145,7 @@ def _as_stored(kernels: list[Kernel], m: ModelConfig, dt: _Dtypes) -> list[Kerne
     bf16), the class by the storage (:func:`stored_dtype`; a kernel whose weights are all
     kept computes in the activation dtype). FLOPs, shapes and activation bytes unchanged."""
     reads = _checkpoint_reads(m)
+    scheme = None  # the model's scheme, parsed once for the list (not once a kernel)
     out = []
     for k in kernels:
         s = reads.get(k.name)
@@ -1157,7 +1158,8 @@ def _as_stored(kernels: list[Kernel], m: ModelConfig, dt: _Dtypes) -> list[Kerne
         logical = packed_bytes(copies * s.params, built.w_bits)
         # a norm's weights are kept: the kernel keeps its class
         kept = k.dtype if k.kind == "elementwise" else dt.act
-        quantized_class = stored_dtype(m.quantization, s.fmt)
+        scheme = m.quantization if scheme is None else scheme
+        quantized_class = stored_dtype(scheme, s.fmt)
         dtype = quantized_class if s.quantized and k.kind != "elementwise" else kept
         if s.quantized and k.kind == "moe":
             dtype = _experts_class(m, quantized_class)

@@ -305,28 +305,38 @@ def dsv4_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
     for (model, g), rows in _groups(models, gemm, ok):
         uniq, inverse = np.unique(keys[rows], axis=0, return_inverse=True)
         inverse = inverse.reshape(-1)
+        # the rows of each distinct key, in the table's order (one sort, not a pass a key)
+        order = np.argsort(inverse, kind="stable")
+        bounds = np.searchsorted(inverse[order], np.arange(len(uniq) + 1))
         for u, (q, s, d) in enumerate(uniq.tolist()):
-            at = rows[inverse == u]
+            at = rows[order[bounds[u] : bounds[u + 1]]]
             corners = [dsv4_module_kernels(model, kind, hh, g, bb, q, s, bool(d), t.engine)
                        for bb, hh in ((1, _H1), (2, _H1), (1, _H2), (2, _H2))]  # fmt: skip
             if core:
                 corners = [[k for k in c if k.name == "attention"] for c in corners]
             b = bs[at].astype(np.float64)[:, None] - 1.0
             h_all = heads[at].astype(np.float64)[:, None]
-            for k11, k21, k12, k22 in zip(*corners):
-                # the core runs its heads padded to a multiple of HEAD_TILE
-                # (compressed_kernels): affine in those
-                pad = np.ceil(h_all / HEAD_TILE) * HEAD_TILE
-                hh = pad if k11.name in ("attention", "q_pad") else h_all
-                h = (hh - _H1) / (_H2 - _H1)
-                v11, v21, v12, v22 = (slots.vector(k)[None, :] for k in (k11, k21, k12, k22))
+            # the core runs its heads padded to a multiple of HEAD_TILE (compressed_kernels):
+            # affine in those
+            h_pad = (np.ceil(h_all / HEAD_TILE) * HEAD_TILE - _H1) / (_H2 - _H1)
+            h_own = (h_all - _H1) / (_H2 - _H1)
+            # every kernel's vector side by side, interpolated at once (the same arithmetic,
+            # element by element, as kernel by kernel), then cut back into kernels
+            quads = list(zip(*corners))
+            if not quads:
+                continue
+            vecs = [[slots.vector(k) for k in ks] for ks in quads]
+            widths = [len(v[0]) for v in vecs]
+            v11, v21, v12, v22 = (np.concatenate([v[c] for v in vecs])[None, :] for c in range(4))
+            padded = np.repeat([ks[0].name in ("attention", "q_pad") for ks in quads], widths)
+            h = np.where(padded[None, :], h_pad, h_own)
+            values = v11 + b * (v21 - v11) + h * (v12 - v11) + b * h * (v22 - v21 - v12 + v11)
+            start = 0
+            for (k11, *_), width in zip(quads, widths):
                 if ragged and k11.name == "attention" and k11.kind == "attention_prefill":
                     slots.name_variant(k11, RAGGED_CORE)
-                slots.add(
-                    k11,
-                    at,
-                    v11 + b * (v21 - v11) + h * (v12 - v11) + b * h * (v22 - v21 - v12 + v11),
-                )
+                slots.add(k11, at, values[:, start : start + width])
+                start += width
     return slots.parts(t.engine)
 
 

@@ -2514,10 +2514,13 @@ def _dsa_geometry(t: MeasuredTable, reason: np.ndarray) -> dict[str, np.ndarray]
     """Per-row MLA geometry (:data:`DSA_GEOMETRY`); a model not listed is ``unknown_model``."""
     models = t.column("model").astype(str)
     reason[~np.isin(models, list(DSA_GEOMETRY))] = "unknown_model"
+    names, inverse = np.unique(models, return_inverse=True)  # each model looked up once
+    inverse = inverse.reshape(-1)
     return {
-        key: np.array([DSA_GEOMETRY.get(m, DSV3)[key] for m in models], dtype=np.float64)
+        key: np.array([DSA_GEOMETRY.get(m, DSV3)[key] for m in names.tolist()],
+                      dtype=np.float64)[inverse]
         for key in DSV3
-    }
+    }  # fmt: skip
 
 
 def _kv_cache_walk(t: MeasuredTable, kvd: np.ndarray) -> np.ndarray:

@@ -73,8 +73,16 @@ def power_law_draws(
     tokens: int, topk: int, experts: int, alpha: float, draws: int = DRAWS
 ) -> np.ndarray:
     """Per-expert loads of ``draws`` power-law routing draws, shape ``(draws, experts)``:
-    integers, each row summing to ``tokens * topk``, every load at most ``tokens``."""
-    a = float(alpha)
+    integers, each row summing to ``tokens * topk``, every load at most ``tokens``. Kept per
+    call for the process (a copy returned): every expert-parallel split of a call, and its
+    straggler and grouped routing, draw the same loads."""
+    return _draws(int(tokens), int(topk), int(experts), float(alpha), int(draws)).copy()
+
+
+@cache
+def _draws(tokens: int, topk: int, experts: int, alpha: float, draws: int) -> np.ndarray:
+    """:func:`power_law_draws` of one call, computed once."""
+    a = alpha
     total = tokens * topk
     lo, hi = (1.0, 0.8 * tokens) if total > experts else (0.01, 2.0)
     hi = max(hi, lo * (1 + 1e-9))
@@ -98,7 +106,9 @@ def power_law_draws(
     order = np.argsort(base - loads, axis=1)
     rank = np.empty_like(order)
     np.put_along_axis(rank, order, np.arange(experts)[None, :].repeat(draws, 0), axis=1)
-    return np.minimum(base + (rank < short[:, None]), tokens)
+    out = np.minimum(base + (rank < short[:, None]), tokens)
+    out.flags.writeable = False
+    return out
 
 
 def rank_loads(
@@ -212,6 +222,47 @@ def _power_law_picks(loads: np.ndarray, topk: int, ep: int) -> tuple[np.ndarray,
     return picks, np.diff(np.append(starts, tokens))
 
 
+def _power_law_picks_of_draws(
+    loads: np.ndarray, topk: int, ep: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_power_law_picks` of every draw of ``loads`` (shape ``(draws, experts)``) at
+    once (speed only, the same picks): the rows of picks of draw 0, then draw 1 ..., their
+    token counts, and each row's draw."""
+    draws, experts = loads.shape
+    drawn = loads
+    blocks = loads.reshape(draws, ep, experts // ep).copy()
+    line = np.arange(draws)
+    top = blocks.sum(axis=2).argmax(axis=1)
+    first = blocks[line, 0].copy()
+    blocks[line, 0] = blocks[line, top]
+    blocks[line, top] = first
+    loads = blocks.reshape(draws, experts).astype(np.int64)
+    order = np.argsort(-loads, axis=1, kind="stable")
+    ends = np.cumsum(np.take_along_axis(loads, order, axis=1), axis=1)
+    total = int(ends[0, -1])
+    tokens = total // topk
+    if tokens <= 0 or (ends[:, -1] != total).any():  # draws of other sums: one by one
+        picked = [_power_law_picks(d, topk, ep) for d in drawn]
+        draw = np.repeat(np.arange(draws), [len(c) for _, c in picked])
+        return (np.concatenate([q for q, _ in picked]), np.concatenate([c for _, c in picked]),
+                draw)  # fmt: skip
+    starts = np.concatenate([np.zeros((draws, 1), dtype=np.int64), ends[:, :-1] % tokens], axis=1)
+    # each draw's distinct starts, draw by draw: one sort of (draw, start)
+    keys = np.sort((line[:, None] * tokens + starts).ravel())
+    keys = keys[np.append(True, keys[1:] != keys[:-1])]
+    draw, starts = keys // tokens, keys % tokens
+    at = np.arange(topk)[None, :] * tokens + starts[:, None]
+    # every draw's list end to end, each shifted past the one before (its values at most
+    # ``total``): one search finds each draw's positions within its own list
+    shift = total + 1
+    pos = np.searchsorted((ends + (line * shift)[:, None]).ravel(),
+                          at + (draw * shift)[:, None], side="right")  # fmt: skip
+    picks = order.ravel()[pos]
+    nxt = np.append(starts[1:], tokens)
+    nxt[np.append(draw[1:] != draw[:-1], True)] = tokens
+    return picks, nxt - starts, draw
+
+
 def _grouped_routed(
     picks: np.ndarray, count: np.ndarray, experts: int, groups: int, kept: int,
     draw: np.ndarray | None = None, draws: int = 1,
@@ -295,8 +346,17 @@ def grouped_balanced_loads(
     """Every expert's assignments when the balanced logits (:func:`_balanced_picks`) go through
     group-limited top-k (:func:`_grouped_routed`). Shape ``(experts,)``, summing to ``tokens x
     topk``."""
+    return _grouped_balanced(int(tokens), int(topk), int(experts), int(groups), int(kept)).copy()
+
+
+@cache
+def _grouped_balanced(tokens: int, topk: int, experts: int, groups: int, kept: int) -> np.ndarray:
+    """:func:`grouped_balanced_loads` of one call, kept for the process (every
+    expert-parallel split of a call routes the same logits)."""
     picks, count = np.unique(_balanced_picks(tokens, topk, experts), axis=0, return_counts=True)
-    return _grouped_routed(picks, count, experts, groups, kept)
+    out = _grouped_routed(picks, count, experts, groups, kept)
+    out.flags.writeable = False
+    return out
 
 
 def grouped_rank_loads(
@@ -335,12 +395,9 @@ def _grouped_rank_key(t: int, k: int, e: int, g: int, gk: int, a: float, p: int)
     :func:`_mean_loads` gives them; kept per call for the process (the same calls recur in
     each engine's and each device's tables)."""
     if a > 0:
-        picked = [_power_law_picks(d, k, p) for d in power_law_draws(t, k, e, a)]
-        draw = np.repeat(np.arange(len(picked)), [len(c) for _, c in picked])
-        routed = _grouped_routed(
-            np.concatenate([q for q, _ in picked]), np.concatenate([c for _, c in picked]),
-            e, g, gk, draw, len(picked),
-        )  # fmt: skip
+        loads = power_law_draws(t, k, e, a)
+        picks, count, draw = _power_law_picks_of_draws(loads, k, p)
+        routed = _grouped_routed(picks, count, e, g, gk, draw, loads.shape[0])
     else:
         routed = grouped_balanced_loads(t, k, e, g, gk)[None, :]
     return _mean_loads(routed[:, : e // p])
