@@ -654,6 +654,39 @@ def test_validate_refuses_a_cpu_profile_on_gpu_sets(tmp_path):
             mlacalc.validate(measured=measured, profile=str(cpu))
 
 
+def _cpu_fit(folder: Path, name: str, threads: int) -> Path:
+    """A profile fitted on a kernel set of a CPU named ``name`` run with ``threads``."""
+    folder.mkdir()
+    side = _kernel_set(folder, _gemm_rows())
+    meta = json.loads(side.read_text())
+    meta["device"].update(name=name, threads=threads)
+    side.write_text(json.dumps(meta))
+    out = folder / "p.json"
+    mlacalc.calibrate(str(side), use_scipy=False).save(out)
+    return out
+
+
+def test_plan_and_validate_warn_of_a_profile_fitted_on_another_cpu_or_threads(tmp_path):
+    # plan applied a Xeon's profile to the EPYC set without a word; validate scored a 2-thread
+    # run with a 1-thread fit without one
+    epyc = META["device"]["name"]
+    xeon = _cpu_fit(tmp_path / "x", "Intel(R) Xeon(R) Processor (2 logical CPUs)", 2)
+    assert json.loads(xeon.read_text())["fitted_on"][0]["device_name"].startswith("Intel")
+    p = mlacalc.plan("minicpm3-4b", f"measured:{SHIPPED.stem}", 1, seq_len=576, profile=xeon)
+    said = [w for w in p.warnings if "fitted on another CPU" in w]
+    assert len(said) == 1 and "Xeon" in said[0] and epyc in said[0], p.warnings
+    one = _cpu_fit(tmp_path / "one", epyc, 1)
+    two = _kernel_set(tmp_path, _gemm_rows(n=12, median_s=3e-4))  # the shipped set's 2 threads
+    v = mlacalc.validate(measured=str(two), profile=str(one))
+    assert any("with 1 thread(s)" in w and "ran 2" in w for w in v.warnings), v.warnings
+    same = _cpu_fit(tmp_path / "same", epyc, META["device"]["threads"])
+    assert not any(
+        "thread" in w for w in mlacalc.validate(measured=str(two), profile=str(same)).warnings
+    )
+    p = mlacalc.plan("minicpm3-4b", f"measured:{SHIPPED.stem}", 1, seq_len=576, profile=same)
+    assert not any("CPU" in w and "fitted on" in w for w in p.warnings)
+
+
 def test_calibrate_on_a_run_of_attention_layers_names_the_file_and_its_preset(run):
     # it said "measured_sets: no kernel rows to fit in ...json"; the file's preset is the reason
     _, err = run("calibrate", SHIPPED, "-o", "unused.json", code=2)

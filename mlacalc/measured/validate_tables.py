@@ -34,7 +34,12 @@ from mlacalc.measured.tables import (
 from mlacalc.measured.validate_bench import bench_prediction, validate_file
 from mlacalc.timemodel.engine_profiles import left_out_base, left_out_composed, profile_for
 from mlacalc.timemodel.kernel_time import batch_terms, roofline_seconds
-from mlacalc.timemodel.profile import check_profile_applies, load_profile, shipped_profiles
+from mlacalc.timemodel.profile import (
+    check_profile_applies,
+    load_profile,
+    other_cpu_warning,
+    shipped_profiles,
+)
 from mlacalc.words.engines import DEFAULT_ENGINE, SHARED, check_engine
 from mlacalc.words.errors import ConfigError, InvalidArgumentError, MlacalcError
 from mlacalc.words.kernels import COMM_KINDS
@@ -714,6 +719,16 @@ def validate_measured(
     kernel_sets, measured = _split_kernel_sets(measured)
     sets = [_validate_kernel_set(side, profile, engine) for side in kernel_sets]
     said = [w for side in kernel_sets for w in kernel_set_warnings(side)]
+    if (
+        kernel_sets
+        and profile is not None
+        and not (isinstance(profile, str) and profile == ROOFLINE)
+    ):
+        # a CPU profile fitted on another CPU, or with other threads, than the run it scores
+        prof = load_profile(profile)
+        said += [
+            w for w in (other_cpu_warning(prof, load_hardware(str(s))) for s in kernel_sets) if w
+        ]
     if measured is None:  # kernel sets alone
         tables = [t for tabs, _ in sets for t in tabs]
         named = tuple(str(side) for side in kernel_sets)

@@ -160,7 +160,7 @@ from mlacalc.serving.step_report import kernel_rows, kernels_scope, links_second
 from mlacalc.timemodel.attention_time import PACKING_DECODE, XQA_HEAD_PACK
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.moe_backend import moe_kernel_label, runs_trtllm_gen
-from mlacalc.timemodel.profile import load_profile
+from mlacalc.timemodel.profile import load_profile, other_cpu_warning
 from mlacalc.words.dtypes import KVLayout, resolve_kv_layout, state_dtype_name
 from mlacalc.words.engines import ENGINE_LABELS
 from mlacalc.words.errors import DoesNotFitError
@@ -690,6 +690,10 @@ def plan(
     common = plan_fields(req, cap)
     common["warnings"] += latent_copies(req.m, req.lay, req.p_lay, _cache_figures(req))
     common["warnings"] += trtllm_attention_tp(req.engine, req.lay, req.p_lay)
+    # a CPU profile fitted on another CPU (a Xeon's planning an EPYC), or other threads
+    common["warnings"] += tuple(
+        filter(None, [other_cpu_warning(load_profile(req.profile), req.hw)])
+    )
     common["scheduler_defaults"] = args["scheduler_defaults"]
     common["scheduler_defaults_applied"] = args["scheduler_defaults_applied"]
     if engine is None and args["scheduler_defaults"] is None:  # no engine named, none's taken

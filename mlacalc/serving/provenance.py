@@ -19,7 +19,7 @@ from mlacalc.timemodel.engine_profiles import STAND_IN_NOTE, chosen_profile
 from mlacalc.timemodel.kernel_time import run_class
 from mlacalc.timemodel.mla_geometry import MEASURED_MLA_GEOMETRY, mla_geometry_off
 from mlacalc.timemodel.moe_time import DEEPEP_STEP
-from mlacalc.timemodel.profile import assumed_figures, load_profile
+from mlacalc.timemodel.profile import assumed_figures, load_profile, other_cpu_warning
 from mlacalc.timemodel.terms import class_key
 from mlacalc.words.engines import ENGINE_LABELS, check_engine
 from mlacalc.words.kernels import MIN_LATENCY_MOE, KernelBatch
@@ -963,7 +963,11 @@ def device_warnings(
     its error and ratios (:func:`route_warning`); empty for a fitted device under its own
     engine."""
     route = prediction_route(profile, hw, engine, engine_note) if timed else {}
-    said = (engine_vendor_warning(hw, engine), route_warning(route) if route else "")
+    said = (
+        engine_vendor_warning(hw, engine),
+        route_warning(route) if route else "",
+        other_cpu_warning(load_profile(profile), hw),  # a Xeon's fit planning an EPYC
+    )
     return tuple(w for w in said if w)
 
 

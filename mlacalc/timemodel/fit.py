@@ -24,7 +24,7 @@ import numpy as np
 
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.timemodel.device import device_figures
-from mlacalc.timemodel.profile import Profile
+from mlacalc.timemodel.profile import Profile, measured_device_of
 from mlacalc.timemodel.terms import PARAMS, class_key, default_params, fit_params, kernel_terms
 from mlacalc.words.engines import DEFAULT_ENGINE
 from mlacalc.words.errors import InvalidArgumentError
@@ -330,6 +330,12 @@ def fitted_record(obs: list[Observations]) -> list[dict]:
         entry = {"device": device, "tables": tables, "sources": sources}
         if load_hardware(device).kind != "gpu":  # a CPU's fit: no GPU may borrow it
             entry["kind"] = load_hardware(device).kind
+            # which CPU and threads it ran: a plan or validate on another CPU is warned
+            found = measured_device_of(device)
+            if found.get("name"):
+                entry["device_name"] = str(found["name"])
+            if found.get("threads") is not None:
+                entry["threads"] = found["threads"]
         fitted_on.append(entry)
     return fitted_on
 

@@ -517,6 +517,72 @@ def _device_kind(device: str) -> str:
         return "gpu"
 
 
+def measured_device_of(device: str) -> dict[str, Any]:
+    """The ``device`` mapping of a measured device's sidecar (name, threads, kind), ``{}`` for
+    a catalogue device or one that cannot be read."""
+    try:
+        hw = load_hardware(device)
+    except (MlacalcError, OSError):
+        return {}
+    if not (hw.measured and hw.origin):
+        return {}
+    try:
+        with open(hw.origin, encoding="utf-8") as f:
+            found = json.load(f).get("device")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _fitted_cpus(profile: Profile) -> list[tuple[str, str, Any]]:
+    """(where, device name, threads) of each CPU run ``profile`` was fitted on: the name and
+    threads its ``fitted_on`` entry records (calibrate writes them), else read from the run's
+    sidecar where it still lies; the name is ``""`` where neither says."""
+    out = []
+    for entry in profile.fitted_on:
+        if not isinstance(entry, dict) or entry.get("kind", "gpu") == "gpu":
+            continue
+        where = str(entry.get("device", "?"))
+        name, threads = entry.get("device_name"), entry.get("threads")
+        if name is None:
+            found = measured_device_of(where)
+            name, threads = found.get("name", ""), found.get("threads")
+        out.append((where, str(name or ""), threads))
+    return out
+
+
+def other_cpu_warning(profile: Profile, hardware: Any) -> str:
+    """A warning where a CPU profile times a measured CPU it was not fitted on: another CPU's
+    GEMM fit (a Xeon's on an EPYC), or the same CPU run with another thread count (a
+    1-thread fit on a 2-thread set); ``""`` where it was fitted on this CPU or on GPUs."""
+    if getattr(hardware, "kind", "gpu") != "cpu" or not getattr(hardware, "measured", False):
+        return ""
+    cpus = _fitted_cpus(profile)
+    if not cpus:
+        return ""
+    mine = measured_device_of(hardware.origin) if hardware.origin else {}
+    name, threads = str(mine.get("name", "")), mine.get("threads")
+    fix = (
+        "fit one on this CPU's own calibrate-preset run (mlacalc bench --preset calibrate "
+        "--device cpu, then mlacalc calibrate SIDECAR -o p.json)"
+    )
+    same = [c for c in cpus if c[1] and c[1] == name]
+    if not same:
+        on = "; ".join(f"{w} ({n or 'no device name recorded'})" for w, n, _ in cpus[:3])
+        return (
+            f"profile '{profile.name}' was fitted on another CPU ({on}), not {hardware.name} "
+            f"({name or 'unnamed'}): its kernel fit is that CPU's; {fix}"
+        )
+    if threads is not None and all(t is not None and t != threads for _, _, t in same):
+        ran = ", ".join(sorted({str(t) for _, _, t in same}))
+        return (
+            f"profile '{profile.name}' was fitted on {name} with {ran} thread(s); "
+            f"{hardware.name} ran {threads}: a CPU kernel's rate follows its threads; {fix} "
+            "with the same threads"
+        )
+    return ""
+
+
 def check_profile_applies(profile: Profile, hardware: Any) -> None:
     """Refuse ``profile`` for a GPU when it was fitted on CPU runs only: a CPU's fp32 GEMM fit
     would time a GPU's bf16 GEMMs by datasheet ratios (the trial of 2026-11-29: H100 decode
