@@ -42,10 +42,10 @@ from mlacalc.hardware.catalogue import (
     measured_sets,
     shipped_hardware,
 )
-from mlacalc.models.architecture import count_warnings
+from mlacalc.models.architecture import count_warnings, layer_pattern
 from mlacalc.models.loading import ModelConfig, shipped_aliases
 from mlacalc.words import defaults as D
-from mlacalc.words.dtypes import DTYPE_BITS, KV_LAYOUTS
+from mlacalc.words.dtypes import DTYPE_BITS, KV_LAYOUTS, STATE_DTYPES
 from mlacalc.words.engines import DEFAULT_ENGINE, ENGINES, default_engine, default_engine_words
 from mlacalc.words.errors import MlacalcError
 from mlacalc.words.vocab import FIELD_SYMBOLS
@@ -95,12 +95,14 @@ WHATIF_MHA = [
     ("w_dh", "head_dim", "head width d_h", 1, 1024, 1),
     ("w_hidden", "hidden_size", "hidden width d", 1, 65536, 64),
 ]
-#: URL parameters the sidebar writes (the planner adds its own).
 #: URL parameters the planner view reads.
 PLANNER_URL_KEYS = {"gpus", "tp", "ep", "dpa", "redundant_experts", "experts"}
 #: URL parameter of the open tab (its title; the first tab when absent).
 VIEW_KEY = "view"
-URL_KEYS = {"model", "seq_len", "batch", "kv", "w", "hw", "engine", "whatif"} | {
+#: the recurrent state's dtypes the sidebar offers (fp16 sizes as bf16)
+STATE_CHOICES = [d for d in STATE_DTYPES if d != "fp16"]
+#: URL parameters the sidebar writes (the planner adds its own).
+URL_KEYS = {"model", "seq_len", "batch", "kv", "state", "w", "hw", "engine", "whatif"} | {
     FIELD_SYMBOLS[field] for _k, field, *_ in WHATIF_MLA + WHATIF_MHA
 }
 
@@ -143,6 +145,7 @@ if first_run:  # the URL seeds the widgets once; afterwards the widgets are the 
     state["seq_len"] = url.integer("seq_len", D.SEQ_LEN, 1, 16 * 2**20)
     state["batch"] = url.integer("batch", D.APP_BATCH, 1, 1 << 20)
     state["kv_dtype"] = url.choice("kv", KV_DTYPES, D.KV_DTYPE, "KV dtype")
+    state["state_dtype"] = url.choice("state", STATE_CHOICES, "fp32", "recurrent state dtype")
     state["hardware"] = url.choice(
         "hw", known_hardware, D.HARDWARE, "device", aliases=ALIASES | MEASURED_SYSTEMS
     )
@@ -283,6 +286,16 @@ with st.sidebar:
         )
         state["kv_dtype"] = D.KV_DTYPE
     kv_dtype = st.selectbox("KV dtype / layout", kv_options, key="kv_dtype")
+    state_dtype = None  # a model with no linear or Mamba layer keeps no recurrent state
+    if layer_pattern(model).keeps_state:
+        state_dtype = st.selectbox(
+            "recurrent state dtype",
+            STATE_CHOICES,
+            key="state_dtype",
+            help="The dtype a linear-attention or Mamba layer's recurrent state is kept in: "
+            "float32 as the reference keeps it, or bf16 as an engine may (half the state's "
+            "memory and bytes a step). Its convolution window is in the KV dtype.",
+        )
     model_weight = model.weights_dtype if model.weights_dtype in W_DTYPES else D.DTYPE
     w_options = W_DTYPES if model.quantization is None else [CHECKPOINT, *W_DTYPES]
     w_default = model_weight if model.quantization is None else CHECKPOINT
@@ -332,6 +345,8 @@ query = {
 }
 if state.get("w_user"):
     query["w"] = weight_dtype
+if state_dtype not in (None, "fp32"):
+    query["state"] = state_dtype
 if whatif:
     query["whatif"] = "1"
     for key, field, *_ in _whatif_fields(model):  # the edits as typed, valid or not
@@ -351,11 +366,17 @@ scenario = Scenario(
     hardware=hardware,
     device=mlacalc.load_hardware(hardware),
     doc=report_for(
-        model, int(seq_len), int(batch), kv_dtype, weight_dtype if state.get("w_user") else None
+        model,
+        int(seq_len),
+        int(batch),
+        kv_dtype,
+        weight_dtype if state.get("w_user") else None,
+        state_dtype,
     ),
     url=url,
     weight_chosen=bool(state.get("w_user")),
     engine=engine,
+    state_dtype=state_dtype,
 )
 
 st.subheader(

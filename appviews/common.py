@@ -13,6 +13,7 @@ from mlacalc.hardware.catalogue import HardwareSpec
 from mlacalc.models.loading import ModelConfig, beyond_positions, parse_upload
 from mlacalc.render import grid_rows, human_si, render_json, render_rows_csv
 from mlacalc.report import model_report
+from mlacalc.words.dtypes import with_state_dtype
 
 from .urlstate import UrlState
 
@@ -38,6 +39,17 @@ class Scenario:
     weight_chosen: bool = False
     #: the serving engine whose kernels are timed (trtllm, sglang, vllm)
     engine: str = "trtllm"
+    #: the dtype a linear or Mamba layer's recurrent state is kept in (None: the model keeps
+    #: none)
+    state_dtype: str | None = None
+
+    @property
+    def cache_layout(self) -> Any:
+        """The KV dtype as the counts take it: its name, or its layout with the recurrent
+        state's dtype where that is not float32."""
+        if self.state_dtype in (None, "fp32"):
+            return self.kv_dtype
+        return with_state_dtype(self.kv_dtype, self.state_dtype)
 
     @property
     def sized_weight_dtype(self) -> str | None:
@@ -58,10 +70,20 @@ def load_uploaded(raw: bytes, filename: str, quant: bytes | None = None) -> Mode
 
 @st.cache_data(show_spinner=False)
 def report_for(
-    model: ModelConfig, seq_len: int, batch: int, kv_dtype: str, weight_dtype: str | None
+    model: ModelConfig,
+    seq_len: int,
+    batch: int,
+    kv_dtype: str,
+    weight_dtype: str | None,
+    state_dtype: str | None = None,
 ) -> dict:
     return model_report(
-        model, seq_len=seq_len, batch=batch, kv_dtype=kv_dtype, weight_dtype=weight_dtype
+        model,
+        seq_len=seq_len,
+        batch=batch,
+        kv_dtype=kv_dtype,
+        weight_dtype=weight_dtype,
+        state_dtype=state_dtype,
     )
 
 

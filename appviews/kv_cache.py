@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
@@ -20,7 +22,7 @@ TITLE = "KV cache"
 
 
 @st.cache_data(show_spinner=False)
-def kv_curves(model: ModelConfig, batch: int, kv_dtype: str, lengths: tuple) -> dict:
+def kv_curves(model: ModelConfig, batch: int, kv_dtype: Any, lengths: tuple) -> dict:
     """Cache bytes over ``lengths`` per implementation: vectorized where the layers are
     alike, one exact ``kv_cache_bytes`` per length where they differ (sliding, chunked,
     linear or DSA layers). A length past the model's ``max_position_embeddings`` is said once
@@ -82,6 +84,11 @@ def keeps(kind_row: dict) -> str:
     if kind.startswith("swa"):
         return f"its window: {kind_row['tokens_per_layer']:,} tokens"
     return "every token"
+
+
+def _state_words(sc: Scenario) -> str:
+    """', recurrent state in DTYPE' for a model that keeps one; '' for any other."""
+    return f", recurrent state in {sc.state_dtype}" if sc.state_dtype else ""
 
 
 def render(sc: Scenario) -> None:
@@ -152,7 +159,8 @@ def render(sc: Scenario) -> None:
             for r in rows
         ],
         scope=f"Whole model: all {model.num_hidden_layers} layers, {counted(batch, 'sequence')} of "
-        f"{seq_len:,} tokens, KV in {kv_dtype}; per token: the layers one more token adds a "
+        f"{seq_len:,} tokens, KV in {kv_dtype}{_state_words(sc)}; per token: the layers one "
+        "more token adds a "
         "row to (elements and bytes of one such layer; no elements column where the layers' rows "
         "differ: see by kind).",
     )
@@ -161,7 +169,7 @@ def render(sc: Scenario) -> None:
     lengths = tuple(
         int(x) for x in np.unique(np.geomspace(1024, max(2**20, seq_len), 48).astype(int))
     )
-    curves = kv_curves(model, batch, kv_dtype, lengths)
+    curves = kv_curves(model, batch, sc.cache_layout, lengths)
     past = past_positions_caption(model, lengths)
     fig = go.Figure()
     for label, ys in curves.items():
@@ -185,7 +193,8 @@ def render(sc: Scenario) -> None:
     )
     fig.update_layout(
         xaxis_title="context length (tokens)",
-        title=f"KV cache of the whole model (all layers), batch {batch:,}, {kv_dtype}",
+        title=f"KV cache of the whole model (all layers), batch {batch:,}, {kv_dtype}"
+        + _state_words(sc),
         yaxis_title="KV cache, GiB",
         height=380,
         margin=dict(t=50, b=40),

@@ -76,6 +76,7 @@ def _search(
     page_size: int | None = None,
     memory: tuple[tuple[str, Any], ...] = (),
     moe_backend: str | None = None,
+    state_dtype: str | None = None,
 ):
     """search()'s points, frontier, best, reasons, seconds, the warnings the CLI's search
     prints and how the best was timed (cached: a rerun that keeps the
@@ -98,6 +99,7 @@ def _search(
         engine=engine,
         prefix_cache_hit=prefix_cache_hit,
         page_size=page_size,
+        state_dtype=None if state_dtype == "fp32" else state_dtype,
         **dict(limits),
         **dict(memory),
     )
@@ -536,6 +538,7 @@ def _layout_args(sc: Scenario, inputs: PlanInputs) -> dict:
         weight_dtype=sc.sized_weight_dtype,
         kv_dtype=sc.kv_dtype,
         page_size=inputs.page,
+        **({"state_dtype": sc.state_dtype} if sc.state_dtype not in (None, "fp32") else {}),
         **memory_args(inputs),
         **({"moe_backend": inputs.moe_backend} if inputs.moe_backend else {}),
         **({"component_dtypes": {"experts": inputs.expert_dtype}} if inputs.expert_dtype else {}),
@@ -1137,6 +1140,7 @@ def _show_search(
         inputs.page,
         tuple(memory_args(inputs).items()),  # the plan form's reserve or engine's setting
         inputs.moe_backend,  # the plan form's MoE backend, where the points' experts take it
+        sc.state_dtype,
     )
     fig = frontier_figure(points, frontier, best, secs, inputs.tpot, inputs.ttft)
     st.plotly_chart(fig, width="stretch", key="plan_frontier")

@@ -178,7 +178,7 @@ def render(sc: Scenario) -> None:
         sc.batch,
         dtype,
         sc.sized_weight_dtype,
-        sc.kv_dtype,
+        sc.cache_layout,  # the recurrent state's dtype too, where the model keeps one
         sc.engine,
         causal,
     )

@@ -50,6 +50,7 @@ KEYS = [
     "seq_len",
     "batch",
     "kv",
+    "state",
     "w",
     "hw",
     "whatif",
