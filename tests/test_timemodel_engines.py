@@ -2349,6 +2349,57 @@ def test_sglangs_blackwell_decode_takes_a_units_own_work_at_one_unit():
         assert np.median(np.abs(err[sel])) < 0.21, dtype
 
 
+def test_sglangs_blackwell_decode_unit_grows_with_head_dim_in_row_tiles():
+    # SGLang's TensorRT-LLM-gen decode on B200 (``unit_latency``): over up to 16 cached keys
+    # and 1,024 units and more its rows take one time at 1-8 query heads a KV head, MHA too,
+    # another at 12-16 (attention_time.UNIT_LATENCY_TILE_ROWS), and a unit's fixed work grows
+    # with the head dim (``unit_hd``, 0.42 in the bf16 fit): bf16, 8,192 units, 94.6 / 148.3
+    # us at head dim 128 / 256. Before the rule that slice (1,456 rows a dtype, up to 32 query
+    # heads a KV head) read bf16 9.8% median, head dim 256 -24.7% and 512 -39.5% signed; now
+    # 2.6%, -1.0% and -2.8%
+    from mlacalc.timemodel.attention_time import _unit_cost, _wide_group
+    from mlacalc.timemodel.terms import default_params
+    from mlacalc.words.kernels import KernelBatch
+
+    rows = np.array([1.0, 2.0, 8.0, 12.0, 16.0, 24.0, 1.0])
+    grouped = rows > 1
+    shape = {"batch": np.full(7, 512.0), "q_len": np.ones(7), "kv_len": np.full(7, 16.0),
+             "n_heads": rows, "n_kv": np.ones(7), "unit_latency": np.ones(7),
+             "head_dim_qk": np.full(7, 128.0), "head_dim_v": np.full(7, 128.0)}  # fmt: skip
+    b = KernelBatch("attention_decode", "bf16", np.ones(7), np.ones(7), np.ones(7), shape)
+    tiled, _ = _wide_group(b, rows, rows, grouped, np.full(7, 512.0))
+    assert tiled.tolist() == [8.0, 8.0, 8.0, 16.0, 16.0, 32.0, 8.0]
+    prm = {**default_params("attention_decode"), "grouped_unit": 0.7, "qhead_unit": 0.03}
+    hd = np.array([128.0] * 6 + [256.0])
+    cost = _unit_cost(b, prm, grouped, tiled, hd)
+    # MHA (one query row) costs what 2-8 rows do; 12 what 16 do
+    assert cost[0] == pytest.approx(cost[2]) and cost[3] == pytest.approx(cost[4])
+    assert cost[4] > cost[2]
+    wide = _unit_cost(b, {**prm, "unit_hd": 0.4}, grouped, tiled, hd)
+    assert wide[0] == pytest.approx(cost[0])  # head dim 128: unchanged
+    assert wide[6] - cost[6] == pytest.approx(0.7 * 0.4)  # 256: 0.4 of the fixed part more
+    # (no ``unit_latency``: an MHA unit's fixed part is 1, not ``grouped_unit``)
+    other = dataclasses.replace(b, shape={k: v for k, v in shape.items() if k != "unit_latency"})
+    assert _unit_cost(other, prm, grouped, rows, hd)[0] == pytest.approx(1.0 + 0.03)
+
+    mapped, err = _fitted(
+        "b200_sxm", "attention", "generation_attention_perf", "fit-b200-sxm-sglang", "sglang"
+    )
+    cols = mapped.table.columns
+    sel = (
+        (cols["batch_size"] * cols["num_key_value_heads"] >= 1024)
+        & (cols["isl"] + cols["step"] <= 16)
+        & (cols["window_size"] == 0)
+        & (cols["num_heads"] <= 32 * cols["num_key_value_heads"])
+        & (cols["kernel_source"].astype(str) == "trtllm_mha")
+        & (cols["kv_cache_dtype"].astype(str) == "bfloat16")
+    )
+    assert sel.sum() > 1000
+    assert np.median(np.abs(err[sel])) < 0.04
+    for head_dim in (256, 512):
+        assert abs(np.median(err[sel & (cols["head_dim"] == head_dim)])) < 0.06, head_dim
+
+
 def test_vllms_hopper_decode_runs_its_local_kernel_past_the_window():
     # vLLM's FlashAttention-3 decode on H100 runs its local (sliding-window) kernel only past
     # its window (attention_time.LOCAL_WINDOW_DECODE): its rows whose cache is longer than the

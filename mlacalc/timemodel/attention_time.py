@@ -2336,9 +2336,7 @@ def decode_terms(
     qrows = np.where(sm90, np.ceil(rows / 8.0) * 8.0, rows)
     # (SGLang's Blackwell decode: a unit alone, or from 128 units another kernel, _wide_group)
     unit_rows, alone = _wide_group(batch, rows, qrows, grouped, heads_units)
-    unit_cost = (
-        np.where(grouped, prm["grouped_unit"], 1.0) + prm["qhead_unit"] * unit_rows * hd / 128
-    )
+    unit_cost = _unit_cost(batch, prm, grouped, unit_rows, hd)
     # the per-unit work is issue throughput the units resident on an SM share: it costs
     # units / SMs of it (one unit alone on an SM takes no more than its latency, which the
     # fixed cost holds); the walk of a unit's blocks is a chain of dependent loads, at least
@@ -2412,6 +2410,27 @@ def decode_terms(
     return out
 
 
+def _unit_cost(
+    batch: KernelBatch,
+    prm: dict[str, float],
+    grouped: np.ndarray,
+    unit_rows: np.ndarray,
+    hd: np.ndarray,
+) -> np.ndarray:
+    """A decode unit's per-unit work in units of ``seq_s``: a grouped unit's fixed part is
+    ``grouped_unit`` (an MHA unit's 1), ``unit_hd`` of it growing with the head dim (its K/V
+    tile's and output's width; 0 where no fit saw it), and each query row it counts adds
+    ``qhead_unit`` per 128 of head dim. SGLang's Blackwell decode (``unit_latency``) runs an
+    MHA head as a unit of one query row of the same kernel (:func:`_wide_group` pads its rows
+    to :data:`UNIT_LATENCY_TILE_ROWS`): its MHA rows take the time of 2-8 query heads a KV
+    head (bf16, head dim 128, 8,192 units over up to 16 keys: 94.6 us at 1 and 94.4-94.8 at
+    2-8)."""
+    packed = grouped | (col(batch, "unit_latency", 0) > 0)
+    fixed = np.where(packed, prm["grouped_unit"], 1.0)
+    widened = 1.0 + prm.get("unit_hd", 0.0) * (hd / 128.0 - 1.0)
+    return fixed * widened + prm["qhead_unit"] * unit_rows * hd / 128
+
+
 def _wide_group(
     batch: KernelBatch,
     rows: np.ndarray,
@@ -2427,7 +2446,23 @@ def _wide_group(
     alone = col(batch, "unit_latency", 0) > 0
     wide = alone & grouped & (rows > WIDE_GROUP_HEADS) & (heads_units >= WIDE_GROUP_UNITS)
     tiled = np.ceil(rows / WIDE_GROUP_TILE_ROWS) * WIDE_GROUP_TILE_COST_ROWS
-    return np.where(wide, tiled, qrows), alone & ~wide
+    padded = np.where(alone, _unit_latency_rows(np.where(grouped, rows, 1.0)), qrows)
+    return np.where(wide, tiled, padded), alone & ~wide
+
+
+#: SGLang's Blackwell decode (``unit_latency``) counts a unit's query rows in a power-of-two
+#: tile of at least this many rows: its rows of many units over up to 16 cached keys take one
+#: time at 1-8 query heads a KV head (MHA too), another at 12 and 16, another at 24 and 32
+#: (bf16, head dim 128, 8,192 units: 94.4-94.8 / 114.5-115.5 / 185.1-187.1 us; head dim 256:
+#: 146.0-148.3 / 203.0-203.2 / 254.0-261.0 us). Read from the tables, not from the kernel's
+#: source (docs/time-model.md, "SGLang's Blackwell decode unit by head dim and row tile")
+UNIT_LATENCY_TILE_ROWS = 8.0
+
+
+def _unit_latency_rows(rows: np.ndarray) -> np.ndarray:
+    """A unit's query rows in :data:`UNIT_LATENCY_TILE_ROWS`-or-wider power-of-two tiles."""
+    least = np.maximum(rows, UNIT_LATENCY_TILE_ROWS)
+    return 2.0 ** np.ceil(np.log2(least))
 
 
 def _decode_unit_splits(
