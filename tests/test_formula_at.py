@@ -12,6 +12,11 @@ import json
 import pytest
 
 
+def _at(*pairs: str) -> list[str]:
+    """``--at`` once for each SYMBOL=VALUE."""
+    return [a for pair in pairs for a in ("--at", pair)]
+
+
 def _report_kv(run, model, seq, batch, kv_dtype):
     doc = json.loads(
         run("report", model, "-s", seq, "-b", batch, "--kv-dtype", kv_dtype, "--format", "json")[0]
@@ -54,10 +59,7 @@ def test_formula_at_partial_keeps_the_other_symbols(run):
         "kv_cache_bytes",
         "--variant",
         "gqa",
-        "--at",
-        "n_kv=8",
-        "--at",
-        "d_h=128",
+        *_at("n_kv=8", "d_h=128"),
         "--python",
     )
     assert out.strip() == "2048*B*L*S*b"
@@ -70,18 +72,7 @@ def test_formula_at_without_subs_is_the_hand_figure(run):
         "kv_cache_bytes",
         "--variant",
         "gqa",
-        "--at",
-        "B=1",
-        "--at",
-        "L=32",
-        "--at",
-        "S=8192",
-        "--at",
-        "b=2",
-        "--at",
-        "d_h=128",
-        "--at",
-        "n_kv=8",
+        *_at("B=1", "L=32", "S=8192", "b=2", "d_h=128", "n_kv=8"),
     )
     assert int(out) == 2 * 32 * 8 * 128 * 2 * 8192
 
@@ -99,10 +90,7 @@ def test_formula_at_flops_match_report(run):
         "absorbed",
         "--phase",
         "decode",
-        "--at",
-        "B=3",
-        "--at",
-        "S=2000",
+        *_at("B=3", "S=2000"),
     )
     doc = json.loads(
         run("report", "deepseek-v3", "-s", 2000, "-b", 3, "--phase", "decode", "--format", "json")[
@@ -119,18 +107,7 @@ def test_formula_at_fraction_stays_exact(run):
         "kv_cache_bytes",
         "--variant",
         "gqa",
-        "--at",
-        "B=1",
-        "--at",
-        "L=1",
-        "--at",
-        "S=3",
-        "--at",
-        "b=33/32",
-        "--at",
-        "d_h=1",
-        "--at",
-        "n_kv=1",
+        *_at("B=1", "L=1", "S=3", "b=33/32", "d_h=1", "n_kv=1"),
     )
     assert out.strip() == "99/16"  # 2 x 3 x 33/32
     assert "kv_cache_bytes = 6.1875" in err
@@ -177,8 +154,7 @@ def test_formula_at_after_subs_names_set(run):
         "mla",
         "--subs",
         "deepseek-v3",
-        "--at",
-        "d_c=256",
+        *_at("d_c=256"),
         code=2,
     )
     assert "has no d_c: its symbols are B, S, b (--subs deepseek-v3 gave the model's" in err
