@@ -49,7 +49,12 @@ def _module_name(path: Path) -> str:
 
 
 def _asks(name: str, wanted: frozenset[str]) -> bool:
-    return any(name == w or name.startswith(w + ".") for w in wanted)
+    """Whether ``name`` is one of ``wanted`` or inside one (a set lookup a dotted prefix)."""
+    while name not in wanted:
+        name, dot, _ = name.rpartition(".")
+        if not dot:
+            return False
+    return True
 
 
 def optional_names() -> frozenset[str]:
