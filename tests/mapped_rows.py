@@ -66,3 +66,26 @@ def mapped_table(system: str, family: str, table: str, engine: str = "trtllm"):
         for a in (p.rows, p.batch.flops, p.batch.bytes, p.batch.calls, *p.batch.shape.values()):
             _frozen(a)
     return mapped
+
+
+@functools.cache
+def predicted(system: str, family: str, table: str, profile: str, engine: str = "trtllm"):
+    """``predict_mapped`` of :func:`mapped_table`'s table by the shipped profile named
+    ``profile`` (on the table's device), once per test process: several tests hold different
+    rows of one table's prediction by one profile, and predicting a large table takes seconds.
+    Read-only, as the mapped table's arrays."""
+    from mlacalc.measured.observations import predict_mapped
+
+    return _frozen(predict_mapped(mapped_table(system, family, table, engine), None, profile))
+
+
+def prediction_of(mapped, profile: str):
+    """The prediction of ``mapped`` by the shipped profile ``profile``: :func:`predicted`'s,
+    made once per process, where ``mapped`` is :func:`mapped_table`'s map of an engine's
+    table; predicted afresh for any other map."""
+    from mlacalc.measured.observations import predict_mapped
+
+    t = mapped.table
+    if t.engine and mapped is mapped_table(t.system, t.family, t.table, t.engine):
+        return predicted(t.system, t.family, t.table, profile, t.engine)
+    return predict_mapped(mapped, None, profile)

@@ -11,24 +11,21 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from mapped_rows import rows_running
+from mapped_rows import mapped_table, prediction_of, rows_running
 from reference_data import MEASURED
 
 
 def _rows(system: str, table: str, engine: str):
+    """The engine's own attention table, mapped once for the process (read-only)."""
     pytest.importorskip("pyarrow")
-    from mlacalc.measured.mapping import map_table
-    from mlacalc.measured.tables import load_measured
-
-    tables = load_measured(MEASURED / system / "attention", engine=engine).tables
-    return map_table(next(t for t in tables if t.table == table and t.engine == engine))
+    mapped = mapped_table(system, "attention", table, engine)
+    assert mapped.table.engine == engine
+    return mapped
 
 
 def _errors(mapped, profile: str, dtype: str) -> np.ndarray:
-    from mlacalc.measured.observations import predict_mapped
-    from mlacalc.timemodel.profile import load_profile
-
-    pred = predict_mapped(mapped, None, load_profile(profile))
+    # predicted once for the process (the bf16 and fp8 rows of one table read one prediction)
+    pred = prediction_of(mapped, profile)
     ok = mapped.modelled & np.isfinite(pred) & rows_running(mapped, dtype, "attention")
     return np.abs(pred[ok] / mapped.table.seconds[ok] - 1.0)
 

@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from mapped_rows import mapped_table, rows_running
+from mapped_rows import mapped_table, predicted, rows_running
 from reference_data import MEASURED
 
 import mlacalc
@@ -129,12 +129,9 @@ def test_fp4_weights_on_b200_are_timed_by_the_measured_nvfp4_fit():
 
 def _fitted(system: str, family: str, table: str, profile: str, engine: str = "trtllm"):
     pytest.importorskip("pyarrow")
-    from mlacalc.measured.observations import predict_mapped
-    from mlacalc.timemodel.profile import load_profile
-
     mapped = mapped_table(system, family, table, engine)  # mapped once for the process
     assert mapped.table.engine == engine
-    pred = predict_mapped(mapped, None, load_profile(profile))
+    pred = predicted(system, family, table, profile, engine)  # predicted once too
     return mapped, pred / mapped.table.seconds - 1.0
 
 
@@ -661,13 +658,12 @@ POOLED = [
 @pytest.mark.parametrize("engine, system, profile, median, p90", POOLED)
 def test_pooled_accuracy_per_engine_and_device(engine, system, profile, median, p90):
     pytest.importorskip("pyarrow")
-    from mlacalc.measured.mapping import map_table
     from mlacalc.measured.observations import predict_mapped
     from mlacalc.measured.tables import load_measured
     from mlacalc.timemodel.engine_profiles import with_generation_kernels
     from mlacalc.timemodel.profile import load_profile
 
-    prof = load_profile(profile)
+    prof = fitted = load_profile(profile)
     device = {"h100_sxm": "H100-SXM", "b200_sxm": "B200"}[system]
     if device not in prof.fitted_devices:
         # left out: the kernels the engine runs there that TensorRT-LLM's fit of the other
@@ -676,12 +672,19 @@ def test_pooled_accuracy_per_engine_and_device(engine, system, profile, median, 
         prof = with_generation_kernels(prof, trt, mlacalc.load_hardware(device))
     errs = []
     for t in load_measured(MEASURED / system, engine=engine).tables:
-        mapped = map_table(t)
+        # mapped once for the process (each device's tables are read by several engines'
+        # profiles here, and by the tests above); predicted once where the profile is the
+        # shipped one of the device
+        mapped = mapped_table(system, t.family, t.table, engine)
+        assert (mapped.table.engine, len(mapped.table)) == (t.engine, len(t))
         if mapped.host_s is not None:
             # the DSA and V4 module rows are held on their own (below; V4 in
             # test_measured_dsv4_modules.py)
             continue
-        pred = predict_mapped(mapped, None, prof)
+        if prof is fitted:
+            pred = predicted(system, t.family, t.table, profile, engine)
+        else:
+            pred = predict_mapped(mapped, None, prof)
         ok = mapped.modelled & np.isfinite(pred)
         errs.append(np.abs(pred[ok] / t.seconds[ok] - 1.0))
     e = np.concatenate(errs)
@@ -1107,13 +1110,11 @@ def test_sglang_block_scaled_gemm_leaving_the_device_out(system, own, trt, media
         load_profile(own), load_profile(trt), mlacalc.load_hardware(device)
     )
     pytest.importorskip("pyarrow")
-    from mlacalc.measured.mapping import map_table
     from mlacalc.measured.observations import predict_mapped
-    from mlacalc.measured.tables import load_measured
 
-    tables = load_measured(MEASURED / system / "gemm", engine="sglang").tables
-    t = next(x for x in tables if x.table == "gemm_perf" and x.engine == "sglang")
-    mapped = map_table(t)
+    mapped = mapped_table(system, "gemm", "gemm_perf", "sglang")  # mapped once for the process
+    t = mapped.table
+    assert t.engine == "sglang"
     keep = np.zeros(len(t.seconds), dtype=bool)
     for p in mapped.parts:
         if p.batch.kind == "gemm" and p.batch.dtype == "fp8_block" and not p.batch.variant:
@@ -1138,22 +1139,15 @@ def test_sglang_block_scaled_gemm_leaving_the_device_out(system, own, trt, media
     ],
 )
 def test_nvfp4_quantize_rows_of_few_columns_cost_a_cta_each(engine, profile, bound):
-    pytest.importorskip("pyarrow")
-    from mlacalc.measured.mapping import map_table
-    from mlacalc.measured.observations import predict_mapped
-    from mlacalc.measured.tables import load_measured
-    from mlacalc.timemodel.profile import load_profile
-
-    tables = load_measured(MEASURED / "b200_sxm" / "gemm", engine=engine).tables
-    t = next(x for x in tables if x.table == "gemm_perf" and x.engine == engine)
-    mapped = map_table(t)
+    # the engine's B200 gemm_perf, mapped and predicted once for the process (_fitted)
+    mapped, err = _fitted("b200_sxm", "gemm", "gemm_perf", profile, engine)
+    t = mapped.table
     keep = np.zeros(len(t.seconds), dtype=bool)
     for p in mapped.parts:
         if p.batch.kind == "gemm" and p.batch.dtype == "nvfp4":
             keep[p.rows] = True
     m, k = t.column("m"), t.column("k")
     keep &= (k >= 128) & (k <= 256) & (m >= 2048) & mapped.modelled
-    err = predict_mapped(mapped, None, load_profile(profile)) / t.seconds - 1.0
     err = err[keep & np.isfinite(err)]
     assert len(err) > 900 and abs(np.median(err)) <= bound
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from mapped_rows import mapped_table, rows_running
+from mapped_rows import mapped_table, prediction_of, rows_running
 from reference_data import MEASURED
 
 from mlacalc.hardware.catalogue import load_hardware
@@ -307,11 +307,10 @@ def test_trtllm_w4a8_moe_rows_of_one_wave_and_of_many_are_both_fitted():
     waves (+21.2%): with the first wave's main loops (``first_wave``) both within a few points
     (docs/time-model.md, "The first wave of TensorRT-LLM-gen's w4a8 MoE tiles")."""
     pytest.importorskip("pyarrow")
-    from mlacalc.measured.observations import predict_mapped
 
     m = mapped_table("b200_sxm", "moe", "moe_perf", "trtllm")  # mapped once
     t = m.table
-    err = predict_mapped(m, None, "fit-b200-sxm") / t.seconds - 1.0
+    err = prediction_of(m, "fit-b200-sxm") / t.seconds - 1.0
     names = ("num_tokens", "topk", "num_experts", "moe_ep_size", "moe_tp_size", "inter_size")
     tok, topk, experts, ep, tp, inter = (np.asarray(t.column(k)).astype(float) for k in names)
     pairs, local = tok * topk, experts / ep
@@ -803,7 +802,6 @@ def test_sglang_triton_rows_carry_their_default_tile_and_are_fitted():
     pair (``all_pairs``, which its Triton rows alone carry); 8.7% / 30.3% with the tuned
     configs at their own rate (``tuned_rate``)."""
     pytest.importorskip("pyarrow")
-    from mlacalc.measured.observations import predict_mapped
 
     m = mapped_table("h100_sxm", "moe", "moe_perf", "sglang")  # mapped once
     t = m.table
@@ -826,7 +824,7 @@ def test_sglang_triton_rows_carry_their_default_tile_and_are_fitted():
             marlin = np.char.find(src[part.rows], "marlin") >= 0
             assert np.all(np.where(marlin, s["col_tile"] == 128, s["col_tile"] == 0))
     assert n_tuned > 3000
-    err = np.abs(predict_mapped(m, None, "fit-h100-sxm-sglang") / t.seconds - 1.0)
+    err = np.abs(prediction_of(m, "fit-h100-sxm-sglang") / t.seconds - 1.0)
     e = err[triton & m.modelled & np.isfinite(err)]
     # 0.105 / 0.36 before the tuned configs (9.9% / 34.8%); 8.85% / 30.9% -> 9.46% / 30.7% with
     # the rows of other ranks' experts at their bytes, not fitted (moe_time._remote_pair_bytes:
@@ -879,11 +877,10 @@ def test_sglang_triton_rows_of_one_wave_are_not_fast():
     points, and so are the rows of fewer CTAs (docs/time-model.md, "The Triton fused
     MoE's weights at a draw per wave")."""
     pytest.importorskip("pyarrow")
-    from mlacalc.measured.observations import predict_mapped
 
     m = mapped_table("h100_sxm", "moe", "moe_perf", "sglang")  # mapped once
     t = m.table
-    err = predict_mapped(m, None, "fit-h100-sxm-sglang") / t.seconds - 1.0
+    err = prediction_of(m, "fit-h100-sxm-sglang") / t.seconds - 1.0
     ctas = np.full(len(t), np.nan)
     for part in m.parts:
         s = part.batch.shape
@@ -1166,11 +1163,10 @@ def test_each_expert_of_the_rank_costs_expert_s_touched_or_not():
 )
 def test_trtllm_moe_fitted_on_b200(dtype, median, p90):
     pytest.importorskip("pyarrow")
-    from mlacalc.measured.observations import predict_mapped
 
     mapped = mapped_table("b200_sxm", "moe", "moe_perf", "trtllm")  # mapped once
     t = mapped.table
-    err = predict_mapped(mapped, None, "fit-b200-sxm") / t.seconds - 1.0
+    err = prediction_of(mapped, "fit-b200-sxm") / t.seconds - 1.0
     e = np.abs(err[mapped.modelled & np.isfinite(err) & rows_running(mapped, dtype)])
     assert len(e) > (5000 if dtype == "w4a8_mxfp4" else 38000)
     assert np.median(e) <= median and np.percentile(e, 90) <= p90
@@ -1268,11 +1264,10 @@ def test_the_mapping_gives_flashinfer_trtllm_moe_rows_their_dtypes_tile():
 )
 def test_moe_tables_fitted_per_engine(engine, system, version, profile, median, p90):
     pytest.importorskip("pyarrow")
-    from mlacalc.measured.observations import predict_mapped
 
     m = mapped_table(system, "moe", "moe_perf", engine)  # mapped once
     t = m.table
-    pred = predict_mapped(m, None, profile)
+    pred = prediction_of(m, profile)
     ok = m.modelled & np.isfinite(pred)
     e = np.abs(pred[ok] / t.seconds[ok] - 1.0)
     assert np.median(e) <= median and np.percentile(e, 90) <= p90
@@ -1867,11 +1862,10 @@ def _trtllm_cutlass_moe_errors(system: str, profile: str, dtype: str):
     """A device's TensorRT-LLM 1.3.0rc20 MoE table, each row's prediction error under
     ``profile``, and the rows of ``dtype`` the model runs on TensorRT-LLM's CUTLASS path."""
     pytest.importorskip("pyarrow")
-    from mlacalc.measured.observations import predict_mapped
 
     mapped = mapped_table(system, "moe", "moe_perf", "trtllm")  # mapped once
     t = mapped.table
-    err = predict_mapped(mapped, None, profile) / t.seconds - 1.0
+    err = prediction_of(mapped, profile) / t.seconds - 1.0
     ok = mapped.modelled & np.isfinite(err) & rows_running(mapped, dtype)
     return t, err, ok & (t.column("kernel_source") == "moe_torch_flow_cutlass")
 
@@ -1944,11 +1938,10 @@ def test_trtllm_b200_narrow_moe_rows_at_many_rows_a_rank(dtype, before):
     cost per row (``row_s``) bf16 -8.1% / +7.5%, fp8 -16.5% / +8.0%, nvfp4 -19.8% / +12.4%;
     after +1.8% / +4.3%, -1.7% / +0.4% and +1.1% / +2.1%."""
     pytest.importorskip("pyarrow")
-    from mlacalc.measured.observations import predict_mapped
 
     mapped = mapped_table("b200_sxm", "moe", "moe_perf", "trtllm")  # mapped once
     t = mapped.table
-    err = predict_mapped(mapped, None, "fit-b200-sxm") / t.seconds - 1.0
+    err = prediction_of(mapped, "fit-b200-sxm") / t.seconds - 1.0
     width = t.column("hidden_size") + t.column("inter_size")
     ok = mapped.modelled & np.isfinite(err) & rows_running(mapped, dtype)
     ok &= (t.column("kernel_source") == "moe_torch_flow_cutlass") & (t.column("moe_ep_size") <= 4)
@@ -1982,11 +1975,10 @@ def test_flashinfer_moe_floor_grows_with_the_hidden_size():
     and slow at 2,816 (signed median -5.9% / +4.6% with no ``hidden_s``; the class's p90 19.1%);
     with it refitted -1.4% / -1.0% and p90 11.1%."""
     pytest.importorskip("pyarrow")
-    from mlacalc.measured.observations import predict_mapped
 
     mapped = mapped_table("b200_sxm", "moe", "moe_perf", "vllm")  # mapped once
     t = mapped.table
-    err = predict_mapped(mapped, None, "fit-b200-sxm-vllm") / t.seconds - 1.0
+    err = prediction_of(mapped, "fit-b200-sxm-vllm") / t.seconds - 1.0
     source = t.column("kernel_source").astype(str)
     ok = mapped.modelled & np.isfinite(err)
     ok &= source == "vllm_unquantizedfusedmoe_flashinfer_cutlass_flashinferexperts"
@@ -2006,11 +1998,10 @@ def test_trtllm_gen_w4a8_moe_pays_one_hidden_rows_latency():
     median +7.2% with no ``hidden_s``; the class's median 11.16%); refitted with it +0.6%
     and 10.84% (the widest, hidden 7,168, +0.3% -> +8.9%)."""
     pytest.importorskip("pyarrow")
-    from mlacalc.measured.observations import predict_mapped
 
     mapped = mapped_table("b200_sxm", "moe", "moe_perf", "trtllm")  # mapped once
     t = mapped.table
-    err = predict_mapped(mapped, None, "fit-b200-sxm") / t.seconds - 1.0
+    err = prediction_of(mapped, "fit-b200-sxm") / t.seconds - 1.0
     ok = mapped.modelled & np.isfinite(err) & rows_running(mapped, "w4a8_mxfp4")
     assert ok.sum() > 5000
     assert np.median(np.abs(err[ok])) < 0.11
@@ -2066,11 +2057,10 @@ def test_flashinfer_trtllm_moe_rows_of_few_tokens_are_not_slow(engine, dtype, bo
     """The B200 rows of FlashInfer's TensorRT-LLM MoE of 1-4 tokens: the fit's floor, with the
     cost per routed pair up to the knee, is theirs (signed median within ``bound``)."""
     pytest.importorskip("pyarrow")
-    from mlacalc.measured.observations import predict_mapped
 
     m = mapped_table("b200_sxm", "moe", "moe_perf", engine)  # mapped once for the process
     t = m.table
-    pred = predict_mapped(m, None, f"fit-b200-sxm-{engine}")
+    pred = prediction_of(m, f"fit-b200-sxm-{engine}")
     src = np.asarray(t.column("kernel_source")).astype(str)
     few = (
         m.modelled
