@@ -144,7 +144,7 @@ def test_pair_passes_stream_every_routed_pair_at_the_hbm_rate():
     rows at EP 256, one local expert, take 3-4.5x the library's bf16 rows of the shape);
     default 0; SGLang's and vLLM's B200 classes hold them. Only that kernel's rows and steps
     (moe_time.PAIR_STREAM_MOE) take them: none on Hopper, where the engines run other kernels."""
-    from mlacalc.timemodel.moe_time import PAIR_STREAM_MOE, engine_moe_tiles
+    from mlacalc.timemodel.moe_time import BF16_RATE_MOE, PAIR_STREAM_MOE, engine_moe_tiles
     from mlacalc.timemodel.profile import load_profile
 
     b200 = device_figures(load_hardware("B200"))
@@ -170,6 +170,15 @@ def test_pair_passes_stream_every_routed_pair_at_the_hbm_rate():
     assert PAIR_STREAM_MOE not in engine_moe_tiles(step, "trtllm", b200).shape
     for name in ("fit-b200-sxm-sglang", "fit-b200-sxm-vllm"):
         assert load_profile(name).classes["moe:fp8_block"]["pair_passes"] > 1.0
+    # the library's nvfp4 kernel streams them too, fewer (0.40 and 0.43 passes fitted), and
+    # keeps its fp4 rate (no bf16_rate column)
+    fp4 = _moe_batch("nvfp4", [64.0], experts=[32.0])
+    for engine in ("sglang", "vllm"):
+        shape = engine_moe_tiles(fp4, engine, b200).shape
+        assert shape[PAIR_STREAM_MOE].tolist() == [1] and BF16_RATE_MOE not in shape
+        assert PAIR_STREAM_MOE not in engine_moe_tiles(fp4, engine, FIG).shape
+    for name in ("fit-b200-sxm-sglang", "fit-b200-sxm-vllm"):
+        assert 0.2 < load_profile(name).classes["moe:nvfp4"]["pair_passes"] < 1.0
 
 
 def test_flashinfer_cutlass_moe_on_hopper_is_trtllms_class_where_no_table_times_it():

@@ -180,6 +180,7 @@ from mlacalc.timemodel.moe_time import (
     FLASHINFER_HOPPER_TILE,
     GEN_INTER_PAD,
     MARLIN_COLS,
+    PAIR_STREAM_DTYPES,
     ROW_TILES_COL,
     ROWS_SPREAD,
     TRTLLM_GEN_FP4,
@@ -2088,7 +2089,7 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
         gen_tokens=flashinfer[ok].astype(np.float64),  # its pair cost (moe_time.GEN_TOKENS_MOE)
         # TensorRT-LLM-gen's kernels pad the rank's intermediate (moe_time.INTER_PAD_MOE)
         inter_pad=np.where(gen | flashinfer, GEN_INTER_PAD, 0.0)[ok],
-        pair_stream=(flashinfer & (dt == "fp8_block"))[ok].astype(np.float64),
+        pair_stream=(flashinfer & np.isin(dt, PAIR_STREAM_DTYPES))[ok].astype(np.float64),
         # SGLang's Triton fused MoE with a tuned config (moe_time.TUNED_MOE)
         tuned_config=tuned[ok].astype(np.float64),
         pair_tile=_trtllm_own_moe(t, srcs)[ok],

@@ -61,6 +61,7 @@ __all__ = [
     "MARLIN_TILE",
     "MMA_SYNC_MOE",
     "MOE_WEIGHT_BYTES",
+    "PAIR_STREAM_DTYPES",
     "PAIR_STREAM_MOE",
     "PAIR_TILE_MOE",
     "RATE_DTYPE",
@@ -132,8 +133,15 @@ BF16_RATE_MOE = "bf16_rate"
 #: (FlashInfer's CUTLASS MoE on H100), still falling with EP; the Triton fused MoE's 1.8-2.5
 #: are its passes over every pair (:data:`ALL_PAIRS_MOE`). A class whose rows lack the column
 #: does not fit ``pair_passes`` (no row responds: ``fit._informed``) and keeps the default 0
-#: (docs/time-model.md, "Every routed pair of TensorRT-LLM-gen's block-scaled fp8 MoE").
+#: (docs/time-model.md, "Every routed pair of TensorRT-LLM-gen's block-scaled fp8 MoE"). The
+#: library's nvfp4 kernel carries it too, at 0.40-0.43 passes (:data:`PAIR_STREAM_DTYPES`).
 PAIR_STREAM_MOE = "pair_stream"
+
+#: The dtypes of FlashInfer's TensorRT-LLM-gen MoE whose rows and steps carry
+#: :data:`PAIR_STREAM_MOE`: the block-scaled fp8 kernel (above) and the nvfp4 one, whose SGLang
+#: rows at 4,096 tokens and more went from +5% at EP 1 to -18% at EP 256 (signed median; vLLM's
+#: -9%) without it (docs/time-model.md, "Every routed pair of TensorRT-LLM-gen's nvfp4 MoE").
+PAIR_STREAM_DTYPES = ("fp8_block", "nvfp4")
 
 #: The shape column of a MoE whose grouped GEMMs are TensorRT-LLM's own (its CUTLASS MoE, its
 #: DeepGEMM block-scaled fp8 MoE; set by the mapping on those rows and by
@@ -1021,13 +1029,15 @@ def engine_moe_tiles(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ker
     if batch.kind != "moe" or batch.variant or "row_tile" in batch.shape:
         return batch
     gen = fig.kernel_generation
-    if batch.dtype == "fp8_block" and batch.dtype in TRTLLM_MOE.get((engine, gen), ()):
-        # TensorRT-LLM-gen's block-scaled fp8 MoE: the bf16 rate (:data:`BF16_RATE_MOE`) and
-        # its passes over every routed pair (:data:`PAIR_STREAM_MOE`)
+    if batch.dtype in PAIR_STREAM_DTYPES and batch.dtype in TRTLLM_MOE.get((engine, gen), ()):
+        # TensorRT-LLM-gen's block-scaled fp8 and nvfp4 MoE: their passes over every routed
+        # pair (:data:`PAIR_STREAM_MOE`); the block-scaled one at the bf16 rate
+        # (:data:`BF16_RATE_MOE`)
         ones = np.ones(len(batch))
-        batch = dataclasses.replace(
-            batch, shape={**batch.shape, BF16_RATE_MOE: ones, PAIR_STREAM_MOE: ones}
-        )
+        extra = {PAIR_STREAM_MOE: ones}
+        if batch.dtype == "fp8_block":
+            extra[BF16_RATE_MOE] = ones
+        batch = dataclasses.replace(batch, shape={**batch.shape, **extra})
     gen_tiled = batch.dtype in TRTLLM_GEN_TILE.get((engine, gen), ())
     flashinfer_gen = batch.dtype in TRTLLM_MOE.get((engine, gen), ())
     ones, extra = np.ones(len(batch)), {}
