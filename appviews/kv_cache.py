@@ -138,8 +138,9 @@ def render(sc: Scenario) -> None:
             right=("bytes/token/layer", "tokens kept per layer"),
             scope=f"The cache ({label}) by kind of layer, {counted(batch, 'sequence')} of "
             f"{seq_len:,} tokens: a sliding or chunked layer keeps min(seq_len, window) tokens, "
-            "a linear or Mamba layer a fixed state per sequence (its recurrent state, in the "
-            "dtype the model keeps it, not the KV dtype; its convolution window in the KV dtype), "
+            "a linear or Mamba layer a fixed state per sequence (its recurrent state in the "
+            "sidebar's recurrent state dtype, float32 unless bf16 is picked, not the KV dtype; "
+            "its convolution window in the KV dtype), "
             "a DSA layer the latent plus its indexer keys, a block-sparse (msa) layer K, V and "
             "its indexer keys, a compressed layer (csa, hca) its window's rows and its pooled keys "
             "(csa: with their indexer keys), its bytes/token/layer averaged over the pooling; "
