@@ -687,6 +687,48 @@ def test_plan_and_validate_warn_of_a_profile_fitted_on_another_cpu_or_threads(tm
     assert not any("CPU" in w and "fitted on" in w for w in p.warnings)
 
 
+def _in_ms(rows: list[str]) -> list[str]:
+    """The rows with every median_s written in milliseconds."""
+    head = rows[0].split(",")
+    col = head.index("median_s")
+    out = [rows[0]]
+    for line in rows[1:]:
+        cells = line.split(",")
+        cells[col] = repr(float(cells[col]) * 1e3)
+        out.append(",".join(cells))
+    return out
+
+
+def test_a_cut_short_set_is_said_and_times_in_ms_are_refused(tmp_path):
+    # a layer set cut mid-line was scored on 3 of its sidecar's ok rows, a kernel set on 17 of
+    # 34, without a word; times in ms scored every row -99.9% and wrote a profile
+    short = _set(tmp_path / "short", rows=[*ROWS[:4], ROWS[4][:40]])
+    (v,) = mlacalc.validate([short])
+    assert len(v.rows) == 3 and len(v.warnings) == 1
+    assert f"3 ok rows read where its sidecar counts {META['counts']['ok']}" in v.warnings[0]
+    assert "short/set.csv" in v.warnings[0]
+    with pytest.raises(ConfigError) as exc:
+        mlacalc.validate([_set(tmp_path / "ms", rows=_in_ms(ROWS))])
+    said = _one_line(exc.value, tmp_path / "ms" / "x")
+    assert "field 'median_s'" in said and "milliseconds, not seconds" in said
+    rows = _gemm_rows(n=12)
+    path = _kernel_set(tmp_path, rows)
+    meta = json.loads(path.read_text())
+    meta["counts"] = {"ok": 24}
+    path.write_text(json.dumps(meta))
+    v = mlacalc.validate(measured=str(path), profile="roofline")
+    assert any("12 ok rows read where its sidecar counts 24" in w for w in v.warnings)
+    assert any(n.startswith("rows: ") for n in mlacalc.calibrate(str(path), use_scipy=False).notes)
+    (tmp_path / "kms").mkdir()
+    ms = _kernel_set(tmp_path / "kms", [{**r, "median_s": r["median_s"] * 1e3} for r in rows])
+    for call in (
+        lambda: mlacalc.calibrate(str(ms), use_scipy=False),
+        lambda: mlacalc.validate(measured=str(ms)),
+    ):
+        with pytest.raises(ConfigError, match=r"k\.csv: field 'median_s': .*milliseconds"):
+            call()
+
+
 def test_calibrate_on_a_run_of_attention_layers_names_the_file_and_its_preset(run):
     # it said "measured_sets: no kernel rows to fit in ...json"; the file's preset is the reason
     _, err = run("calibrate", SHIPPED, "-o", "unused.json", code=2)

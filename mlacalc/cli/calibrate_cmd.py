@@ -82,7 +82,7 @@ def command(measured, output, name, base, engine, fmt):
         if (
             " excluded: " in note
             or " not fitted (" in note
-            or note.startswith(("poor fit: ", "ceilings: "))
+            or note.startswith(("poor fit: ", "ceilings: ", "rows: "))
         ):
             warn(note)
     records = [

@@ -326,6 +326,9 @@ def _bench_files(
     from mlacalc.measured.validate_bench import bench_prediction  # deferred: loads numpy
 
     doc = [s.to_dict() for s in sets]
+    for v in sets:  # a rows file shorter than its sidecar counts
+        for line in v.warnings:
+            warn(line)
 
     def sections():
         out = []

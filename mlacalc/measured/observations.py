@@ -32,7 +32,7 @@ from mlacalc.measured.tables import (
     load_measured,
 )
 from mlacalc.timemodel.fit import Observations
-from mlacalc.timemodel.kernel_time import predict_batch
+from mlacalc.timemodel.kernel_time import predict_batch, roofline_seconds
 from mlacalc.timemodel.mla_time import GEN_SPARSE_VARIANT, GEN_SPARSE_WIDE_VARIANT, WALK_VARIANT
 from mlacalc.timemodel.profile import Profile, load_profile, shipped_profiles
 from mlacalc.timemodel.terms import class_key
@@ -386,7 +386,9 @@ def kernel_set_warnings(path: str | os.PathLike) -> list[str]:
     peaks = meta.get("ceilings", {}).get("matmul_flops_per_s", {})
     best: dict[str, float] = {}
     source = str(p.parent / str(meta["rows_file"]))
-    for i, r in _kernel_rows(p.parent / str(meta["rows_file"])):
+    rows = _kernel_rows(p.parent / str(meta["rows_file"]))
+    short = rows_short_warning(meta, Path(source), len(rows), "validate and calibrate use")
+    for i, r in rows:
         if r.get("kind") != "gemm":
             continue
         flops, t = (
@@ -397,7 +399,7 @@ def kernel_set_warnings(path: str | os.PathLike) -> list[str]:
             dtype = str(r.get("dtype"))
             best[dtype] = max(best.get(dtype, 0.0), flops / t)
     device = kernel_set_device(meta, p)
-    out = []
+    out = [short] if short else []
     for dtype, rate in sorted(best.items()):
         peak = peaks.get(dtype)
         if not isinstance(peak, (int, float)) or peak <= 0 or rate <= CEILING_MARGIN * peak:
@@ -418,6 +420,69 @@ def kernel_set_warnings(path: str | os.PathLike) -> list[str]:
             f"not on this device; {effect}; measure again on an idle machine"
         )
     return out
+
+
+#: Every row of a set timed over this many times its roofline bound on the run's own ceilings
+#: (launch latency included) is no run in seconds (:func:`time_unit_problem`): the runs seen
+#: have their fastest row within 0.04x-1.1x of it (CPU and H200 kernel sets, the CPU layer
+#: sets); the same rows written in milliseconds, 38x.
+UNIT_FACTOR = 20.0
+
+
+def time_unit_problem(measured: Any, bound: Any) -> str:
+    """Words for a set whose every time is :data:`UNIT_FACTOR` or more times its bound (the
+    times look like milliseconds or microseconds), else ``""``; three rows at least."""
+    ratio = np.asarray(measured, dtype=np.float64) / np.asarray(bound, dtype=np.float64)
+    ratio = ratio[np.isfinite(ratio) & (ratio > 0)]
+    if len(ratio) < 3 or ratio.min() <= UNIT_FACTOR:
+        return ""
+    mid = float(np.median(ratio))
+    unit = "milliseconds" if mid < 3e4 else "microseconds"
+    return (
+        f"every row's time is {ratio.min():,.0f}x-{ratio.max():,.0f}x (median {mid:,.0f}x) its "
+        f"roofline bound on the run's own ceilings and launch latency: the times look like "
+        f"{unit}, not seconds"
+    )
+
+
+#: The start of a rows file's warning (a profile's note calibrate warns, a validation's warning).
+ROWS_NOTE = "rows: "
+
+
+def rows_short_warning(meta: dict, rows_path: Path, read: int, does: str) -> str:
+    """Words for a rows file with fewer ``ok`` rows than its sidecar counts (``counts.ok``):
+    cut short or edited; ``does`` says what is done with the rows read."""
+    counted = (meta.get("counts") or {}).get("ok")
+    if isinstance(counted, bool) or not isinstance(counted, int) or read >= counted:
+        return ""
+    return (
+        f"{ROWS_NOTE}{rows_path}: {read:,} ok rows read where its sidecar counts {counted:,} "
+        f"(counts.ok): the rows file was cut short or edited; {does} the {read:,} read "
+        "(restore the file, or run mlacalc bench again)"
+    )
+
+
+def _check_time_unit(out: list, meta: dict, rows_path: Path) -> None:
+    """Refuse a kernel set whose every time is many times its bound (:func:`time_unit_problem`),
+    naming the rows file and ``median_s``."""
+    if not out:
+        return
+    hw = load_hardware(out[0].device)
+    latency = float((meta.get("ceilings") or {}).get("launch_latency_s") or 0.0)
+    measured, bound = [], []
+    for o in out:
+        b = o.batch
+        t = roofline_seconds(b.flops, b.bytes, hw, b.dtype) * b.calls + latency * b.calls
+        measured.append(np.asarray(o.seconds, dtype=np.float64))
+        bound.append(np.asarray(t, dtype=np.float64))
+    said = time_unit_problem(np.concatenate(measured), np.concatenate(bound))
+    if said:
+        raise ConfigError(
+            said,
+            source=str(rows_path),
+            field="median_s",
+            fix="write median_s in seconds, as mlacalc bench does",
+        )
 
 
 def read_kernel_set(path: str | os.PathLike) -> list:
@@ -481,6 +546,7 @@ def read_kernel_set(path: str | os.PathLike) -> list:
                 source=str(p),
             )
         )
+    _check_time_unit(out, meta, rows_path)
     return out
 
 

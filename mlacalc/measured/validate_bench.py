@@ -24,6 +24,7 @@ from mlacalc.hardware.catalogue import (
     measured_sets,
     read_sidecar,
 )
+from mlacalc.measured.observations import rows_short_warning, time_unit_problem
 from mlacalc.models.loading import load_model
 from mlacalc.timemodel.predict import Calibration, predict_time
 from mlacalc.words.arguments import one_or_many
@@ -112,6 +113,8 @@ class ValidationSet:
     groups: dict[str, dict[str, float]] = field(default_factory=dict)
     #: ok rows whose time cannot be scored (NaN, infinite, zero or negative), by reason
     excluded: dict[str, int] = field(default_factory=dict)
+    #: what the set's files say beyond its rows (a rows file shorter than its sidecar counts)
+    warnings: tuple[str, ...] = ()
 
     @property
     def noisy(self) -> tuple[ValidationRow, ...]:
@@ -140,6 +143,7 @@ class ValidationSet:
             "rows_validated": len(self.rows),
             "rows_not_ok": self.skipped,
             "rows_excluded": dict(self.excluded),
+            "warnings": list(self.warnings),
             "rows_noisy": len(self.noisy),
             "noisy_spread": NOISY_SPREAD,
             "median_abs_error": self.median_abs_error,
@@ -265,6 +269,18 @@ def validate_file(json_path: str | Path, mode: str = "unfused") -> ValidationSet
             "has no ok rows to validate" + (f" (excluded: {why})" if why else ""),
             source=str(csv_path),
         )
+    unit = time_unit_problem([r.measured_s for r in rows], [r.predicted_s for r in rows])
+    if unit:
+        raise ConfigError(
+            unit.replace(
+                "its roofline bound on the run's own ceilings and launch latency", "its prediction"
+            ),
+            source=str(csv_path),
+            field="median_s",
+            fix="write median_s in seconds, as mlacalc bench does",
+        )
+    ok = sum(1 for r in raw if r["status"] == "ok")
+    short = rows_short_warning(meta, csv_path, ok, "validated on")
     return ValidationSet(
         name=path.stem,
         device=str(meta["device"].get("name", path.stem)),
@@ -273,6 +289,7 @@ def validate_file(json_path: str | Path, mode: str = "unfused") -> ValidationSet
         skipped=skipped,
         groups=_group(rows),
         excluded=excluded,
+        warnings=(short,) if short else (),
     )
 
 
