@@ -1027,7 +1027,11 @@ def _show_memory(result, context: int, compressed: bool = False, copied: bool = 
         )
         + f"**{human_bytes(result.kv_bytes_per_token_full_layers_per_gpu)}**, plus "
         f"**{human_bytes(result.kv_bytes_fixed_per_sequence_per_gpu)}** per sequence "
-        "(windows, linear states)"
+        + (
+            f"(windows, linear states: the recurrent state in {result.state_dtype})"
+            if result.state_dtype
+            else "(windows, linear states)"
+        )
     )
     st.markdown(
         f"**At the request mix** ({context:,} tokens a sequence, input and output): largest "
