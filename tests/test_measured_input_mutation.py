@@ -24,11 +24,13 @@ import pytest
 
 import mlacalc
 from mlacalc.cli import main
+from mlacalc.data import PROFILES
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.measured.tables import load_measured
 from mlacalc.measured.validate_tables import TIME_REASONS
 from mlacalc.timemodel.fit import Observations
 from mlacalc.timemodel.predict import predict_time
+from mlacalc.timemodel.profile import load_profile
 from mlacalc.words.errors import ConfigError, InvalidArgumentError, MlacalcError
 from mlacalc.words.kernels import KernelBatch
 
@@ -225,7 +227,7 @@ def _rows_with(median: dict[int, str]) -> list[str]:
     return [",".join(r) for r in reader]
 
 
-@pytest.mark.parametrize("bad", ["nan", "-0.004", "0", "inf", "-inf", "abc", ""])
+@pytest.mark.parametrize("bad", ["nan", "-0.004", "0", "inf", "-inf", ""])
 def test_bench_set_nan_or_negative_times_are_never_scored(tmp_path, bad):
     # a median of NaN and a -4100% error were scored before
     path = _set(tmp_path, rows=_rows_with({1: bad, 2: bad}))
@@ -240,11 +242,25 @@ def test_bench_set_nan_or_negative_times_are_never_scored(tmp_path, bad):
     # the mapping's reason names, as a parquet table's rows (measured_time_not_positive before)
     want = (
         "time_not_finite"
-        if bad in ("nan", "inf", "-inf", "abc", "")
+        if bad in ("nan", "inf", "-inf", "")
         else ("zero_time" if bad == "0" else "time_negative")
     )
     assert t.not_predicted_by_reason() == {want: 2} and want in TIME_REASONS
     assert math.isfinite(t.summary()["median_abs_error"])
+
+
+def test_bench_set_text_time_names_its_line_and_a_negative_one_is_counted_by_line(tmp_path):
+    # a text time was dropped and counted in the header with no line ("1 time not a number"),
+    # where calibrate's kernel sets say "line 4: '12 ms' is not a number"
+    path = _set(tmp_path, rows=_rows_with({3: "12 ms"}))
+    for call in (lambda: mlacalc.validate([path]), lambda: mlacalc.validate(measured=path)):
+        with pytest.raises(ConfigError) as exc:
+            call()
+        said = _one_line(exc.value, path)
+        assert "set.csv: field 'median_s': line 4: '12 ms' is not a number" in said
+    (v,) = mlacalc.validate([_set(tmp_path / "neg", rows=_rows_with({3: "-0.004"}))])
+    assert v.excluded == {"time zero or negative": 1}
+    assert v.excluded_lines == {"time zero or negative": (4,)}
 
 
 def test_bench_set_with_no_usable_time_is_refused_counting_the_reasons(tmp_path):
@@ -508,7 +524,10 @@ def test_validate_command_says_which_rows_it_left_out(tmp_path, capsys):
     path = _set(tmp_path, rows=_rows_with({1: "nan", 2: "-1"}))
     assert main(["validate", str(path)]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "rows left out: 1 time not finite (NaN or infinite); 1 time zero or negative" in out
+    assert (
+        "rows left out: 1 time not finite (NaN or infinite) (line 2); 1 time zero or negative "
+        "(line 3)"
+    ) in out
 
 
 def test_measured_cache_key_changes_when_a_set_is_rewritten_within_the_same_second(tmp_path):
@@ -727,6 +746,31 @@ def test_a_cut_short_set_is_said_and_times_in_ms_are_refused(tmp_path):
     ):
         with pytest.raises(ConfigError, match=r"k\.csv: field 'median_s': .*milliseconds"):
             call()
+
+
+def test_profile_wording_names_a_string_a_missing_or_misspelt_key_and_a_missing_file(tmp_path):
+    good = json.loads((PROFILES / "fit-h100-sxm.json").read_text())
+    cases = {
+        "str": ({**good, "classes": {"gemm:bf16": {"eff_compute": "0.5"}}}, "got the string '0.5'"),
+        "none": ({k: v for k, v in good.items() if k != "classes"}, "field 'classes': is missing"),
+        "typo": (
+            {**{k: v for k, v in good.items() if k != "classes"}, "clases": good["classes"]},
+            "field 'clases': is not a profile key (did you mean 'classes'?)",
+        ),
+    }
+    for name, (data, said) in cases.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(data))
+        with pytest.raises(ConfigError) as exc:
+            load_profile(str(path))
+        assert said in _one_line(exc.value, path)
+    with pytest.raises(InvalidArgumentError, match=r"^profile: no file 'nope\.json'"):
+        load_profile("nope.json")
+    # the library names its argument profile, not the CLI's --profile
+    cpu = tmp_path / "cpu.json"
+    mlacalc.calibrate(str(_kernel_set(tmp_path, _gemm_rows())), use_scipy=False).save(cpu)
+    with pytest.raises(InvalidArgumentError, match=r"^profile: profile 'custom' was fitted on CPU"):
+        mlacalc.predict_time("deepseek-v3", "H100-SXM", "decode", 1024, profile=str(cpu))
 
 
 def test_calibrate_on_a_run_of_attention_layers_names_the_file_and_its_preset(run):

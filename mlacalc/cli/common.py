@@ -316,7 +316,9 @@ def load_profile_option(profile: str | None, plain: bool = False):
             message = message[len("profile: ") :]
         if profile == "roofline":
             message = "the plain roofline bound ('roofline') is a roofline command's profile only"
-        elif plain and message.startswith("no profile "):  # a name: the other name it takes
+        elif plain and message.startswith(
+            ("no profile ", "no file ")
+        ):  # a name: the other name it takes
             message += ", or 'roofline' for the plain roofline bound"
         raise click.BadParameter(message, param_hint="--profile") from None
     if not prof.classes:

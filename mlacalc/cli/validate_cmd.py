@@ -320,6 +320,14 @@ def _noisy_words(v: Any) -> str:
     )
 
 
+def _lines_words(lines: tuple[int, ...]) -> str:
+    """ " (line 4)", " (lines 4, 9, 12 ...)" of the rows file, or ""."""
+    if not lines:
+        return ""
+    shown = ", ".join(str(i) for i in lines[:5]) + (" ..." if len(lines) > 5 else "")
+    return f" ({'line' if len(lines) == 1 else 'lines'} {shown})"
+
+
 def _bench_files(
     sets: list, mode: str, show_rows: bool, fmt: str, worst: int | None = None
 ) -> None:
@@ -351,7 +359,10 @@ def _bench_files(
                 ]
             )
             # ok rows whose time cannot be scored (NaN, infinite, zero or negative), by reason
-            left = "; ".join(f"{n} {why}" for why, n in sorted(v.excluded.items()))
+            left = "; ".join(
+                f"{n} {why}" + _lines_words(v.excluded_lines.get(why, ()))
+                for why, n in sorted(v.excluded.items())
+            )
             noisy = _noisy_words(v)
             out.append(
                 Section(

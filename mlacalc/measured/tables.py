@@ -555,6 +555,24 @@ def _leaf_files(root: Path) -> list[Path]:
     return files
 
 
+def bench_time_text(r: dict[str, Any], rows_path: Path, line: int) -> None:
+    """Refuse an ``ok`` row of a microbenchmark set whose ``median_s`` is text ("12 ms"),
+    naming the file, line and column (as a kernel set's cell is); an empty cell is left to be
+    counted as a time that is not a number."""
+    text = str(r.get("median_s") or "").strip()
+    if r.get("status") != "ok" or not text:
+        return
+    try:
+        float(text)
+    except ValueError:
+        raise ConfigError(
+            f"line {line}: {text[:20]!r} is not a number",
+            source=str(rows_path),
+            field="median_s",
+            fix="write the time in seconds as a number, as mlacalc bench does",
+        ) from None
+
+
 def _float_or_nan(text: Any) -> float:
     try:
         return float(text)
@@ -648,7 +666,10 @@ def read_bench_set(path: str | os.PathLike) -> MeasuredTable:
                 cols[n] = np.array([float(v) if v else np.nan for v in values], dtype=np.float64)
             except ValueError:
                 cols[n] = np.array(values, dtype=str)
-    # a time that is not a number (text in a cell) is NaN: counted as not predicted, not scored
+    # text in an ok row's time is one line naming its line, as calibrate's kernel sets say it
+    # (an empty cell, NaN or inf is a number the check counts as not predicted, not scored)
+    for i, r in enumerate(raw, start=2):
+        bench_time_text(r, rows_path, i)
     times = np.array([_float_or_nan(r["median_s"]) for r in raw], dtype=np.float64)
     seconds = np.where(cols["status"] == "ok", times, np.nan)
     device = meta["device"]

@@ -25,6 +25,7 @@ from mlacalc.hardware.catalogue import (
     read_sidecar,
 )
 from mlacalc.measured.observations import rows_short_warning, time_unit_problem
+from mlacalc.measured.tables import bench_time_text
 from mlacalc.models.loading import load_model
 from mlacalc.timemodel.predict import Calibration, predict_time
 from mlacalc.words.arguments import one_or_many
@@ -115,6 +116,8 @@ class ValidationSet:
     excluded: dict[str, int] = field(default_factory=dict)
     #: what the set's files say beyond its rows (a rows file shorter than its sidecar counts)
     warnings: tuple[str, ...] = ()
+    #: the rows file's lines of the excluded rows, by reason
+    excluded_lines: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     @property
     def noisy(self) -> tuple[ValidationRow, ...]:
@@ -143,6 +146,7 @@ class ValidationSet:
             "rows_validated": len(self.rows),
             "rows_not_ok": self.skipped,
             "rows_excluded": dict(self.excluded),
+            "rows_excluded_lines": {k: list(v) for k, v in self.excluded_lines.items()},
             "warnings": list(self.warnings),
             "rows_noisy": len(self.noisy),
             "noisy_spread": NOISY_SPREAD,
@@ -220,13 +224,15 @@ def validate_file(json_path: str | Path, mode: str = "unfused") -> ValidationSet
     calibration = Calibration.from_measurements(meta)
     rows, skipped = [], 0
     excluded: dict[str, int] = {}
+    lines: dict[str, list[int]] = {}
     for i, r in enumerate(raw, start=2):  # line 1 is the header
         if r["status"] != "ok":
             skipped += 1
             continue
         sizes, reason = _row_sizes(r, csv_path, i)
-        if reason:  # a time that cannot be scored: counted, never scored
+        if reason:  # a time that cannot be scored: counted with its line, never scored
             excluded[reason] = excluded.get(reason, 0) + 1
+            lines.setdefault(reason, []).append(i)
             continue
         batch, seq_len, measured = sizes
         latency = _row_latency(r, csv_path, i)
@@ -290,6 +296,7 @@ def validate_file(json_path: str | Path, mode: str = "unfused") -> ValidationSet
         groups=_group(rows),
         excluded=excluded,
         warnings=(short,) if short else (),
+        excluded_lines={k: tuple(v) for k, v in lines.items()},
     )
 
 
@@ -339,6 +346,7 @@ def _row_sizes(r: dict[str, Any], csv_path: Path, line: int) -> tuple[tuple[int,
                 fix="pass files written by mlacalc bench",
             )
         sizes.append(value)
+    bench_time_text(r, csv_path, line)  # text: one line naming it, as calibrate says it
     try:
         measured = float(str(r["median_s"]))
     except ValueError:

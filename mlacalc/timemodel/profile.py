@@ -13,6 +13,7 @@ class, and notes (datasheet figures used where the catalogue had none). Profiles
 
 from __future__ import annotations
 
+import difflib
 import functools
 import hashlib
 import json
@@ -468,6 +469,7 @@ class Profile:
                 field="schema",
                 fix="pass a file written by mlacalc calibrate",
             )
+        _check_keys(data, origin)
         _check_provenance(data, origin)
         classes = _check_classes(data.get("classes", {}), origin, "classes")
         devices_raw = data.get("devices", {})
@@ -593,7 +595,7 @@ def check_profile_applies(profile: Profile, hardware: Any) -> None:
     if "gpu" not in kinds:
         on = ", ".join(str(e.get("device", "?")) for e in profile.fitted_on)
         raise InvalidArgumentError(
-            "--profile",
+            "profile",
             f"profile '{profile.name}' was fitted on CPU runs only ({on}): a CPU's fp32 fit "
             f"does not time {getattr(hardware, 'name', 'a GPU')}'s GPU kernels (datasheet "
             "ratios from a CPU are no transfer); fit one on GPU tables (mlacalc calibrate "
@@ -714,9 +716,13 @@ def _check_classes(raw: Any, origin: str, where: str) -> dict[str, dict[str, flo
             ):
                 # NaN, 1e300 efficiencies or a p-norm of 0 gave NaN, absurd times or a
                 # ZeroDivisionError in every prediction the profile made
+                got = (
+                    f"the string {value[:40]!r} (write the number without quotes)"
+                    if isinstance(value, str)
+                    else str(value)[:40]
+                )
                 raise ConfigError(
-                    f"must be a number in [{lo:g}, {hi:g}] ({PARAMS[name][2]}), got "
-                    f"{str(value)[:40]}",
+                    f"must be a number in [{lo:g}, {hi:g}] ({PARAMS[name][2]}), got {got}",
                     source=origin,
                     field=f"{where}.{key}.{name}",
                     fix="keep it in the range mlacalc calibrate fits it in, or refit the profile",
@@ -739,6 +745,33 @@ def _param_limits(name: str) -> tuple[float, float]:
             values = [d[n] for d in defaults if n in d]
             _LIMITS[n] = (min([lo, *values]), max([hi, *values]))
     return _LIMITS[name]
+
+
+#: the keys of a profile file (:meth:`Profile.to_dict`)
+PROFILE_KEYS = ("schema", "name", "engine", "fitted_on", "notes", "classes", "devices", "residuals")
+
+
+def _check_keys(data: dict[str, Any], origin: str) -> None:
+    """A profile file's keys: one it does not know (a misspelt ``clases``) and a missing
+    ``classes`` are one line naming the key (both were read as a profile of no class, which
+    validate then applied as datasheet defaults)."""
+    for key in data:
+        if key not in PROFILE_KEYS:
+            near = difflib.get_close_matches(str(key), PROFILE_KEYS, n=1)
+            raise ConfigError(
+                "is not a profile key" + (f" (did you mean '{near[0]}'?)" if near else ""),
+                source=origin,
+                field=str(key)[:40],
+                fix="known: " + ", ".join(PROFILE_KEYS) + "; pass a file written by mlacalc "
+                "calibrate",
+            )
+    if "classes" not in data:
+        raise ConfigError(
+            "is missing: a profile maps its kernel classes to parameters there",
+            source=origin,
+            field="classes",
+            fix="pass a file written by mlacalc calibrate",
+        )
 
 
 def _check_provenance(data: dict[str, Any], origin: str) -> None:
@@ -829,9 +862,14 @@ def load_profile(name_or_path: str | os.PathLike | Profile | None = None) -> Pro
                 return Profile(
                     name=DEFAULT_PROFILE, notes=("no shipped profile: datasheet defaults",)
                 )
+            said = (
+                f"no file {text!r} (and no shipped profile of that name)"
+                if text.endswith(".json") or os.sep in text
+                else f"no profile {text!r}"
+            )
             raise InvalidArgumentError(
                 "profile",
-                f"no profile {text!r}: give a shipped name "
+                f"{said}: give a shipped name "
                 f"({', '.join(shipped_profiles()) or 'none shipped'}) or a JSON file written by "
                 "mlacalc calibrate",
             )
