@@ -702,7 +702,11 @@ def test_validate_cli(run):
     assert "median |error|" in out and "deepseek-v2-lite" in out
     # the title says the roofline is on the run's own ceilings and latency (before: "unfused
     # roofline vs measured", read as the plain datasheet bound, which is far further off)
-    assert "roofline on the run's measured ceilings and launch latency" in " ".join(out.split())
+    # and that the eager model times it, not a roofline of the unfused ops (a trial)
+    assert (
+        "the eager model (the op sequence the layer runs) on the run's measured ceilings and "
+        "launch latency" in " ".join(out.split())
+    )
     rows = list(csv.DictReader(io.StringIO(run("validate", "--format", "csv")[0])))
     assert {"measured_s", "predicted_s", "error"} <= set(rows[0])
     _, err = run("validate", "nope.json", code=2)

@@ -53,7 +53,12 @@ def bench_prediction(mode: str = "unfused") -> str:
     ``mode`` (unfused: the op sequence the eager layers run) with the run's own measured
     ceilings (its GEMM, copy and softmax rates, not the datasheet's) and each row's trivial-op
     launch latency; neither the plain datasheet roofline nor a calibration profile."""
-    return f"the {mode} roofline on the run's measured ceilings and launch latency"
+    if mode == "unfused":  # the eager model: each op's roofline, first touch, dispatch
+        return (
+            "the eager model (the op sequence the layer runs) on the run's measured ceilings "
+            "and launch latency"
+        )
+    return f"the {mode} kernels' roofline on the run's measured ceilings and launch latency"
 
 
 _REQUIRED_COLUMNS = ("model", "impl", "phase", "batch", "seq_len", "dtype", "status", "median_s")
