@@ -14,10 +14,11 @@ from mlacalc.cost.engine import attention_cost
 from mlacalc.cost.model_step import checkpoint_stored, stored_attention_cost
 from mlacalc.cost.params import param_counts
 from mlacalc.cost.quant import checkpoint_tensors, tensor_bytes
-from mlacalc.cost.symbolic import FORMULA_VARIANTS
+from mlacalc.cost.symbolic import FORMULA_VARIANTS, V4_VARIANTS
 from mlacalc.cost.symbolic import formula as build
 from mlacalc.models.architecture import layer_pattern
 from mlacalc.words.dtypes import dtype_bits
+from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.vocab import (
     MATMUL_STAGES,
     MLA_IMPLEMENTATIONS,
@@ -54,8 +55,9 @@ class _NearChoice(click.Choice):
     "--variant",
     type=_NearChoice(list(FORMULA_VARIANTS), "variant"),
     required=True,
-    help="Attention variant: mha, gqa, mqa, mla, or dsa (DeepSeek-V3.2's sparse attention: "
-    "MLA whose core attends the k keys a lightning indexer picks).",
+    help="Attention variant: mha, gqa, mqa, mla, dsa (DeepSeek-V3.2's sparse attention: "
+    "MLA whose core attends the k keys a lightning indexer picks), or a DeepSeek-V4 layer: csa "
+    "(compressed sparse), hca (heavily compressed), swa (the window alone).",
 )
 @click.option(
     "--impl", type=IMPL_CHOICE, default=None, help="MLA implementation (default: serving default)."
@@ -109,6 +111,10 @@ def command(quantity, variant, impl, phase, stage, causal, no_q_lora, subs_model
     (index_n_heads), d_i indexer head width (index_head_dim), b_i bytes per indexer key
     element (fp8 and a float32 scale a 128: 33/32); its core attends min(S, k) keys (P_k
     pairs a head: query j attends min(j, k)), its indexer scores all S.
+    DeepSeek-V4 (--variant csa, hca, swa: kv_cache_bytes, and attention_flops with --phase
+    prefill or decode): d_h its head width (one K = V head), W the window, m the layer's
+    compression rate (one pooled key per m tokens), d_o and g its output's low rank and groups,
+    k, n_i, d_i a csa layer's top-k and indexer; docs/deepseek-v4.md.
     FLOPs count 2 per multiply-add. attention_params is one layer's weights and
     kv_cache_elements one token's elements in one layer; the other quantities count all L
     layers.
@@ -121,6 +127,7 @@ def command(quantity, variant, impl, phase, stage, causal, no_q_lora, subs_model
       mlacalc formula kv_cache_elements --variant mla --subs deepseek-v3
       mlacalc formula kv_cache_bytes --variant mla --subs deepseek-v3 --set kv_lora_rank=256
       mlacalc formula attention_flops --variant dsa --phase decode --subs deepseek-v3.2
+      mlacalc formula attention_flops --variant hca --phase decode --subs deepseek-v4-pro
       mlacalc formula kv_cache_bytes --variant mla --subs deepseek-v3 --at B=8 --at S=4096
         --at b=fp8
     """
@@ -158,7 +165,10 @@ def command(quantity, variant, impl, phase, stage, causal, no_q_lora, subs_model
             )
     if subs_model:  # the model first: it fixes the query latent, the biases and RoPE
         m = load(subs_model, "--subs", changes=sets)
-        _check_plain(m, variant)
+        if variant in V4_VARIANTS:
+            _check_v4(m, variant)
+        else:
+            _check_plain(m, variant)
     settings = {
         "impl": None if impl == STANDARD_IMPL else impl,
         "phase": phase,
@@ -188,7 +198,7 @@ def command(quantity, variant, impl, phase, stage, causal, no_q_lora, subs_model
     for flag, (key, neutral) in given.items():
         if settings[key] == neutral:
             continue
-        if build(quantity, variant, **{**settings, key: neutral}) == expr:
+        if _built(quantity, variant, {**settings, key: neutral}) == expr:
             if stage and build(quantity, variant, **{**settings, key: neutral, "stage": None}) != (
                 build(quantity, variant, **{**settings, "stage": None})
             ):
@@ -199,7 +209,9 @@ def command(quantity, variant, impl, phase, stage, causal, no_q_lora, subs_model
                 )
             else:
                 warn(f"{flag} does not change {what} of {variant.upper()}{where}; ignored")
-    if m is not None:
+    if m is not None and variant in V4_VARIANTS:
+        expr = _v4_substituted(m, variant, expr)
+    elif m is not None:
         expr = _substituted(m, quantity, variant, settings, no_q_lora)
     if at:
         expr = _evaluated(expr, at, quantity, subs_model)
@@ -318,6 +330,15 @@ def _evaluated(expr, at: dict[str, Fraction], quantity: str, subs_model: str | N
     return value
 
 
+def _built(quantity: str, variant: str, settings: dict):
+    """The formula under ``settings``, or None where they are refused (DeepSeek-V4's FLOPs
+    without a phase): a flag whose neutral value is refused changes the formula."""
+    try:
+        return build(quantity, variant, **settings)
+    except InvalidArgumentError:
+        return None
+
+
 def _where_phase(phase) -> str:
     """', in PHASE' for a phase given, '' for none."""
     return f", in {phase}" if phase else ""
@@ -329,11 +350,13 @@ def _check_plain(m, variant: str) -> None:
     # and MQA n_kv = 1, so they describe only a model whose n_kv is that
     mine = _formula_variant(m)
     compressed = {"csa", "hca"} & {k.attention for k in layer_pattern(m).layers}
-    if compressed:  # DeepSeek-V4: no variant fits, so none is suggested (it was refused next)
+    if compressed:  # DeepSeek-V4: each kind of layer is a variant of its own
+        kinds = list(_v4_kinds(m))
         raise click.BadParameter(
             f"{m.label}'s {', '.join(sorted(compressed))} layers are DeepSeek-V4's compressed "
-            "attention, which has no formula variant; their counts: "
-            f"`mlacalc report {m.name}` and docs/deepseek-v4.md",
+            f"attention, a formula variant each: use "
+            + " or ".join(f"--variant {k}" for k in kinds)
+            + f" (docs/deepseek-v4.md; `mlacalc report {m.name}` counts them all)",
             param_hint="--subs",
         )
     if variant != mine and not (variant == "gqa" and not m.is_mla):
@@ -388,6 +411,61 @@ def _check_plain(m, variant: str) -> None:
             f"{m.label} has {parts}; `mlacalc report {m.name}` counts them",
             param_hint="--subs",
         )
+
+
+def _v4_kinds(m) -> dict[str, int]:
+    """A model's layers by DeepSeek-V4 kind (csa, hca, swa), in the model's order."""
+    kinds: dict[str, int] = {}
+    for k in layer_pattern(m).layers:
+        if k.attention in V4_VARIANTS:
+            kinds[k.attention] = kinds.get(k.attention, 0) + 1
+    return kinds
+
+
+def _check_v4(m, variant: str) -> None:
+    """Refuse, by name, a model with no layer of the DeepSeek-V4 kind asked."""
+    kinds = _v4_kinds(m)
+    if not kinds:
+        raise click.BadParameter(
+            f"{m.label} has no DeepSeek-V4 layers (csa, hca, swa): use --variant "
+            f"{_formula_variant(m)}",
+            param_hint="--subs",
+        )
+    if variant not in kinds:
+        has = " or ".join(f"--variant {k}" for k in kinds)
+        raise click.BadParameter(
+            f"{m.label} has no {variant} layer: use {has}", param_hint="--subs"
+        )
+
+
+def _v4_substituted(m, variant: str, expr):
+    """A DeepSeek-V4 layer's formula with the model's dimensions; ``L`` its layers of that
+    kind, the others said (each kind has its own variant)."""
+    # deferred: sympy loads for the formula itself, not for `--help`
+
+    from mlacalc.cost import symbols as s
+
+    kinds = _v4_kinds(m)
+    rate = {"csa": m.compress_rate_csa, "hca": m.compress_rate_hca, "swa": 1}[variant]
+    values = {
+        s.d: m.hidden_size,
+        s.n_h: m.num_attention_heads,
+        s.d_h: m.head_dim,
+        s.d_cq: m.q_lora_rank,
+        s.d_o: m.o_lora_rank,
+        s.g: m.o_groups,
+        s.W: m.sliding_window,
+        s.m_r: rate,
+        s.L: kinds[variant],
+    }
+    if variant == "csa":
+        values.update({s.k: m.index_topk, s.n_i: m.index_n_heads, s.d_i: m.index_head_dim})
+    others = ", ".join(f"{n} {k} (--variant {k})" for k, n in kinds.items() if k != variant)
+    note(
+        f"L = {kinds[variant]}: {m.label}'s {variant} layers"
+        + (f"; its others: {others}" if others else "")
+    )
+    return expr.subs(values)
 
 
 def _formula_variant(m) -> str:

@@ -27,11 +27,16 @@ from mlacalc.words.vocab import (
     serving_impl,
 )
 
-__all__ = ["FORMULA_VARIANTS", "QUANTITIES", "VARIANTS", "formula"]
+__all__ = ["FORMULA_VARIANTS", "QUANTITIES", "V4_QUANTITIES", "V4_VARIANTS", "VARIANTS", "formula"]
 
-#: the variants a formula is written for: the attention variants, and DSA (DeepSeek-V3.2's
-#: MLA whose core attends the top-k keys a lightning indexer picks; formulas/dsa_layer.py)
-FORMULA_VARIANTS = (*VARIANTS, "dsa")
+#: the variants a formula is written for: the attention variants, DSA (DeepSeek-V3.2's MLA
+#: whose core attends the top-k keys a lightning indexer picks; formulas/dsa_layer.py), and
+#: DeepSeek-V4's layers: compressed sparse, heavily compressed and window-only
+#: (formulas/compressed_layer.py)
+V4_VARIANTS = ("csa", "hca", "swa")
+FORMULA_VARIANTS = (*VARIANTS, "dsa", *V4_VARIANTS)
+#: the quantities a DeepSeek-V4 layer has a formula of (report counts the others)
+V4_QUANTITIES = ("kv_cache_bytes", "attention_flops")
 
 
 def _layer(variant: str, impl: str | None, phase: str | None, q_lora: bool):
@@ -130,6 +135,8 @@ def formula(
     out_bias = bias if out_bias is None else args.flag("out_bias", out_bias)
     if stage is not None and quantity != "attention_flops":
         raise InvalidArgumentError("stage", "only attention_flops is broken down by stage")
+    if variant in V4_VARIANTS:
+        return _v4_formula(quantity, variant, impl, phase, stage)
 
     # deferred: sympy loads only when a formula is asked for
     import sympy as sp
@@ -175,6 +182,39 @@ def formula(
         grouped = sp.factor_terms(sp.collect(sp.expand(expr), [s.P_k, KEYS], func=sp.factor))
         return grouped.subs({KEYS: KEYS_ATTENDED, s.P_k: pairs_k})
     return sp.factor(expr)
+
+
+def _v4_formula(
+    quantity: str, variant: str, impl: str | None, phase: str | None, stage: str | None
+):
+    """A DeepSeek-V4 layer's formula (:mod:`mlacalc.cost.formulas.compressed_layer`), each
+    argument it has no formula for refused by name."""
+    # deferred: the symbolic layers load sympy; the numeric path never does
+    from mlacalc.cost.formulas import compressed_layer as v4
+
+    what = f"DeepSeek-V4's {variant} layer"
+    if quantity not in V4_QUANTITIES:
+        raise InvalidArgumentError(
+            "quantity",
+            f"{what} has formulas of {' and '.join(V4_QUANTITIES)} only, not {quantity}; "
+            "mlacalc report counts the rest",
+        )
+    if impl is not None:
+        raise InvalidArgumentError("impl", f"{what} has one implementation, got {impl!r}")
+    if quantity == "kv_cache_bytes":
+        return v4.kv_cache_bytes(variant)
+    if phase not in ("prefill", "decode"):
+        got = "none given" if phase is None else f"not {phase}"
+        raise InvalidArgumentError(
+            "phase",
+            f"{what}'s attention_flops is written for phase prefill (q = S) or decode (q = 1), "
+            f"{got}: its window and pooled keys make a chunk's a long sum",
+        )
+    if stage is not None and stage not in v4.STAGES:
+        raise InvalidArgumentError(
+            "stage", f"{what} has no {stage} stage: its stages are {', '.join(v4.STAGES)}"
+        )
+    return v4.attention_flops(variant, phase, stage)
 
 
 def _window_pairs(phase: str | None, causal: bool):

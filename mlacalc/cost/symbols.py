@@ -25,6 +25,12 @@ k = sp.Symbol("k", **_dim)  #: DSA keys the indexer picks per query (index_topk)
 n_i = sp.Symbol("n_i", **_dim)  #: DSA indexer heads (index_n_heads)
 d_i = sp.Symbol("d_i", **_dim)  #: DSA indexer head width (index_head_dim)
 
+# DeepSeek-V4's compressed layers (formulas/compressed_layer.py; d_h is their head_dim D)
+W = sp.Symbol("W", **_dim)  #: sliding window: the last W tokens' rows every V4 layer keeps
+m_r = sp.Symbol("m", **_dim)  #: a compressed layer's rate: one pooled key per m tokens
+d_o = sp.Symbol("d_o", **_dim)  #: V4's output low rank (o_lora_rank)
+g = sp.Symbol("g", **_dim)  #: V4's output groups (o_groups)
+
 # workload
 B = sp.Symbol("B", **_dim)  #: batch (sequences)
 S = sp.Symbol("S", **_dim)  #: keys the last query attends (KV length)
@@ -63,6 +69,10 @@ ALL = {
         k,
         n_i,
         d_i,
+        W,
+        m_r,
+        d_o,
+        g,
         B,
         S,
         q,
