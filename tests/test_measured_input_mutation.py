@@ -263,6 +263,26 @@ def test_bench_set_text_time_names_its_line_and_a_negative_one_is_counted_by_lin
     assert v.excluded_lines == {"time zero or negative": (4,)}
 
 
+def test_a_run_timed_on_a_busy_host_is_said_by_validate_and_bench(tmp_path, run, monkeypatch):
+    # a quick run on a busy 2-core host scored 71.2% (every row 2-10x slower than its own
+    # ceilings predict) and neither bench nor validate said a word
+    reader = list(csv.reader(ROWS))
+    col = reader[0].index("median_s")
+    for r in reader[1:]:
+        r[col] = repr(float(r[col]) * 3.5)
+    busy = _set(tmp_path, rows=[",".join(r) for r in reader])
+    (v,) = mlacalc.validate([busy])
+    said = [w for w in v.warnings if "slower than its own measured ceilings predict" in w]
+    assert len(said) == 1 and "set.csv" in said[0] and "2 thread(s)" in said[0]
+    assert not mlacalc.validate([SHIPPED])[0].warnings
+    pytest.importorskip("torch")  # the bench command needs it, though the run is stood in for
+    import mlacalc.bench.runner as runner
+
+    monkeypatch.setattr(runner, "run_benchmark", lambda *a, **k: (busy.with_suffix(".csv"), busy))
+    _, err = run("bench", "--model", "gpt2", "--device", "cpu")
+    assert "slower than its own measured ceilings predict" in err
+
+
 def test_bench_set_with_no_usable_time_is_refused_counting_the_reasons(tmp_path):
     n = len(ROWS) - 1
     path = _set(tmp_path, rows=_rows_with(dict.fromkeys(range(1, n + 1), "nan")))

@@ -6,7 +6,7 @@ import importlib.util
 
 import click
 
-from mlacalc.cli.common import IMPL_CHOICE, load, phases, size_list
+from mlacalc.cli.common import IMPL_CHOICE, load, phases, size_list, warn
 from mlacalc.words.errors import MlacalcError
 
 
@@ -142,6 +142,7 @@ def command(
             log=lambda s: click.echo(s, err=True),
         )
         click.echo(f"wrote {csv_path} and {json_path}")
+        _said_of_run(json_path, calibrate=True)
         return
     if not preset and not models:
         raise click.BadParameter("name a --preset or at least one --model", param_hint="--preset")
@@ -174,3 +175,25 @@ def command(
         log=lambda s: click.echo(s, err=True),
     )
     click.echo(f"wrote {csv_path} and {json_path}")
+    _said_of_run(json_path, calibrate=False)
+
+
+def _said_of_run(json_path, calibrate: bool) -> None:
+    """Warn what the run's own files show as soon as it is written: ceilings its GEMM rows beat
+    (a kernel set), rows far slower than its ceilings predict (a busy host, a layer set), a
+    rows file shorter than its counts; a set that cannot be read is left to validate."""
+    try:
+        if calibrate:
+            # deferred: reading a set loads numpy and the measured package
+            from mlacalc.measured.observations import kernel_set_warnings
+
+            said = kernel_set_warnings(json_path)
+        else:
+            # deferred: as above
+            from mlacalc.measured.validate_bench import validate_file
+
+            said = list(validate_file(json_path).warnings)
+    except MlacalcError:
+        return
+    for line in said:
+        warn(line)
