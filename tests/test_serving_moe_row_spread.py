@@ -68,8 +68,9 @@ def test_a_step_does_not_jump_where_the_mean_passes_a_tile():
     # balanced: whole rows, a quarter of the experts 17 rows at 513, three quarters at 536
     balanced = [_routed_ms(b, "balanced") for b in (512, 513, 536)]
     assert balanced[0] < balanced[1] < balanced[2]
-    # 13.55 -> 14.28 (13.72 -> 14.61, 1.0647, before its nvfp4 kernel streamed every routed
+    # 13.30 -> 14.05 (13.55 -> 14.28, 1.0536, before its nvfp4 kernel's 128-row tile ran as 256,
+    # moe_time.FLASHINFER_TILE_UP; 13.72 -> 14.61, 1.0647, before it streamed every routed
     # pair, moe_time.PAIR_STREAM_DTYPES, the class refitted; 13.44 -> 14.46, 1.0775, before
     # FlashInfer's TensorRT-LLM-gen MoE took its cost per routed pair up to 64 tokens with a
     # lower fixed cost, moe_time.GEN_TOKENS_MOE)
-    assert balanced[1] / balanced[0] == pytest.approx(1.0536, abs=0.01)
+    assert balanced[1] / balanced[0] == pytest.approx(1.0561, abs=0.01)

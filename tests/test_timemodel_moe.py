@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from mapped_rows import mapped_table, prediction_of, rows_running
@@ -170,7 +172,7 @@ def test_pair_passes_stream_every_routed_pair_at_the_hbm_rate():
     assert PAIR_STREAM_MOE not in engine_moe_tiles(step, "trtllm", b200).shape
     for name in ("fit-b200-sxm-sglang", "fit-b200-sxm-vllm"):
         assert load_profile(name).classes["moe:fp8_block"]["pair_passes"] > 1.0
-    # the library's nvfp4 kernel streams them too, fewer (0.40 and 0.43 passes fitted), and
+    # the library's nvfp4 kernel streams them too, fewer (0.41 and 0.45 passes fitted), and
     # keeps its fp4 rate (no bf16_rate column)
     fp4 = _moe_batch("nvfp4", [64.0], experts=[32.0])
     for engine in ("sglang", "vllm"):
@@ -179,6 +181,30 @@ def test_pair_passes_stream_every_routed_pair_at_the_hbm_rate():
         assert PAIR_STREAM_MOE not in engine_moe_tiles(fp4, engine, FIG).shape
     for name in ("fit-b200-sxm-sglang", "fit-b200-sxm-vllm"):
         assert 0.2 < load_profile(name).classes["moe:nvfp4"]["pair_passes"] < 1.0
+
+
+def test_flashinfer_nvfp4_moe_runs_no_128_row_tile():
+    """FlashInfer's TensorRT-LLM-gen nvfp4 MoE (SGLang's and vLLM's B200 class): a mean load
+    that asks for 128 rows runs the 256-row tile (its rows of that band were -12% / -11% signed
+    with 128); the other tiles and dtypes, and TensorRT-LLM's own min-latency kernel, keep
+    theirs."""
+    from mlacalc.timemodel.moe_time import MIN_LATENCY_MOE, engine_moe_tiles, flashinfer_gen_tile
+
+    tiles = np.array([8.0, 16.0, 32.0, 64.0, 128.0, 256.0])
+    assert flashinfer_gen_tile(tiles, "nvfp4").tolist() == [8, 16, 32, 64, 256, 256]
+    assert flashinfer_gen_tile(tiles, "w4a8_mxfp4").tolist() == tiles.tolist()
+    b200 = device_figures(load_hardware("B200"))
+    # 96 tokens of top-8 over 8 local experts: a mean of 96 rows an expert
+    step = _moe_batch("nvfp4", [96.0], experts=[8.0])
+    for engine in ("sglang", "vllm"):
+        assert engine_moe_tiles(step, engine, b200).shape["row_tile"].tolist() == [256]
+    own = dataclasses.replace(step, variant=MIN_LATENCY_MOE)
+    assert engine_moe_tiles(own, "trtllm", b200).shape["row_tile"].tolist() == [128]
+    # and SGLang's measured nvfp4 rows are mapped with it: none at 128, some at 256
+    got = mapped_table("b200_sxm", "moe", "moe_perf", "sglang")
+    fp4 = [p.batch.shape["row_tile"] for p in got.parts if p.batch.dtype == "nvfp4"]
+    tiles = set(np.concatenate(fp4).tolist())
+    assert 128.0 not in tiles and {8.0, 64.0, 256.0} <= tiles
 
 
 def test_flashinfer_cutlass_moe_on_hopper_is_trtllms_class_where_no_table_times_it():

@@ -186,6 +186,7 @@ from mlacalc.timemodel.moe_time import (
     TRTLLM_GEN_FP4,
     TRTLLM_GEN_MAX_TILE,
     flashinfer_cutlass_moe,
+    flashinfer_gen_tile,
     flashinfer_hopper_tiled,
     marlin_experts,
     marlin_row_tile,
@@ -2027,9 +2028,9 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     flashinfer = np.char.find(srcs, "flashinfer_trtllm") >= 0
     gen = gen | (flashinfer & np.isin(dt, list(TRTLLM_GEN_MAX_TILE)))
     cap = np.array([TRTLLM_GEN_MAX_TILE.get(str(d), 256.0) for d in dt]) if len(dt) else 256.0
-    gen_tile = trtllm_gen_row_tile(
-        T.astype(float), topk.astype(float), (E // ep).astype(float), cap
-    )
+    tile_args = (T.astype(float), topk.astype(float), (E // ep).astype(float), cap)
+    # FlashInfer's build runs some of its tiles one size up (moe_time.FLASHINFER_TILE_UP)
+    gen_tile = flashinfer_gen_tile(trtllm_gen_row_tile(*tile_args), np.where(flashinfer, dt, ""))
     row_tile = np.where(gen, gen_tile, row_tile)
     # TensorRT-LLM-gen's kernels (those above, FlashInfer's TensorRT-LLM MoE of every dtype)
     # keep the equal share's row tiles on power-law rows: their power-law rows were already as

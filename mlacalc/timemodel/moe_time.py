@@ -48,6 +48,7 @@ __all__ = [
     "EP_ROW_MOE",
     "FLASHINFER_HOPPER_TILE",
     "FLASHINFER_TILED_KERNELS",
+    "FLASHINFER_TILE_UP",
     "FUSED_SORT_TOKENS",
     "FUSED_SORT_TOPK",
     "FUSED_TOPK_MAX",
@@ -86,6 +87,7 @@ __all__ = [
     "WEIGHTS_HELD",
     "engine_moe_tiles",
     "flashinfer_cutlass_moe",
+    "flashinfer_gen_tile",
     "flashinfer_hopper_tiled",
     "marlin_experts",
     "marlin_row_tile",
@@ -134,7 +136,7 @@ BF16_RATE_MOE = "bf16_rate"
 #: are its passes over every pair (:data:`ALL_PAIRS_MOE`). A class whose rows lack the column
 #: does not fit ``pair_passes`` (no row responds: ``fit._informed``) and keeps the default 0
 #: (docs/time-model.md, "Every routed pair of TensorRT-LLM-gen's block-scaled fp8 MoE"). The
-#: library's nvfp4 kernel carries it too, at 0.40-0.43 passes (:data:`PAIR_STREAM_DTYPES`).
+#: library's nvfp4 kernel carries it too, at 0.41-0.45 passes (:data:`PAIR_STREAM_DTYPES`).
 PAIR_STREAM_MOE = "pair_stream"
 
 #: The dtypes of FlashInfer's TensorRT-LLM-gen MoE whose rows and steps carry
@@ -384,6 +386,28 @@ TRTLLM_GEN_MAX_TILE = {
     "w4a16_mxfp4": 32.0,
     "fp8_block": 64.0,
 }
+
+#: The row tiles FlashInfer's TensorRT-LLM-gen MoE of a dtype runs one size up (its SGLang and
+#: vLLM B200 rows): the nvfp4 kernel's rows whose mean load (:func:`trtllm_gen_row_tile`) asks
+#: for 128 rows take the 256-row tile's time. Read from the tables (SGLang's and vLLM's nvfp4
+#: rows of that band were -12% and -11% signed with 128, +1% with 256, every other band within
+#: 5%); TensorRT-LLM's own min-latency nvfp4 rows of that band follow 128 (+0.7%), so it is the
+#: library's build, not the kernel family (docs/time-model.md, "FlashInfer's nvfp4 MoE runs no
+#: 128-row tile").
+FLASHINFER_TILE_UP = {"nvfp4": {128.0: 256.0}}
+
+
+def flashinfer_gen_tile(rows: np.ndarray, dtype: Any) -> np.ndarray:
+    """``rows`` (a :func:`trtllm_gen_row_tile`) of FlashInfer's TensorRT-LLM-gen MoE of
+    ``dtype`` (one, or one a row: ``""`` for a row of another kernel), its tiles one size up
+    where :data:`FLASHINFER_TILE_UP` says so."""
+    out = np.asarray(rows, dtype=np.float64)
+    dtypes = np.broadcast_to(np.asarray(dtype, dtype=str), out.shape)
+    for name, ups in FLASHINFER_TILE_UP.items():
+        for tile, up in ups.items():
+            out = np.where((dtypes == name) & (out == tile), up, out)
+    return out
+
 
 #: The smallest row tile of TensorRT-LLM-gen's MoE kernels (:func:`trtllm_gen_row_tile`): 8
 #: rows (``tile_tokens_dim`` clamped to 8 at least, as recalled: no copy of the source at hand;
@@ -1116,6 +1140,8 @@ def _engine_tiles(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Kernel
     elif batch.dtype in TRTLLM_GEN_TILE.get((engine, gen), ()):
         most = TRTLLM_GEN_MAX_TILE[batch.dtype]
         rows = trtllm_gen_row_tile(tokens, col(batch, "topk", 1), experts, most)
+        if batch.dtype in TRTLLM_MOE.get((engine, gen), ()):  # FlashInfer's build
+            rows = flashinfer_gen_tile(rows, batch.dtype)
         cols = np.zeros(len(batch))
     else:
         return batch
