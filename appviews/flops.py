@@ -6,6 +6,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 import mlacalc
+from mlacalc.cost.symbolic import V4_VARIANTS
 from mlacalc.models.architecture import layer_pattern
 from mlacalc.timemodel.insight import absorption_crossover
 from mlacalc.words.units import counted, human_si
@@ -14,21 +15,36 @@ from mlacalc.words.vocab import MATMUL_STAGES
 from .common import Scenario, decade_ticks, download, show_context_warning, show_table
 
 TITLE = "FLOPs"
+#: DeepSeek-V4's kinds of layer, a formula variant each (mlacalc.cost.symbolic)
+V4_KINDS = V4_VARIANTS
 #: kinds of layer the variant's formulas describe as they are
 _PLAIN = ("full", "mla", "dsa")
 
 
 def formula_variant(model) -> str:
     """The formula variant of ``model``'s layers: ``dsa`` where they are DeepSeek's sparse
-    attention (MLA with an indexer: DeepSeek-V3.2, GLM-5.1), else the model's variant."""
+    attention (MLA with an indexer: DeepSeek-V3.2, GLM-5.1), ``v4`` where they are
+    DeepSeek-V4's (csa, hca, swa: a variant each), else the model's variant."""
     kinds = {k.attention for k in layer_pattern(model).layers}
+    if kinds and kinds <= set(V4_KINDS):
+        return "v4"
     return "dsa" if kinds == {"dsa"} else model.variant
+
+
+def v4_kinds(model) -> tuple[str, ...]:
+    """DeepSeek-V4's kinds of layer in ``model``, in the order of its layers."""
+    seen: dict[str, None] = {}
+    for k in layer_pattern(model).layers:
+        seen.setdefault(k.attention, None)
+    return tuple(k for k in seen if k in V4_KINDS)
 
 
 def plain_form_caveat(model) -> str:
     """A line saying the formulas are the plain layer's where the model's layers are not
     (DeepSeek-V4's csa / hca, MiniMax-M3's msa, sliding windows, MiMo's own value width);
     "" where they describe every layer."""
+    if formula_variant(model) == "v4":  # each kind's formulas are its own (below)
+        return ""
     plain = _PLAIN if formula_variant(model) == "dsa" else ("full", "mla")
     kinds = sorted({k.label for k in layer_pattern(model).layers if k.attention not in plain})
     if not kinds and not (model.v_head_dim and not model.is_mla):
@@ -44,9 +60,19 @@ def plain_form_caveat(model) -> str:
 
 
 @st.cache_data(show_spinner=False)
-def formulas_latex(q_lora: bool, variant: str) -> dict:
+def formulas_latex(q_lora: bool, variant: str, kinds: tuple[str, ...] = ()) -> dict:
     import sympy as sp
 
+    if variant == "v4":  # DeepSeek-V4: a cache and a decode step's FLOPs of each kind
+        out = {}
+        for kind in kinds:
+            out[f"{kind} layers: KV cache bytes (B sequences of S tokens)"] = mlacalc.formula(
+                "kv_cache_bytes", kind
+            )
+            out[f"{kind} layers: decode FLOPs (all stages)"] = mlacalc.formula(
+                "attention_flops", kind, phase="decode"
+            )
+        return {k: sp.latex(v) for k, v in out.items()}
     out = {"KV cache elements per token per layer": mlacalc.formula("kv_cache_elements", variant)}
     if variant == "dsa":  # MLA with an indexer: the core over min(S, k) keys
         out["decode core FLOPs, absorbed (the indexer's scores over every key, MLA over k)"] = (
@@ -166,9 +192,21 @@ def render(sc: Scenario) -> None:
             f"{model.label} is DSA: k = index_topk keys the indexer picks a query, n_i and d_i "
             "its heads and their width (docs/glossary.md); `mlacalc formula ... --variant dsa`"
         )
+    if formula_variant(model) == "v4":
+        st.caption(
+            f"{model.label} is DeepSeek-V4: each kind of layer has its own formulas, L its layers "
+            "of that kind; d_h the one K = V head's width, W the window, m the layer's "
+            "compression rate, d_o and g the output's low rank and groups, k, n_i, d_i a csa "
+            "layer's top-k and indexer (docs/deepseek-v4.md); `mlacalc formula ... --variant "
+            + " | ".join(v4_kinds(model))
+            + "`"
+        )
     other = plain_form_caveat(model)
     if other:
         st.caption(other)
-    for label, tex in formulas_latex(model.q_lora_rank is not None, formula_variant(model)).items():
+    variant = formula_variant(model)
+    for label, tex in formulas_latex(
+        model.q_lora_rank is not None, variant, v4_kinds(model) if variant == "v4" else ()
+    ).items():
         st.caption(label)
         st.latex(tex)

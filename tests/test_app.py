@@ -439,13 +439,23 @@ def test_kv_view_equivalents_name_the_variant_without_one():
 
 
 def test_flops_formulas_say_where_they_do_not_describe_the_layers():
-    """The FLOPs tab's formulas are a plain layer's: on DeepSeek-V4-Pro (csa / hca) a caption
-    says its layers are counted by their own rules (the MQA formulas stood alone before);
-    Llama-3-8B's full layers need no such line."""
+    """The FLOPs tab's formulas: DeepSeek-V4-Pro's (csa / hca) are its own kinds' (round 26:
+    a caption said the plain MQA layer's did not describe them, and before that the MQA
+    formulas stood alone), one cache and one decode step a kind, each equal to
+    ``mlacalc.formula``'s; MiniMax-M3's msa layers still get the caption; Llama-3-8B's full
+    layers need no such line."""
+    import sympy as sp
+
     at = run("FLOPs", model="deepseek-v4-pro")
-    assert any(
-        "plain MQA layer's formulas" in c.value and "csa, hca layers" in c.value for c in at.caption
-    )
+    captions = "\n".join(c.value for c in at.caption)
+    assert "plain MQA layer's formulas" not in captions
+    assert "is DeepSeek-V4: each kind of layer has its own formulas" in captions
+    tex = [x.value.strip("$\n") for x in at.latex]
+    for kind in ("hca", "csa"):
+        assert sp.latex(mlacalc.formula("kv_cache_bytes", kind)) in tex
+        assert sp.latex(mlacalc.formula("attention_flops", kind, phase="decode")) in tex
+    at = run("FLOPs", model="minimax-m3")
+    assert any("counted by their own rules" in c.value for c in at.caption)
     at = run("FLOPs", model="llama-3-8b")
     assert not any("plain GQA layer's formulas" in c.value for c in at.caption)
 

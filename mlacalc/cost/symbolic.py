@@ -98,7 +98,9 @@ def formula(
     variant
         ``"mha"`` (``n_kv = n_h``), ``"gqa"``, ``"mqa"`` (``n_kv = 1``), ``"mla"``, or
         ``"dsa"`` (DeepSeek-V3.2: MLA whose core attends ``min(S, k)`` keys an indexer of
-        ``n_i`` heads ``d_i`` wide picks, scoring all ``S``).
+        ``n_i`` heads ``d_i`` wide picks, scoring all ``S``), or a DeepSeek-V4 layer,
+        ``"csa"``, ``"hca"`` or ``"swa"`` (``kv_cache_bytes``, and ``attention_flops`` with
+        ``phase`` prefill or decode: :mod:`mlacalc.cost.formulas.compressed_layer`).
     impl
         MLA implementation (``naive``, ``compressed``, ``absorbed``, ``absorbed_merged``);
         ``None`` follows the serving default (absorbed in decode, expanded otherwise).
