@@ -69,8 +69,9 @@ def formulas_latex(q_lora: bool, variant: str, kinds: tuple[str, ...] = ()) -> d
             out[f"{kind} layers: KV cache bytes (B sequences of S tokens)"] = mlacalc.formula(
                 "kv_cache_bytes", kind
             )
-            out[f"{kind} layers: decode FLOPs (all stages)"] = mlacalc.formula(
-                "attention_flops", kind, phase="decode"
+            scores = " and the indexer's scores" if kind == "csa" else ""
+            out[f"{kind} layers: decode core FLOPs (the attention{scores})"] = mlacalc.formula(
+                "attention_flops", kind, phase="decode", stage="core"
             )
         return {k: sp.latex(v) for k, v in out.items()}
     out = {"KV cache elements per token per layer": mlacalc.formula("kv_cache_elements", variant)}

@@ -453,7 +453,8 @@ def test_flops_formulas_say_where_they_do_not_describe_the_layers():
     tex = [x.value.strip("$\n") for x in at.latex]
     for kind in ("hca", "csa"):
         assert sp.latex(mlacalc.formula("kv_cache_bytes", kind)) in tex
-        assert sp.latex(mlacalc.formula("attention_flops", kind, phase="decode")) in tex
+        core = mlacalc.formula("attention_flops", kind, phase="decode", stage="core")
+        assert sp.latex(core) in tex
     at = run("FLOPs", model="minimax-m3")
     assert any("counted by their own rules" in c.value for c in at.caption)
     at = run("FLOPs", model="llama-3-8b")
