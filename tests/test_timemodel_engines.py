@@ -2375,6 +2375,16 @@ def test_sglangs_blackwell_decode_unit_grows_with_head_dim_in_row_tiles():
     # (no ``unit_latency``: an MHA unit's fixed part is 1, not ``grouped_unit``)
     other = dataclasses.replace(b, shape={k: v for k, v in shape.items() if k != "unit_latency"})
     assert _unit_cost(other, prm, grouped, rows, hd)[0] == pytest.approx(1.0 + 0.03)
+    # vLLM's Blackwell decode (the same TensorRT-LLM-gen kernel) takes the row tiles too
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.timemodel.attention_time import engine_attention_kernel
+    from mlacalc.timemodel.device import device_figures
+
+    h100, b200 = (device_figures(load_hardware(n)) for n in ("H100-SXM", "B200"))
+    vllm = engine_attention_kernel(other, "vllm", b200)
+    assert vllm.shape["row_tile"].tolist() == [1.0] * 7
+    assert "row_tile" not in engine_attention_kernel(other, "vllm", h100).shape
+    assert _wide_group(vllm, rows, rows, grouped, np.full(7, 512.0))[0].tolist() == tiled.tolist()
 
     mapped, err = _fitted(
         "b200_sxm", "attention", "generation_attention_perf", "fit-b200-sxm-sglang", "sglang"

@@ -89,6 +89,7 @@ __all__ = [
     "QUERY_CONVERT_BYTES",
     "QUERY_CONVERT_KERNELS",
     "ROW_PADDED_VARIANTS",
+    "ROW_TILE_DECODE",
     "SM_RESIDENT_BLOCKS",
     "SM_RESIDENT_THREADS",
     "TENSOR_WALK_VARIANTS",
@@ -594,6 +595,13 @@ def engine_attention_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures)
     if batch.kind == "attention_decode" and (engine, fig.kernel_generation) in UNIT_LATENCY_DECODE:
         # SGLang's TensorRT-LLM-gen decode takes a unit's own work at least once
         cols["unit_latency"] = np.ones(len(batch))
+    if (
+        batch.kind == "attention_decode"
+        and (engine, fig.kernel_generation) in ROW_TILE_DECODE
+        and not batch.variant
+    ):
+        # vLLM's TensorRT-LLM-gen decode counts its rows in SGLang's row tiles (_unit_cost)
+        cols["row_tile"] = np.ones(len(batch))
     if (
         batch.kind == "attention_prefill"
         and (engine, fig.kernel_generation) in PAIRED_TILE_PREFILL
@@ -2425,7 +2433,7 @@ def _unit_cost(
     to :data:`UNIT_LATENCY_TILE_ROWS`): its MHA rows take the time of 2-8 query heads a KV
     head (bf16, head dim 128, 8,192 units over up to 16 keys: 94.6 us at 1 and 94.4-94.8 at
     2-8)."""
-    packed = grouped | (col(batch, "unit_latency", 0) > 0)
+    packed = grouped | _row_tiled(batch)
     fixed = np.where(packed, prm["grouped_unit"], 1.0)
     widened = 1.0 + prm.get("unit_hd", 0.0) * (hd / 128.0 - 1.0)
     return fixed * widened + prm["qhead_unit"] * unit_rows * hd / 128
@@ -2446,7 +2454,7 @@ def _wide_group(
     alone = col(batch, "unit_latency", 0) > 0
     wide = alone & grouped & (rows > WIDE_GROUP_HEADS) & (heads_units >= WIDE_GROUP_UNITS)
     tiled = np.ceil(rows / WIDE_GROUP_TILE_ROWS) * WIDE_GROUP_TILE_COST_ROWS
-    padded = np.where(alone, _unit_latency_rows(np.where(grouped, rows, 1.0)), qrows)
+    padded = np.where(_row_tiled(batch), _unit_latency_rows(np.where(grouped, rows, 1.0)), qrows)
     return np.where(wide, tiled, padded), alone & ~wide
 
 
@@ -2457,6 +2465,17 @@ def _wide_group(
 #: 146.0-148.3 / 203.0-203.2 / 254.0-261.0 us). Read from the tables, not from the kernel's
 #: source (docs/time-model.md, "SGLang's Blackwell decode unit by head dim and row tile")
 UNIT_LATENCY_TILE_ROWS = 8.0
+
+#: Engines whose Blackwell decode (TensorRT-LLM-gen through FlashInfer) takes those row tiles
+#: and MHA units without SGLang's ``unit_latency`` (``row_tile`` 1): vLLM's B200 rows over up
+#: to 16 keys at 8,192 units take 82.8-83.3 / 101.6-103.1 us at 1-8 query heads a KV head
+#: (head dim 64 / 128), 91.2-92.2 / 121.7-123.4 at 10-16
+ROW_TILE_DECODE = frozenset({("vllm", "tcgen05")})
+
+
+def _row_tiled(batch: KernelBatch) -> np.ndarray:
+    """Decode rows whose units count their query rows in :data:`UNIT_LATENCY_TILE_ROWS` tiles."""
+    return (col(batch, "unit_latency", 0) > 0) | (col(batch, "row_tile", 0) > 0)
 
 
 def _unit_latency_rows(rows: np.ndarray) -> np.ndarray:
