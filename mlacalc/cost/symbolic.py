@@ -9,6 +9,7 @@ d_c + d_rope
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from typing import Any
 
@@ -139,7 +140,25 @@ def formula(
         raise InvalidArgumentError("stage", "only attention_flops is broken down by stage")
     if variant in V4_VARIANTS:
         return _v4_formula(quantity, variant, impl, phase, stage)
+    return _expression(quantity, variant, impl, phase, stage, causal, q_lora, bias, rope, out_bias)
 
+
+@functools.lru_cache(maxsize=512)
+def _expression(
+    quantity: str,
+    variant: Variant,
+    impl: Impl | None,
+    phase: Phase | None,
+    stage: str | None,
+    causal: bool,
+    q_lora: bool,
+    bias: bool,
+    rope: bool,
+    out_bias: bool,
+) -> Any:
+    """:func:`formula`'s expression of its checked arguments, built once a process (sympy's
+    expressions are immutable: the factoring and collecting take a second or more for the MLA
+    and DSA variants, and a model's --subs, report and tests ask for the same ones again)."""
     # deferred: sympy loads only when a formula is asked for
     import sympy as sp
 
