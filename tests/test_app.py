@@ -24,12 +24,19 @@ def every_view(**query) -> list[AppTest]:
     return [first] + [run(tab.label, **query) for tab in list(first.tabs)[1:]]
 
 
+@pytest.fixture(scope="module")
+def default_views() -> list[AppTest]:
+    """:func:`every_view` of the default URL, run once for the module's tests that only read
+    it (each tab is a run of the whole script: 8 runs, seconds each)."""
+    return every_view()
+
+
 def markdown(at) -> str:
     return "\n".join(m.value for m in at.markdown)
 
 
-def test_default_scenario_every_view():
-    runs = every_view()
+def test_default_scenario_every_view(default_views):
+    runs = default_views
     text = "\n".join(markdown(at) for at in runs)
     assert f"({mlacalc.kv_cache_bytes('deepseek-v3', 131072, 8):,} bytes)" in text
     assert f"**{mlacalc.param_counts('deepseek-v3').total:,}**" in text
@@ -197,8 +204,8 @@ def test_what_if_edits_live_in_the_url():
     )
 
 
-def test_scopes_are_stated():
-    captions = " ".join(c.value for at in every_view() for c in at.caption)
+def test_scopes_are_stated(default_views):
+    captions = " ".join(c.value for at in default_views for c in at.caption)
     for scope in ("Whole model", "Per attention layer", "One attention layer", "Per GPU"):
         assert scope in captions, scope
     # the roofline and planner views say which profile timed the kernels, and how
