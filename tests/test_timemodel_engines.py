@@ -1555,8 +1555,12 @@ def test_vllm_b200_fit_times_flashmla_sparse_prefill_by_sglang_s_class_of_it():
 
     key = "mla_decode:bf16:sparse"
     vllm, sglang = load_profile("fit-b200-sxm-vllm"), load_profile("fit-b200-sxm-sglang")
-    assert vllm.classes[key] == sglang.classes[key]
-    assert vllm.devices["B200"][key] == sglang.devices["B200"][key]
+    # round 26 refitted SGLang's class under FlashMLA's walk of the filled top-k slots (its
+    # glm5_dsa_attn p90 31.1% -> 19.6%); vLLM keeps the round-25 copy of it: the refit copied
+    # moved vLLM's DSA decode module 5.90% / 14.9% -> 5.95% / 15.4% and its fitted sequence
+    # doubling off what ships (docs/time-model.md). The copy keeps the class's parameters
+    assert set(vllm.classes[key]) <= set(sglang.classes[key])
+    assert set(vllm.devices["B200"][key]) <= set(sglang.devices["B200"][key])
     prof = with_generation_kernels(
         vllm, load_profile("fit-b200-sxm"), mlacalc.load_hardware("H100-SXM")
     )
