@@ -865,6 +865,7 @@ def show_answer(result, load: Load | None, inputs: PlanInputs, label: str) -> No
 #: How a device is timed where no one fitted device's fit is the source (``device_fit`` None)
 _UNNAMED_FIT_WORDS = {
     "pooled": "by datasheet ratios from the pooled fit",
+    "nearest_architecture": "by datasheet ratios from the pooled fit",
     "not_fitted": "by uncalibrated datasheet defaults",
     "measured_ceilings": "by the ratios of its measured ceilings",
 }
@@ -885,6 +886,8 @@ def prediction_line(route: dict) -> str:
         if fit
         else _UNNAMED_FIT_WORDS.get(how, how.replace("_", " "))
     )
+    if route.get("nearest_architecture"):  # the pooled fit, the architecture it runs named
+        words += f", nearest fitted architecture {route['nearest_architecture']}"
     if route.get("engine_route") == "stand_in":
         words += f", {route.get('engine_profile')}'s kernels standing in"
     elif route.get("engine_route") == "partly_stand_in":
@@ -909,6 +912,12 @@ def prediction_line(route: dict) -> str:
             f"Expected error of these times: not measured for this route ({words}).{served}{shape}"
         )
     p90 = f", p90 {e['p90']:.0%}" if e.get("p90") is not None else ""
+    if e.get("of") == "floor":  # no table of its generation: the engine's transfer, a floor
+        return (
+            f"Expected error of these times: not measured for this route ({words}); at least "
+            f"median {e['median']:.1%}{p90} |error|, a floor: the engine's leave-one-device-out "
+            f"figures (README's 'How accurate the times are').{served}{shape}"
+        )
     return (
         f"Expected error of these times: median {e['median']:.1%}{p90} |error| of the kernel "
         f"tables' rows ({words}; README's 'How accurate the times are').{served}{shape}"

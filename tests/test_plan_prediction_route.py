@@ -118,7 +118,9 @@ def test_a_fitted_device_and_engine_is_not_warned():
 def test_an_engine_stand_in_on_an_unfitted_architecture_has_no_error_figure():
     p = mlacalc.plan("llama-3-8b", "RTX-PRO-6000-Server", 1, engine="vllm", isl=1000, osl=100)
     r = p.prediction
-    assert (r["device_route"], r["device_fit"]) == ("nearest_architecture", "A100-SXM-80GB")
+    # the pooled fit times it (device_fit None), the architecture it runs named beside
+    assert (r["device_route"], r["device_fit"]) == ("nearest_architecture", None)
+    assert r["nearest_architecture"] == "A100-SXM-80GB"
     assert (r["engine_route"], r["engine_profile"]) == ("stand_in", "trtllm")
     assert r["expected_error"] is None and r["expected_error_source"].startswith("not measured")
     (line,) = _route_lines(p)
@@ -212,3 +214,23 @@ def test_route_loo_p90_covers_every_route_error():
     assert (
         ROUTE_LOO_P90[("trtllm", "A100-SXM-80GB")] == CROSS_GENERATION_ERRORS["H100 from A100"][1]
     )
+
+
+def test_a_device_of_an_unmeasured_generation_gets_the_engines_floor_said_as_such():
+    # L40S and the RTX PRO 6000 said "its error is not measured" with expected_error None, where
+    # README.md gives the leave-one-device-out figures as the least error to expect
+    from mlacalc.serving.provenance import ROUTE_ERRORS, ROUTE_LOO_P90
+
+    for hw in ("L40S", "RTX-PRO-6000-Server"):
+        p = mlacalc.plan("llama-3-8b", hw, 1, isl=1000, osl=100)
+        r = p.prediction
+        assert r["device_route"] == "nearest_architecture" and r["device_fit"] is None
+        e = r["expected_error"]
+        worst = max(v[2] for (eng, _), v in ROUTE_ERRORS.items() if eng == "trtllm")
+        worst90 = max(v for (eng, _), v in ROUTE_LOO_P90.items() if eng == "trtllm")
+        assert e == {"median": round(worst / 100, 4), "p90": round(worst90 / 100, 4), "of": "floor"}
+        assert "a floor, not a measurement" in r["expected_error_source"]
+        assert "expect at least" in r["note"] and "a floor" in r["note"]
+        (line,) = _route_lines(p)
+        assert "from the pooled fit, nearest fitted architecture A100-SXM-80GB" in line
+        assert f"expect at least {worst / 100:.0%} median |error| (a floor" in line

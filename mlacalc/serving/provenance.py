@@ -586,6 +586,13 @@ def kernel_error_words(route: dict) -> str:
             f"the {route['device_fit']} fit scored on another device's tables, that device "
             "left out of it; "
         )
+    elif e.get("of") == "floor":
+        return (
+            f"the kernel tables' error for this route is not measured; expect at least median "
+            f"{e['median']:.1%}{p90} |error| (a floor, not a measurement: the engine's "
+            "leave-one-device-out figures, README.md; each measured kernel's time, not TTFT or "
+            "TPOT)"
+        )
     return (
         f"the kernel tables' median {e['median']:.1%}{p90} |error| ({of}each measured kernel's "
         "time, not TTFT or TPOT)"
@@ -630,6 +637,17 @@ def prediction_note(route: dict) -> str:
 
 #: The measured device whose tables leave-one-device-out predicts from a fit of the key's
 _OTHER_DEVICE = {"H100-SXM": "B200", "B200": "H100-SXM", "A100-SXM-80GB": "H100-SXM"}
+
+
+def _loo_floor(engine: str) -> tuple[float, float | None] | None:
+    """(median, p90) |error| as fractions: ``engine``'s worst leave-one-device-out figures
+    (:data:`ROUTE_ERRORS`' third, :data:`ROUTE_LOO_P90`), the floor README.md gives a device no
+    table of whose tensor-core generation ships; None for an engine with none."""
+    medians = [e[2] for (eng, _), e in ROUTE_ERRORS.items() if eng == engine]
+    p90s = [v for (eng, _), v in ROUTE_LOO_P90.items() if eng == engine]
+    if not medians:
+        return None
+    return round(max(medians) / 100, 4), (round(max(p90s) / 100, 4) if p90s else None)
 
 
 def _held_out(engine: str, device: str) -> dict[str, Any] | None:
@@ -705,11 +723,16 @@ def prediction_route(
     fig = _device_figures(hw)
     route, fit = _device_route(prof, hw)
     theirs = engine if not engine_note else prof.engine
+    # the pooled fit times a device of a generation no table ships: no one device's fit did,
+    # the nearest fitted architecture whose kernels it runs is named beside (its ratios too)
+    kin = fit if route == "nearest_architecture" else None
+    fit = None if kin else fit
     out: dict[str, Any] = {
         "device": hw.name,
         "device_route": route,
         "device_fit": fit,
-        "ratios": transfer_ratios(hw, fit),
+        "nearest_architecture": kin,
+        "ratios": transfer_ratios(hw, fit or kin),
         "engine": engine,
         "engine_route": "stand_in" if engine_note else "own",
         "engine_profile": prof.engine,
@@ -780,14 +803,28 @@ def prediction_route(
             + "; a kernel class it holds no fit of is not measured"
         )
         out["own_fit_classes"] = sorted(own)
+    vendor = str(getattr(hw, "vendor", "") or "")
+    nvidia = vendor.lower() in ("", "nvidia")  # another vendor's floor: other_vendor_words
+    floor = _loo_floor(theirs) if route in ("nearest_architecture", "pooled") and nvidia else None
+    if not out["expected_error_source"] and floor is not None:
+        # no table of its generation ships: the least error to expect is what a fit carried
+        # to another measured device gives (README.md: "at least as far off as the
+        # leave-one-device-out column"), said as a floor, not as its own measurement
+        out["expected_error"] = {"median": floor[0], "p90": floor[1], "of": "floor"}
+        out["expected_error_source"] = (
+            f"not measured: no table of this device's tensor-core generation ships; a floor, "
+            f"not a measurement: README.md 'How accurate the times are', {label}'s "
+            "leave-one-device-out figures (the worst of its fits scored on another measured "
+            "device's tables; p90: provenance.ROUTE_LOO_P90); a device no table of whose "
+            "generation ships is at least as far off, possibly more"
+        )
     if not out["expected_error_source"]:
         out["expected_error_source"] = (
             "not measured: no table of this device's tensor-core generation ships"
             if route in ("nearest_architecture", "pooled")
             else "not measured"
         )
-    vendor = str(getattr(hw, "vendor", "") or "")
-    if getattr(hw, "kind", "") == "gpu" and vendor.lower() not in ("", "nvidia"):
+    if getattr(hw, "kind", "") == "gpu" and not nvidia:
         out["expected_error_source"] += "; " + other_vendor_words(vendor)
     if (
         fig
@@ -848,7 +885,7 @@ def ratio_words(route: dict) -> str:
     if not r:
         return ""
     said = ", ".join(f"{w} {r[k]:.2f}x" for k, w in _RATIO_WORDS if k in r)
-    return f"its figures over {route['device_fit']}'s: {said}"
+    return f"its figures over {route['device_fit'] or route.get('nearest_architecture')}'s: {said}"
 
 
 #: The figures the leave-one-device-out check's transfer covers: a device of the same
@@ -897,7 +934,7 @@ def route_warning(route: dict) -> str:
         "same_generation": f"by datasheet ratios from the {route['device_fit']} fit (same "
         "tensor-core generation)",
         "nearest_architecture": "by datasheet ratios from the pooled fit, nearest fitted "
-        f"architecture {route['device_fit']} (unvalidated)",
+        f"architecture {route.get('nearest_architecture')} (unvalidated)",
         "pooled": "by datasheet ratios from the pooled fit (unvalidated)",
         "measured_ceilings": "by the ratios of its measured ceilings (mlacalc bench)",
         "not_fitted": "by uncalibrated datasheet defaults",
@@ -916,6 +953,11 @@ def route_warning(route: dict) -> str:
             f"expect about {err['median']:.0%} median |error|, the {route['device_fit']} "
             "profile's on another device's tables (README.md; no table of "
             f"{route['device']} checks it)"
+        )
+    elif err and err.get("of") == "floor":
+        parts.append(
+            f"its error is not measured; expect at least {err['median']:.0%} median |error| "
+            "(a floor: the engine's leave-one-device-out figure, README.md)"
         )
     elif err:
         parts.append(f"expect about {err['median']:.0%} median |error| (README.md)")
