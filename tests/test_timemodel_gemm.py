@@ -476,19 +476,31 @@ def test_cutlass_scaled_mm_on_hopper_runs_its_128_row_tiles_in_pairs():
 
 
 def test_sglang_cutlass_scaled_mm_on_blackwell_takes_its_own_tiles_in_pairs():
-    """SGLang's B200 fp8 scaled_mm (``cutlass_sm100``, model.CUTLASS_SM100_FP8_TILES): one
-    128-row tile of 64 columns at 65-128 rows (Hopper's list: two 64 x 128 tiles) and above
-    128 rows 128 x 128 tiles in pairs along M, as on Hopper: SGLang's B200 rows take one time
-    across each 256-row step (n = k = 16,384: 71-76 us at 129-256 rows, 113-122 at 257-512,
-    167-173 at 513-768). The field is set for SGLang's rows and steps, not vLLM's."""
+    """SGLang's B200 fp8 scaled_mm (``cutlass_sm100``, model.CUTLASS_SM100_FP8_TILES): 128-row
+    tiles of 64 columns at 65-256 rows (Hopper's list: two 64 x 128 tiles at 65-128 rows) and
+    above 256 rows 128 x 128 tiles in pairs along M, as on Hopper: SGLang's B200 rows take one
+    time across each 256-row step (n = k = 16,384: 71-76 us at 129-256 rows, 113-122 at
+    257-512, 167-173 at 513-768), and a wave of K blocks takes at least
+    model.CUTLASS_SM100_KBLOCK_CYCLES each, whatever the tile. The field is set for SGLang's
+    rows and steps, not vLLM's."""
+    from mlacalc.timemodel.gemm_time import CUTLASS_SM100_KBLOCK, CUTLASS_SM100_KBLOCK_CYCLES
+
     b200 = device_figures(load_hardware("B200"))
     prm = {**default_params("gemm"), "eff_compute": 1.0}
-    # 40 column tiles of 128 at 129-512 rows (148 SMs): 257 rows run 512 rows' tiles
+    # n = 5,120: 257 rows run 512 rows' tiles (4 x 40 of 128 x 128: 160, two waves of 148
+    # SMs); 129-256 rows two row tiles of 80 tiles of 64 columns, also 160: the same waves, a
+    # tile of half the work fed as a two-SM 256 x 64 pair, at 0.8 of the rate (model.fed_rate)
     ms, ns, ks = [256, 257, 512, 129], [128 * 40] * 4, [8192] * 4
     own = kernel_terms(_gemm("fp8", ms, ns, ks, cutlass_dispatch=1, cutlass_sm100=1), b200, prm)
     got = own["compute_s"]
-    assert got[1] == pytest.approx(got[2], rel=1e-9) and got[1] > 1.9 * got[0]
+    assert got[1] == pytest.approx(got[2], rel=1e-9)
+    assert got[1] == pytest.approx(1.6 * got[0], rel=1e-9)
     assert got[3] == pytest.approx(got[0], rel=1e-9)
+    # 16 rows, n = 32: one 64 x 64 tile, whose MMAs (at half the rate) take less than the K
+    # blocks' floor: the floor
+    few = _gemm("fp8", [16], [32], [65536], cutlass_dispatch=1, cutlass_sm100=1)
+    floor = 65536 / CUTLASS_SM100_KBLOCK * CUTLASS_SM100_KBLOCK_CYCLES / b200.clock_hz
+    assert kernel_terms(few, b200, prm)["compute_s"][0] == pytest.approx(floor, rel=1e-9)
     # 100 rows, n = 32: one 128 x 64 tile (Hopper's list: two 64 x 128 tiles), at the rate
     # its feed allows (2/3 on B200, model.fed_rate), its walk of K the same work
     one = _gemm("fp8", [100], [32], [65536], cutlass_dispatch=1, cutlass_sm100=1)

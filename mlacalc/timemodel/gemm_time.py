@@ -43,6 +43,8 @@ __all__ = [
     "CUTLASS_SM100_ENGINES",
     "CUTLASS_SM100_FIELD",
     "CUTLASS_SM100_FP8_TILES",
+    "CUTLASS_SM100_KBLOCK",
+    "CUTLASS_SM100_KBLOCK_CYCLES",
     "GEMM_TILES",
     "GROUP_QUANT_CTA_CYCLES",
     "GROUP_QUANT_CTA_ENGINES",
@@ -276,8 +278,14 @@ CUTLASS_SM90_FP8_TILES = ((64.0, 64.0, 64.0), (128.0, 64.0, 128.0), (np.inf, 128
 #: fitted median 8.6% -> 10.3%: its few-row rows walk K as a 64 x 64 tile does), a 128 x 64
 #: tile from 129 to 256 rows (fitted 8.3%, but H100 from B200's fit 10.8% -> 11.5%), and
 #: Hopper's list in pairs (H100 from B200's fit 10.6%, where this list gives 8.8%):
-#: docs/time-model.md.
-CUTLASS_SM100_FP8_TILES = ((64.0, 64.0, 64.0), (128.0, 128.0, 64.0), (np.inf, 128.0, 128.0))
+#: docs/time-model.md. Since round 26 the 128 x 64 tile holds up to 256 rows (two row tiles,
+#: paired as above 128 rows: a 256 x 64 tile over two SMs, each SM's tile fed at the pair's
+#: intensity), with the K walk's floor (:data:`CUTLASS_SM100_KBLOCK_CYCLES`): the 129-256-row
+#: rows walk 1,024 of K in 0.92-0.93 us where one tile an SM holds them, under the 1.10 us a
+#: 128 x 128 tile takes at B200's fp8 peak, and they step by a wave where 64-column tiles pass
+#: the SMs (n = 4,096 -> 5,120: +36% per K element, the rows of up to 128 rows +5% to +7%), not
+#: where 128-column pairs would.
+CUTLASS_SM100_FP8_TILES = ((64.0, 64.0, 64.0), (256.0, 128.0, 64.0), (np.inf, 128.0, 128.0))
 CUTLASS_SM100_FIELD = "cutlass_sm100"
 CUTLASS_SM100_ENGINES = frozenset({"sglang"})
 
@@ -306,6 +314,19 @@ CUTLASS_SM90_CLUSTER_M = 2.0
 #: and 6.6-7.4 us, where one ``tile_s`` a wave gave SGLang 5.58-5.95 us (+11% to +22% at up to 64
 #: rows, -8% to -15% at 129-512).
 CUTLASS_SM90_STAGE_ROWS = 256.0
+
+#: The fewest SM cycles sgl-kernel's Blackwell ``fp8_scaled_mm`` (:data:`CUTLASS_SM100_FP8_TILES`,
+#: ``tcgen05`` only) spends on a K block of :data:`CUTLASS_SM100_KBLOCK` in each wave, whatever
+#: its tile's work: up to 256 rows SGLang's B200 rows walk K in one time for the 64 x 64, 128 x 64
+#: and two-SM 256 x 64 tiles (n = 512, k = 16,384: 15.5 / 16.8 / 17.8 / 20.3 us at 16 / 64 / 128 /
+#: 256 rows), 0.66 us per 1,024 of K (medians) with one or two tiles busy and 0.8-0.95 us from 8
+#: tiles on, where the fed 64 x 64 tile's MMAs take 0.55 us: a latency-bound mainloop (or
+#: ``tcgen05``'s M = 64 MMA at the time of M = 128; sgl-kernel's sm100 configurations were not
+#: read). 150 cycles (0.65 us per 1,024 of K at 1,856 MHz) is the one- and two-tile rows' walk,
+#: read from the rows' medians, not fitted; 200 (their 0.85-0.9 us from 8 tiles) read worse
+#: (docs/time-model.md, round 26).
+CUTLASS_SM100_KBLOCK_CYCLES = 150.0
+CUTLASS_SM100_KBLOCK = 128.0
 CUTLASS_CLUSTER_FROM_M = 128.0
 
 #: GEMM dtypes whose tensor rate follows the clock the chip's power allows: the
@@ -780,6 +801,9 @@ def _call(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> _Cal
         # clusters along M (CUTLASS_SM90_CLUSTER_M)
         paired = disp & (m > CUTLASS_CLUSTER_FROM_M) & (sm100 | (not fig.tcgen05))
         cluster_m = np.where(paired, CUTLASS_SM90_CLUSTER_M, 1.0)
+        # on tcgen05 a pair is the two-SM MMA: each SM's tile fed at its pair's intensity, half
+        # of the weight tile loaded on each SM (as PAIRED_MMA_DTYPES)
+        rate = np.where(paired & sm100, fed_rate(2.0 * dm, dn, reuse), rate)
     most = np.minimum(np.maximum(1.0, np.floor(k / chunk)), cap)
     weight = groups * n * k * elem_bytes(batch.dtype)
     # a warm replay keeps the weights resident when all the copies the caller cycles through
@@ -871,6 +895,16 @@ def _tile_seconds(
         # peak with every SM busy, the peak with one
         eff = prm["eff_compute"]
         mma = mma * eff / (1.0 - (1.0 - eff) * busy)
+    # sgl-kernel's Blackwell scaled_mm walks each K block of a wave in at least
+    # CUTLASS_SM100_KBLOCK_CYCLES, whatever its tile
+    sm100 = (col(c.batch, "cutlass_dispatch", 0) > 0) & (col(c.batch, CUTLASS_SM100_FIELD, 0) > 0)
+    if c.fig.tcgen05 and np.any(sm100):
+        floor = (
+            waves
+            * np.ceil(walk / CUTLASS_SM100_KBLOCK)
+            * (CUTLASS_SM100_KBLOCK_CYCLES / c.fig.clock_hz)
+        )
+        mma = np.where(sm100, np.maximum(mma, floor), mma)
     # a persistent kernel fills its pipeline and drains its epilogue once (PERSISTENT_DTYPES)
     # Hopper's CUTLASS scaled_mm fills each wave's pipeline with its tile's operands: the
     # fill by the bytes of a stage, (tm + tn) rows of K, a 128 x 128 tile's ``tile_s``
