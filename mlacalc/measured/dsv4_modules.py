@@ -270,11 +270,14 @@ def _kept_as_stored(kernels: list[Kernel], m: ModelConfig) -> list[Kernel]:
     ``weights_proj`` (one weight per indexer head, which no quantized format converts:
     :data:`mlacalc.cost.quant._NEVER`); the module rows had timed it as an fp8 GEMM with its
     input's quantize. Every other kernel as built."""
-    stored = as_stored(kernels, m, "bf16")
-    return [
-        s if k.kind == "gemm" and s.dtype == "bf16" and k.dtype != "bf16" else k
-        for k, s in zip(kernels, stored, strict=True)
-    ]
+    # only a narrower GEMM can change (as_stored reads each kernel on its own)
+    narrow = [i for i, k in enumerate(kernels) if k.kind == "gemm" and k.dtype != "bf16"]
+    stored = as_stored([kernels[i] for i in narrow], m, "bf16")
+    out = list(kernels)
+    for i, s in zip(narrow, stored, strict=True):
+        if s.dtype == "bf16":
+            out[i] = s
+    return out
 
 
 def _ragged(k: Kernel) -> Kernel:

@@ -167,15 +167,20 @@ def _mean_loads(mine: np.ndarray) -> tuple:
     """Of a rank's per-draw expert loads ``mine`` (shape ``(draws, local experts)``): the mean
     over the draws of its assignments, of its most-loaded expert's, of its experts with any,
     and of its row tiles of each of :data:`ROW_TILES` (every expert padded on its own)."""
-    row_tile = np.array(ROW_TILES, dtype=np.float64)
-    tiles = np.ceil(mine[:, :, None] / row_tile).sum(axis=1).mean(axis=0)
+    # sums over the draws divided by their count: the same figures as ``mean`` (numpy's mean
+    # is that sum and division), without its per-call overhead
+    draws = mine.shape[0]
+    tiles = np.ceil(mine[:, :, None] / _ROW_TILE).sum(axis=1).sum(axis=0) / draws
     tiles.flags.writeable = False
     return (
-        float(mine.sum(axis=1).mean()),
-        float(mine.max(axis=1).mean()),
-        float((mine > 0).sum(axis=1).mean()),
+        float(mine.sum(axis=1).sum() / draws),
+        float(mine.max(axis=1).sum() / draws),
+        float((mine > 0).sum(axis=1).sum() / draws),
         tiles,
     )
+
+
+_ROW_TILE = np.array(ROW_TILES, dtype=np.float64)
 
 
 #: (hidden, intermediate, experts, top-k) of the MoE shapes whose SGLang and vLLM ``moe_perf``

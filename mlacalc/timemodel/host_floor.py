@@ -427,15 +427,16 @@ def host_floor_seconds(
     n = src.shape[0]
     gemm = np.full(n, "") if gemm_types is None else np.asarray(gemm_types).astype(str)
     kv = np.full(n, "") if kv_dtypes is None else np.asarray(kv_dtypes).astype(str)
-    keys = np.stack([src, gemm, kv], axis=1)
     under = floors_of or system
     # each distinct (label, GEMM dtype, cache dtype) looked up once, scattered to its rows
-    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
-    floors = [
-        _floor_of(under, engine, table, *(str(k) for k in key), own=under == system) for key in uniq
-    ]
-    out = np.array([np.nan if f is None else f for f in floors], dtype=np.float64)
-    out = out[inverse.reshape(-1)] if n else np.full(n, np.nan)
+    index: dict[tuple[str, str, str], int] = {}
+    inverse = np.fromiter(
+        (index.setdefault(k, len(index)) for k in zip(src.tolist(), gemm.tolist(), kv.tolist())),
+        dtype=np.int64,
+        count=n,
+    )
+    floors = [_floor_of(under, engine, table, *key, own=under == system) for key in index]
+    out = np.array([np.nan if f is None else f for f in floors], dtype=np.float64)[inverse]
     per = LONG_SEQUENCE_S.get((under, engine), 0.0)
     if sequences is not None and per > 0:
         more = np.maximum(np.asarray(sequences, dtype=np.float64) - 1.0, 0.0)
