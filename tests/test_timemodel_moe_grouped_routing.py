@@ -12,6 +12,7 @@ from mlacalc.measured.moe_routing import (
     _balanced_picks,
     _grouped_routed,
     _power_law_picks,
+    _power_law_picks_of_draws,
     grouped_balanced_loads,
     grouped_rank_loads,
     power_law_draws,
@@ -184,3 +185,17 @@ def test_grouped_routing_of_power_law_picks_as_row_by_row(tokens, alpha, ep):
         picks, count = _power_law_picks(draw, 8, ep)
         want = _routed_row_by_row(picks, count, 256, 8, 4)
         assert np.array_equal(_grouped_routed(picks, count, 256, 8, 4), want)
+
+
+@pytest.mark.parametrize("tokens, alpha, ep", [(1, 1.2, 1), (40, 0.5, 4), (4096, 1.01, 32)])
+def test_picks_of_every_draw_at_once_as_draw_by_draw(tokens, alpha, ep):
+    """The picks of a call's draws found at once (speed only) are each draw's picks, draw by
+    draw, with their token counts and draws; a call's cached draws come back as a copy."""
+    loads = power_law_draws(tokens, 8, 256, alpha)
+    picks, count, draw = _power_law_picks_of_draws(loads, 8, ep)
+    for d, row in enumerate(loads):
+        want_picks, want_count = _power_law_picks(row, 8, ep)
+        assert np.array_equal(picks[draw == d], want_picks)
+        assert np.array_equal(count[draw == d], want_count)
+    loads[0, 0] = -1.0
+    assert power_law_draws(tokens, 8, 256, alpha)[0, 0] >= 0
