@@ -159,6 +159,27 @@ def test_every_v4_module_row_of_a_known_checkpoint_is_predicted():
             assert {p.name for p in mapped.parts} == {"attention"}
 
 
+def test_vllm_v4_prompt_core_products_run_a_cta_a_token():
+    """FlashMLA's sparse prefill (vLLM's V4 prompt core) takes a query token's 64 heads as a
+    tile's rows, each CTA walking its token's keys: one sequence after 524,288 cached tokens
+    measures 124.0 us at 4 new tokens and 129.6 at 128 on H100, one wave either way, which the
+    prediction follows (attention_time._token_units; 58.5 against 244.0 us before)."""
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+
+    t = _table("h100_sxm", "vllm", "dsv4_hca_attn_module_perf")
+    pred = predict_mapped(map_table(t), None, "fit-h100-sxm-vllm")
+    c = t.columns
+    at = {
+        q: int(np.flatnonzero((c["isl"] == q) & (c["batch_size"] == 1) & (c["step"] == 524288))[0])
+        for q in (4, 128)
+    }
+    assert t.seconds[at[4]] == pytest.approx(124.0e-6, rel=0.01)
+    assert pred[at[128]] / pred[at[4]] < 1.4
+    assert abs(pred[at[4]] / t.seconds[at[4]] - 1.0) < 0.15
+
+
 #: Each engine's V4 module tables by its fitted profile of the device (read alone): (engine,
 #: system, profile, table, median, p90), as measured-sets.md gives. Nothing is fitted on the
 #: layer module rows; the HCA attention kernel's rows (the last two) fit vLLM's sparse classes.
@@ -261,8 +282,10 @@ V4 = [
     # refit alone, at 090e883: +10.6% signed), decode 0.064 / 0.190 -> 0.070 / 0.176
     ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsv4_hca_context_module_perf", 0.055, 0.18),
     ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsv4_hca_generation_module_perf", 0.08, 0.18),
-    # the HCA attention kernel alone (its rows fit the sparse core's decode and prompt classes)
-    ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsv4_hca_attn_module_perf", 0.065, 0.22),
+    # the HCA attention kernel alone (its rows fit the sparse core's decode and prompt classes);
+    # H100 with the prompt core's products over one CTA a token (attention_time._token_units,
+    # the class refitted): 0.060 / 0.216 -> 0.057 / 0.185
+    ("vllm", "h100_sxm", "fit-h100-sxm-vllm", "dsv4_hca_attn_module_perf", 0.06, 0.195),
     ("vllm", "b200_sxm", "fit-b200-sxm-vllm", "dsv4_hca_attn_module_perf", 0.058, 0.235),
 ]
 

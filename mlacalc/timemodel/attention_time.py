@@ -710,12 +710,14 @@ def attention_time(
     latency: float | None = None,
     call: float | None = None,
     local: np.ndarray | float = 0.0,
+    compute_units: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Compute and memory terms of an attention kernel from its work units: ``units`` spread
     over the SMs in waves, each walking ``unit_blocks`` KV blocks (``masked`` of them on the
     masking path) and paying ``unit_cost`` times the per-unit work once. ``serial``: the units
     one SM works through in turn (default: its waves). ``local``: seconds of a local
-    (sliding-window) kernel beside them (:data:`LOCAL_WINDOW_DECODE`)."""
+    (sliding-window) kernel beside them (:data:`LOCAL_WINDOW_DECODE`). ``compute_units``: the
+    CTAs the products spread over where they are not the units (:func:`_token_units`)."""
     sms = fig.sm_count
     waves = np.ceil(units / sms)
     occupancy = units / (waves * sms)
@@ -734,10 +736,13 @@ def attention_time(
         work = work + serial * latency
     flops = batch.flops if flops is None else flops
     nbytes = batch.bytes if nbytes is None else nbytes
-    compute = flops / (prm["eff_compute"] * fig.peak(batch.dtype) * occupancy)
+    occ = occupancy  # the SMs the products fill: the units', or the CTAs' that carry them
+    if compute_units is not None and fig.kind != "cpu":
+        occ = compute_units / (np.ceil(compute_units / sms) * sms)
+    compute = flops / (prm["eff_compute"] * fig.peak(batch.dtype) * occ)
     if sfu is not None:
         # the softmax's exponentials on the special-function units, beside the tensor cores
-        compute = combine(compute, sfu / occupancy, prm["sfu_overlap"])
+        compute = combine(compute, sfu / occ, prm["sfu_overlap"])
     compute = compute + work + local
     memory = nbytes / (prm["eff_memory"] * fig.hbm_bytes_per_s * memory_share(units, fig, prm))
     # a fixed time per call that is a wait, seconds whatever the SM clock
@@ -763,6 +768,29 @@ UNIFIED_TRITON_PROMPT_ROWS = 16.0
 #: Prompt kernels that walk a sliding window's causal blocks rather than only the band's
 #: (SGLang's Triton extend kernel, the ``triton`` variant).
 WINDOW_WALK_VARIANTS = frozenset({"triton", "triton_upcast"})
+
+
+def _token_units(batch: KernelBatch, b: np.ndarray, q: np.ndarray, heads: np.ndarray):
+    """The CTAs whose products a DeepSeek-V4 prompt core of FlashMLA's sparse prefill (the
+    ``sparse`` variant with ``pooled_ratio`` in its shape: vLLM's) spreads over the SMs: one a
+    query token and 64 of its heads, the heads the tile's rows, each walking that token's keys
+    on its SM; ``None`` for every other kernel (its products spread as its units do).
+    ``dsv4_hca_attn_module_perf`` shows it: one sequence after 524,288 cached tokens takes
+    124.0 us at 4 new tokens and 129.6 at 128 on H100 (B200 81.6 and 85.5), two of 128 after
+    262,144 twice one (142.0 against 73.9), where 64 units of a 128-query tile each would run
+    8.5 TFLOP/s an SM, over H100's bf16 peak an SM. The per-unit waits keep the class's units
+    (a sequence's 64 heads), which carry the per-sequence cost the rows show beside it (about
+    1.3 us a sequence at 4-128 new tokens)."""
+    if batch.variant not in TOKEN_UNIT_PROMPT_VARIANTS or "pooled_ratio" not in batch.shape:
+        return None
+    return b * q * np.ceil(heads / TOKEN_UNIT_HEADS)
+
+
+#: Prompt variants whose products run a CTA a query token (:func:`_token_units`)
+TOKEN_UNIT_PROMPT_VARIANTS = frozenset({"sparse"})
+
+#: Query heads a token's CTA of :data:`TOKEN_UNIT_PROMPT_VARIANTS` takes as its rows
+TOKEN_UNIT_HEADS = 64.0
 
 
 def prefill_terms(
@@ -893,6 +921,7 @@ def prefill_terms(
         sfu=None if batch.variant in UNFUSED_PREFILL_VARIANTS else sfu,
         latency=prm["unit_latency_s"] * resident * unit_scale + transpose + operand,
         call=prm["call_latency_s"],
+        compute_units=_token_units(batch, b, q, heads),
     )
     occupancy = np.maximum(units / (np.ceil(units / fig.sm_count) * fig.sm_count), 1e-9)
     out["compute_s"] = out["compute_s"] + _causal_tail_s(
