@@ -177,7 +177,7 @@ def test_plan_and_search_take_profile_and_say_how_the_device_was_predicted(run):
 def test_bad_profile_is_one_line_naming_the_option(run, tmp_path, command):
     bad = tmp_path / "bad.json"
     bad.write_text("{", encoding="utf-8")
-    for value, why in ((tmp_path / "missing.json", "no profile"), (bad, "is not valid JSON")):
+    for value, why in ((tmp_path / "missing.json", "no file"), (bad, "is not valid JSON")):
         args = [command, "llama-3-8b", "-H", "H100", "--gpus", 1, "--profile", value]
         if command == "search":
             args += ["--isl", 100, "--osl", 100]
