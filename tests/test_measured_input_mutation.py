@@ -726,6 +726,20 @@ def test_plan_and_validate_warn_of_a_profile_fitted_on_another_cpu_or_threads(tm
     assert not any("CPU" in w and "fitted on" in w for w in p.warnings)
 
 
+def test_a_cpu_profile_with_no_device_name_is_not_said_fitted_on_another_cpu(tmp_path):
+    # a fit whose run recorded no device name was said "fitted on another CPU (... (no device
+    # name recorded))": nothing told it was another; and its own run was called another CPU
+    from mlacalc.timemodel.profile import other_cpu_warning
+
+    unnamed = _cpu_fit(tmp_path / "u", "", META["device"]["threads"])
+    p = mlacalc.plan("minicpm3-4b", f"measured:{SHIPPED.stem}", 1, seq_len=576, profile=unnamed)
+    said = [w for w in p.warnings if "fitted on CPU runs" in w]
+    assert len(said) == 1 and "could not tell which CPU it was fitted on" in said[0], p.warnings
+    assert not any("fitted on another CPU" in w for w in p.warnings), p.warnings
+    prof, own = load_profile(str(unnamed)), load_hardware(str(tmp_path / "u" / "k.json"))
+    assert own.origin and other_cpu_warning(prof, own) == ""
+
+
 def _in_ms(rows: list[str]) -> list[str]:
     """The rows with every median_s written in milliseconds."""
     head = rows[0].split(",")

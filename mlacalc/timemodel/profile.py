@@ -553,6 +553,15 @@ def _fitted_cpus(profile: Profile) -> list[tuple[str, str, Any]]:
     return out
 
 
+def _real(path: str) -> str:
+    """``path`` resolved (a run named by two paths is one run); ``path`` as given where it
+    cannot be resolved."""
+    try:
+        return os.path.realpath(path)
+    except (OSError, ValueError):
+        return path
+
+
 def other_cpu_warning(profile: Profile, hardware: Any) -> str:
     """A warning where a CPU profile times a measured CPU it was not fitted on: another CPU's
     GEMM fit (a Xeon's on an EPYC), or the same CPU run with another thread count (a
@@ -568,9 +577,16 @@ def other_cpu_warning(profile: Profile, hardware: Any) -> str:
         "fit one on this CPU's own calibrate-preset run (mlacalc bench --preset calibrate "
         "--device cpu, then mlacalc calibrate SIDECAR -o p.json)"
     )
-    same = [c for c in cpus if c[1] and c[1] == name]
+    origin = _real(hardware.origin) if hardware.origin else ""
+    same = [c for c in cpus if (c[1] and c[1] == name) or (origin and _real(c[0]) == origin)]
     if not same:
         on = "; ".join(f"{w} ({n or 'no device name recorded'})" for w, n, _ in cpus[:3])
+        if not name or any(not n for _, n, _ in cpus):
+            return (
+                f"profile '{profile.name}' was fitted on CPU runs ({on}) and {hardware.name} "
+                f"is {name or 'unnamed'}: could not tell which CPU it was fitted on (no device "
+                f"name recorded); if it is another CPU, its kernel fit is that CPU's; {fix}"
+            )
         return (
             f"profile '{profile.name}' was fitted on another CPU ({on}), not {hardware.name} "
             f"({name or 'unnamed'}): its kernel fit is that CPU's; {fix}"
@@ -578,7 +594,7 @@ def other_cpu_warning(profile: Profile, hardware: Any) -> str:
     if threads is not None and all(t is not None and t != threads for _, _, t in same):
         ran = ", ".join(sorted({str(t) for _, _, t in same}))
         return (
-            f"profile '{profile.name}' was fitted on {name} with {ran} thread(s); "
+            f"profile '{profile.name}' was fitted on {name or hardware.name} with {ran} thread(s); "
             f"{hardware.name} ran {threads}: a CPU kernel's rate follows its threads; {fix} "
             "with the same threads"
         )
