@@ -1543,12 +1543,13 @@ def test_trtllm_decode_top_k_is_fitted_on_h100_rows_where_the_walk_is_most_of_a_
     assert np.median(np.abs(err)) <= 0.125 and abs(np.median(err)) <= 0.04
 
 
-def test_vllm_b200_fit_times_flashmla_sparse_prefill_by_sglang_s_class_of_it():
+def test_vllm_b200_fit_keeps_the_round_25_copy_of_sglang_s_flashmla_sparse_prefill_class():
     """vLLM's FLASHMLA_SPARSE backend calls FlashMLA's sparse prefill, which SGLang's
     glm5_dsa_attn_module_perf times alone: fit-b200-sxm-vllm, whose own rows time it only inside
-    the DSA modules, holds SGLang's B200 class of it as a stand-in (its plain class stood in
-    before), so H100's vLLM prompt module from B200's fit reads 12.0% / 30.4% -> 7.7% / 27.8%
-    (decode 14.6% -> 13.1%); B200's own prompt module 12.7% / 39.0% -> 12.1% / 34.3%."""
+    the DSA modules, holds SGLang's B200 class of it as a stand-in, as round 25 fitted it (its
+    plain class stood in before; SGLang's own was refitted in round 26), so H100's vLLM prompt
+    module from B200's fit reads 12.0% / 30.4% -> 7.7% / 27.8% (decode 14.6% -> 13.1%); B200's
+    own prompt module 12.7% / 39.0% -> 12.1% / 34.3%."""
     pytest.importorskip("pyarrow")
     from mlacalc.measured.observations import predict_mapped
     from mlacalc.timemodel.engine_profiles import with_generation_kernels
@@ -1556,12 +1557,23 @@ def test_vllm_b200_fit_times_flashmla_sparse_prefill_by_sglang_s_class_of_it():
 
     key = "mla_decode:bf16:sparse"
     vllm, sglang = load_profile("fit-b200-sxm-vllm"), load_profile("fit-b200-sxm-sglang")
-    # round 26 refitted SGLang's class under FlashMLA's walk of the filled top-k slots (its
-    # glm5_dsa_attn p90 31.1% -> 19.6%); vLLM keeps the round-25 copy of it: the refit copied
-    # moved vLLM's DSA decode module 5.90% / 14.9% -> 5.95% / 15.4% and its fitted sequence
-    # doubling off what ships (docs/time-model.md). The copy keeps the class's parameters
+    # round 26 refitted SGLang's class under FlashMLA's walk of the filled top-k slots (1800d7b4:
+    # its glm5_dsa_attn p90 31.1% -> 19.6%); vLLM keeps the round-25 copy of it: the refit
+    # copied moved vLLM's DSA decode module 5.90% / 14.9% -> 5.95% / 15.4% and its fitted
+    # sequence doubling off what ships (docs/time-model.md). The figures below are SGLang's
+    # B200 class as round 25 shipped it (fit-b200-sxm-sglang.json at 11bb248d, the round's
+    # start), the same in fit-b200-sxm-vllm.json's classes and devices["B200"] then and now
+    round_25 = {
+        "eff_compute": 1.0,
+        "eff_memory": 0.730637,
+        "call_latency_s": 3.74614e-06,
+        "overlap": 16.0,
+        "block_s": 3.71695e-07,
+        "unit_latency_s": 2e-05,
+    }
+    assert vllm.classes[key] == pytest.approx(round_25, rel=1e-9)
+    assert vllm.devices["B200"][key] == pytest.approx(round_25, rel=1e-9)
     assert set(vllm.classes[key]) <= set(sglang.classes[key])
-    assert set(vllm.devices["B200"][key]) <= set(sglang.devices["B200"][key])
     prof = with_generation_kernels(
         vllm, load_profile("fit-b200-sxm"), mlacalc.load_hardware("H100-SXM")
     )
