@@ -2389,6 +2389,16 @@ def test_sglangs_blackwell_decode_unit_grows_with_head_dim_in_row_tiles():
     wide = _unit_cost(b, {**prm, "unit_hd": 0.4}, grouped, tiled, hd)
     assert wide[0] == pytest.approx(cost[0])  # head dim 128: unchanged
     assert wide[6] - cost[6] == pytest.approx(0.7 * 0.4)  # 256: 0.4 of the fixed part more
+    # head dims 64 / 32: the fixed part shrinks but stays positive at any unit_hd a profile
+    # holds (its bound was 2, which took the factor to 0 at 64 and below 0 at 32)
+    from mlacalc.timemodel.terms import PARAMS
+
+    assert PARAMS["unit_hd"][1] <= 1.0
+    narrow = np.array([64.0, 32.0, 64.0, 32.0, 64.0, 32.0, 32.0])
+    for share in (0.4, 1.0, 2.0):
+        low = _unit_cost(b, {**prm, "qhead_unit": 0.0, "unit_hd": share}, grouped, tiled, narrow)
+        assert (low > 0).all(), share
+    assert low[1] == pytest.approx(0.7 * 0.25)  # 2 taken at 1: the fixed part x 32 / 128
     # (no ``unit_latency``: an MHA unit's fixed part is 1, not ``grouped_unit``)
     other = dataclasses.replace(b, shape={k: v for k, v in shape.items() if k != "unit_latency"})
     assert _unit_cost(other, prm, grouped, rows, hd)[0] == pytest.approx(1.0 + 0.03)

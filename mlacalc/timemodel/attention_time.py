@@ -2461,10 +2461,12 @@ def _unit_cost(
     MHA head as a unit of one query row of the same kernel (:func:`_wide_group` pads its rows
     to :data:`UNIT_LATENCY_TILE_ROWS`): its MHA rows take the time of 2-8 query heads a KV
     head (bf16, head dim 128, 8,192 units over up to 16 keys: 94.6 us at 1 and 94.4-94.8 at
-    2-8)."""
+    2-8). ``unit_hd`` is taken at most 1 (its fit's bound), so the factor, ``1 - unit_hd +
+    unit_hd x hd / 128``, stays above 0 at a head dim of 64 or 32 whatever a profile holds."""
     packed = grouped | _row_tiled(batch)
     fixed = np.where(packed, prm["grouped_unit"], 1.0)
-    widened = 1.0 + prm.get("unit_hd", 0.0) * (hd / 128.0 - 1.0)
+    share = min(max(prm.get("unit_hd", 0.0), 0.0), 1.0)
+    widened = 1.0 + share * (hd / 128.0 - 1.0)
     return fixed * widened + prm["qhead_unit"] * unit_rows * hd / 128
 
 

@@ -185,7 +185,9 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "empty_part": (0.0, 1.0, "share of a decode part's unit work a part of no cached key pays"),
     "spill_s": (0.0, 3e-5, "seconds Hopper's fp8 XQA call waits once its cache misses the L2"),
     "seq_unit": (0.0, 4.0, "FlashAttention-3 decode work a sequence, in a unit's (seq_s)"),
-    "unit_hd": (0.0, 2.0, "share of a decode unit's fixed work that grows with the head dim"),
+    # at most 1: the factor 1 + unit_hd x (hd / 128 - 1) stays above 0 at every head dim
+    # (2 let it reach 0 at head dim 64 and go negative at 32)
+    "unit_hd": (0.0, 1.0, "share of a decode unit's fixed work that grows with the head dim"),
     "turn_overlap": (
         1.0,
         16.0,
