@@ -99,8 +99,8 @@ WHATIF_MHA = [
 PLANNER_URL_KEYS = {"gpus", "tp", "ep", "dpa", "redundant_experts", "experts"}
 #: URL parameter of the open tab (its title; the first tab when absent).
 VIEW_KEY = "view"
-#: the recurrent state's dtypes the sidebar offers (fp16 sizes as bf16)
-STATE_CHOICES = [d for d in STATE_DTYPES if d != "fp16"]
+#: the recurrent state's dtypes the sidebar offers
+STATE_CHOICES = list(STATE_DTYPES)
 #: URL parameters the sidebar writes (the planner adds its own).
 URL_KEYS = {"model", "seq_len", "batch", "kv", "state", "w", "hw", "engine", "whatif"} | {
     FIELD_SYMBOLS[field] for _k, field, *_ in WHATIF_MLA + WHATIF_MHA

@@ -347,7 +347,7 @@ def model_report(
     state_dtype: str | None = None,
 ) -> dict[str, Any]:
     """Everything ``mlacalc report`` prints, as one dict. ``state_dtype`` keeps a linear or
-    Mamba layer's recurrent state in ``bf16`` (or ``fp16``) instead of float32."""
+    Mamba layer's recurrent state in ``bf16`` instead of float32."""
     m = model if isinstance(model, ModelConfig) else load_model(model)
     # kept in the report: Python ints (np.int64 is not JSON), checked where they are used
     seq_len, batch, q_len = (plain_int(v) for v in (seq_len, batch, q_len))

@@ -130,9 +130,10 @@ def test_formula_at_fraction_stays_exact(run):
         (["b=fp9"], "b=fp9: b is bytes per element"),
         (["b=1/0"], "b=1/0: b is bytes per element"),
         (["b=nan"], "b=nan: b is bytes per element"),
-        (["rho=2"], "rho=2: rho is 0 or 1"),
+        (["rho=1"], "rho is not a symbol of the formulas"),
+        (["S=4q"], "S=4q: S is a whole number of at least 1"),
         (["S=4", "S=5"], "S is given twice; give it once"),
-        (["q=9", "S=8"], "q=9 new tokens attend S=8 keys"),
+        (["q=9", "S=8"], "the formula of kv_cache_bytes has no q"),
         (
             ["d_c=512"],
             "the formula of kv_cache_bytes has no d_c: its symbols are B, L, S, b, d_h, n_kv",
@@ -182,3 +183,16 @@ def test_formula_set_of_a_workload_setting_points_at_at(run, field, hint):
         code=2,
     )
     assert f"{field} is the workload's, not a field of the model" in err and hint in err
+
+
+def test_formula_at_takes_sizes_and_checks_q_against_s(run):
+    # a size as every other command writes it: 4k = 4,096
+    out, _ = run("formula", "kv_cache_bytes", "--variant", "gqa",
+                 *_at("B=1", "L=1", "S=4k", "b=1", "d_h=1", "n_kv=1"))  # fmt: skip
+    assert int(out) == 2 * 4096
+    _, err = run("formula", "attention_flops", "--variant", "mla", "--impl", "naive",
+                 *_at("q=9", "S=8"), code=2)  # fmt: skip
+    assert "q=9 new tokens attend S=8 keys, which hold them: give q <= S" in err
+    _, err = run("formula", "attention_flops", "--variant", "gqa", "--phase", "decode",
+                 *_at("q=10", "S=5"), code=2)  # fmt: skip
+    assert "has no q" in err

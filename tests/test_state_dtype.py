@@ -128,16 +128,16 @@ def test_search_and_its_plan_command_agree(run):
     assert "--state-dtype bf16" in command
 
 
-@pytest.mark.parametrize("value", ["fp8", "int8", "", "float32", "BF16x"])
+@pytest.mark.parametrize("value", ["fp8", "int8", "", "float32", "BF16x", "fp16"])
 def test_state_dtype_bad_values_are_one_line(run, value):
     _, err = run("report", "qwen3-next-80b-a3b", "--state-dtype", value, code=2)
     assert "--state-dtype" in err and "fp32" in err and "bf16" in err
     assert len(err.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("value", ["fp8", 16, "", None.__class__.__name__])
+@pytest.mark.parametrize("value", ["fp8", 16, "", None.__class__.__name__, "fp16"])
 def test_state_dtype_api_refuses_by_name(value):
-    with pytest.raises(InvalidArgumentError, match="state_dtype: use one of fp32, bf16, fp16"):
+    with pytest.raises(InvalidArgumentError, match="state_dtype: use one of fp32, bf16"):
         plan("qwen3-next-80b-a3b", "H200", 2, tp=2, seq_len=8192, state_dtype=value)
 
 
@@ -159,6 +159,16 @@ def test_roofline_state_bf16_moves_fewer_bytes(run):
         "--format",
         "json",
     ]
-    fp32 = json.loads(run("roofline", *args)[0])["predictions"][0]["seconds"]
-    bf16 = json.loads(run("roofline", *args, "--state-dtype", "bf16")[0])["predictions"][0]
-    assert bf16["seconds"] < fp32
+    doc = json.loads(run("roofline", *args)[0])
+    fp32 = doc["predictions"][0]["seconds"]
+    assert doc["state_dtype"] == "fp32"
+    doc = json.loads(run("roofline", *args, "--state-dtype", "bf16")[0])
+    assert doc["state_dtype"] == "bf16" and doc["predictions"][0]["seconds"] < fp32
+    out, _ = run("roofline", *args[:-2], "--state-dtype", "bf16")
+    assert out.splitlines()[0].endswith("on H200, recurrent state bf16")
+    assert (
+        json.loads(run("roofline", "llama-3-8b", "-H", "H200", "--format", "json")[0])[
+            "state_dtype"
+        ]
+        is None
+    )

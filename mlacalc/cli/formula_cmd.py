@@ -8,7 +8,7 @@ from fractions import Fraction
 
 import click
 
-from mlacalc.cli.common import IMPL_CHOICE, load, note, set_option, warn
+from mlacalc.cli.common import IMPL_CHOICE, SIZE, load, note, set_option, warn
 from mlacalc.cost.attention import indexer_row_bytes, model_dims, op_weight_bits
 from mlacalc.cost.engine import attention_cost
 from mlacalc.cost.model_step import checkpoint_stored, stored_attention_cost
@@ -241,12 +241,19 @@ _DTYPE_BYTES = {
 _BYTE_SYMBOLS = ("b", "b_w", "b_a", "b_i")
 
 
-def _parse_at(values) -> dict[str, Fraction]:
-    """``("B=8", "b=fp8", "b_i=33/32")`` -> ``{"B": 8, "b": 1, "b_i": 33/32}``, each refused
-    in one line naming the value and the fix."""
+def _symbols() -> dict:
+    """The symbols a printed formula can hold, by name (the bias and RoPE switches are put in
+    by the formula itself, never printed)."""
     # deferred: the symbols load sympy, which the formula needs and `--help` does not
     from mlacalc.cost import symbols as s
 
+    return {n: v for n, v in s.ALL.items() if n not in ("beta_qkv", "beta_o", "rho")}
+
+
+def _parse_at(values) -> dict[str, Fraction]:
+    """``("B=8", "S=4k", "b=fp8", "b_i=33/32")`` -> ``{"B": 8, "S": 4096, "b": 1, ...}``, each
+    refused in one line naming the value and the fix."""
+    known = _symbols()
     out: dict[str, Fraction] = {}
     for text in values:
         name, eq, value = (part.strip() for part in text.partition("="))
@@ -254,29 +261,24 @@ def _parse_at(values) -> dict[str, Fraction]:
             raise click.BadParameter(
                 f"{text!r} is not SYMBOL=VALUE; write e.g. --at S=4096", param_hint="--at"
             )
-        if name not in s.ALL:
-            near = [x for x in s.ALL if x.lower() == name.lower()]
-            near = near or get_close_matches(name, list(s.ALL), n=1)
+        if name not in known:
+            near = [x for x in known if x.lower() == name.lower()]
+            near = near or get_close_matches(name, list(known), n=1)
             hint = f"did you mean {near[0]}? " if near else ""
             raise click.BadParameter(
-                f"{name} is not a symbol of the formulas: {hint}they are {', '.join(s.ALL)} "
+                f"{name} is not a symbol of the formulas: {hint}they are {', '.join(known)} "
                 "(mlacalc formula --help defines them)",
                 param_hint="--at",
             )
         if name in out:
             raise click.BadParameter(f"{name} is given twice; give it once", param_hint="--at")
         out[name] = _at_value(name, value)
-    if "q" in out and "S" in out and out["q"] > out["S"]:
-        raise click.BadParameter(
-            f"q={out['q']} new tokens attend S={out['S']} keys, which hold them: give q <= S",
-            param_hint="--at",
-        )
     return out
 
 
 def _at_value(name: str, value: str) -> Fraction:
     """One ``--at`` value: bytes per element (a number, a fraction or a dtype) for b, b_w,
-    b_a, b_i; a whole positive count for the others (0 for the switches beta and rho)."""
+    b_a, b_i; a whole positive count for the others, written as sizes are (4096, 4k, 1M)."""
     if name in _BYTE_SYMBOLS:
         if value.lower() in _DTYPE_BYTES:
             return _DTYPE_BYTES[value.lower()]
@@ -291,15 +293,15 @@ def _at_value(name: str, value: str) -> Fraction:
                 param_hint="--at",
             )
         return number
-    switch = name in ("beta_qkv", "beta_o", "rho")
-    if (
-        not value.isascii()
-        or not value.isdecimal()
-        or (int(value) > 1 if switch else int(value) < 1)
-    ):
-        what = "0 or 1 (absent or present)" if switch else "a whole number of at least 1"
-        raise click.BadParameter(f"{name}={value}: {name} is {what}", param_hint="--at")
-    return Fraction(int(value))
+    try:
+        if not value.isascii():
+            raise click.BadParameter(value)
+        return Fraction(SIZE.convert(value, None, None))
+    except click.BadParameter:
+        raise click.BadParameter(
+            f"{name}={value}: {name} is a whole number of at least 1 (4096, 4k, 1M)",
+            param_hint="--at",
+        ) from None
 
 
 def _evaluated(expr, at: dict[str, Fraction], quantity: str, subs_model: str | None):
@@ -319,14 +321,20 @@ def _evaluated(expr, at: dict[str, Fraction], quantity: str, subs_model: str | N
             f"{', '.join(sorted(free)) or 'none'}{where if subs_model else ''}",
             param_hint="--at",
         )
+    if "q" in at and "S" in at and at["q"] > at["S"]:
+        raise click.BadParameter(
+            f"q={at['q']} new tokens attend S={at['S']} keys, which hold them: give q <= S",
+            param_hint="--at",
+        )
     value = sp.factor(
         expr.subs({s.ALL[n]: sp.Rational(v.numerator, v.denominator) for n, v in at.items()})
     )
     if not value.free_symbols:
-        if value.is_Integer and quantity.endswith("_bytes"):
+        unit = " bytes" if quantity.endswith("_bytes") else ""
+        if value.is_Integer and unit:
             note(f"{quantity} = {int(value):,} bytes = {int(value) / 2**30:,.3f} GiB")
         elif not value.is_Integer:
-            note(f"{quantity} = {float(value):,.6g}")
+            note(f"{quantity} = {float(value):,.6g}{unit}")
     return value
 
 

@@ -310,9 +310,9 @@ def _report_sections(doc: dict, indexer_keys: str = "") -> list[Section]:
                 for k in r["by_kind"]
             ],
             note="a sliding or chunked layer keeps min(seq_len, window) tokens; a linear "
-            "or Mamba layer a fixed state per sequence (its recurrent state in the dtype the "
-            "model keeps it, its convolution window in the KV dtype: K positions, as the "
-            "reference implementation's cache keeps them, where the engines keep K - 1, which "
+            "or Mamba layer a fixed state per sequence (its recurrent state in --state-dtype, "
+            "fp32 unless bf16 is given, its convolution window in the KV dtype: K positions, as "
+            "the reference implementation's cache keeps them, where the engines keep K - 1, which "
             "plan counts); a DSA layer the latent plus its indexer keys; "
             "a block-sparse (msa) layer K, V and its indexer keys; a compressed layer (csa, "
             "hca) its window's rows and its pooled keys (csa: with their indexer keys), its "

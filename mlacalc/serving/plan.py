@@ -672,7 +672,7 @@ def plan(
     routed experts on data-centre Blackwell with TensorRT-LLM-gen's MoE, its B200 table's
     min-latency class (:mod:`mlacalc.timemodel.moe_backend`); refused where it does not apply.
     ``Plan.moe_kernel`` says which kernel the experts were timed as. ``state_dtype``
-    (``"bf16"`` / ``"fp16"``; None: float32) keeps a linear or Mamba layer's recurrent state in
+    (``"bf16"``; None: float32) keeps a linear or Mamba layer's recurrent state in
     that dtype, in the memory sized and the bytes each step moves (``Plan.state_dtype``).
 
     Examples

@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 #: the dtypes a linear or Mamba layer's recurrent state may be kept in (``--state-dtype``)
-STATE_DTYPES = {"fp32": 32, "bf16": 16, "fp16": 16}
+STATE_DTYPES = {"fp32": 32, "bf16": 16}
 
 #: Bits per element of the dtypes mlacalc knows (canonical names first).
 DTYPE_BITS: dict[str, int] = {
@@ -150,7 +150,7 @@ class KVLayout:
             raise InvalidArgumentError("bits", "must be positive")
         if self.state_bits not in STATE_DTYPES.values():
             raise InvalidArgumentError(
-                "state_bits", f"must be one of 32, 16 (fp32, bf16/fp16), got {self.state_bits!r}"
+                "state_bits", f"must be 32 (fp32) or 16 (bf16), got {self.state_bits!r}"
             )
         if self.rope_bits is not None and (
             not isinstance(self.rope_bits, int) or self.rope_bits <= 0
@@ -236,13 +236,13 @@ def state_layout(kv_dtype: str | int | KVLayout) -> KVLayout:
 
 
 def state_dtype_name(layout: KVLayout) -> str:
-    """The recurrent state's dtype under ``layout``: ``fp32`` or ``bf16`` (16 bits)."""
+    """The recurrent state's dtype under ``layout``: ``fp32`` or ``bf16``."""
     return "fp32" if layout.state_bits == 32 else "bf16"
 
 
 def with_state_dtype(kv_dtype: str | int | KVLayout, state_dtype: str | None) -> KVLayout:
     """``kv_dtype``'s layout with its linear and Mamba layers' recurrent state kept in
-    ``state_dtype`` (``fp32``, the default, or ``bf16`` / ``fp16``); ``None`` keeps the
+    ``state_dtype`` (``fp32``, the default, or ``bf16``); ``None`` keeps the
     layout's. Its name stays the KV dtype's (checks read it): outputs name the state's dtype
     apart (:func:`state_dtype_name`)."""
     layout = resolve_kv_layout(kv_dtype)
