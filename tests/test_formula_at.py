@@ -12,6 +12,10 @@ import json
 import pytest
 
 
+#: DeepSeek-V3's MLA formula, substituted
+V3 = ("--variant", "mla", "--subs", "deepseek-v3")
+
+
 def _at(*pairs: str) -> list[str]:
     """``--at`` once for each SYMBOL=VALUE."""
     return [a for pair in pairs for a in ("--at", pair)]
@@ -148,16 +152,7 @@ def test_formula_at_bad_input_is_one_line(run, at, words):
 
 
 def test_formula_at_after_subs_names_set(run):
-    _, err = run(
-        "formula",
-        "kv_cache_bytes",
-        "--variant",
-        "mla",
-        "--subs",
-        "deepseek-v3",
-        *_at("d_c=256"),
-        code=2,
-    )
+    _, err = run("formula", "kv_cache_bytes", *V3, *_at("d_c=256"), code=2)
     assert "has no d_c: its symbols are B, S, b (--subs deepseek-v3 gave the model's" in err
     assert "--set changes them" in err
 
@@ -174,10 +169,7 @@ def test_formula_set_of_a_workload_setting_points_at_at(run, field, hint):
     _, err = run(
         "formula",
         "kv_cache_bytes",
-        "--variant",
-        "mla",
-        "--subs",
-        "deepseek-v3",
+        *V3,
         "--set",
         f"{field}=4096",
         code=2,
