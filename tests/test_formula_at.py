@@ -11,7 +11,6 @@ import json
 
 import pytest
 
-
 #: DeepSeek-V3's MLA formula, substituted
 V3 = ("--variant", "mla", "--subs", "deepseek-v3")
 
