@@ -752,6 +752,23 @@ def _in_ms(rows: list[str]) -> list[str]:
     return out
 
 
+def test_the_time_unit_refusal_names_both_units_where_the_ratio_cannot_tell():
+    # the unit was guessed by a cut at a median ratio of 30,000x: a set 2,000x-20,000x its bound
+    # (milliseconds of a slow run, or microseconds of a fast one) was said to be one of them
+    from mlacalc.measured.observations import time_unit_problem
+
+    bound = np.full(3, 1e-5)
+    said = {
+        ratios: time_unit_problem(bound * np.array(ratios), bound)
+        for ratios in ((40.0, 300.0, 1100.0), (4e4, 3e5, 1.1e6), (300.0, 5e3, 1.1e6), (3e3,) * 3)
+    }
+    assert said[(40.0, 300.0, 1100.0)].endswith("look like milliseconds, not seconds")
+    assert said[(4e4, 3e5, 1.1e6)].endswith("look like microseconds, not seconds")
+    for ratios in ((300.0, 5e3, 1.1e6), (3e3,) * 3):
+        assert said[ratios].endswith("like milliseconds or microseconds, not seconds"), ratios
+    assert time_unit_problem(bound * 10, bound) == ""
+
+
 def test_a_cut_short_set_is_said_and_times_in_ms_are_refused(tmp_path):
     # a layer set cut mid-line was scored on 3 of its sidecar's ok rows, a kernel set on 17 of
     # 34, without a word; times in ms scored every row -99.9% and wrote a profile

@@ -428,16 +428,24 @@ def kernel_set_warnings(path: str | os.PathLike) -> list[str]:
 #: sets); the same rows written in milliseconds, 38x.
 UNIT_FACTOR = 20.0
 
+#: The ratios to the bound a run in milliseconds (x 1,000) and one in microseconds (x 10^6) can
+#: show, from the 0.04x-1.1x of the runs in seconds widened to 0.02x-2x: every ratio within one
+#: of them names that unit; a set with ratios outside both (between 2,000x and 20,000x, or over
+#: 2 x 10^6) names both units, since no cut tells them apart
+UNIT_RATIOS = {"milliseconds": (20.0, 2e3), "microseconds": (2e4, 2e6)}
+
 
 def time_unit_problem(measured: Any, bound: Any) -> str:
     """Words for a set whose every time is :data:`UNIT_FACTOR` or more times its bound (the
-    times look like milliseconds or microseconds), else ``""``; three rows at least."""
+    times look like milliseconds or microseconds: the one :data:`UNIT_RATIOS` holds every
+    ratio in, else both), else ``""``; three rows at least."""
     ratio = np.asarray(measured, dtype=np.float64) / np.asarray(bound, dtype=np.float64)
     ratio = ratio[np.isfinite(ratio) & (ratio > 0)]
     if len(ratio) < 3 or ratio.min() <= UNIT_FACTOR:
         return ""
     mid = float(np.median(ratio))
-    unit = "milliseconds" if mid < 3e4 else "microseconds"
+    fits = [u for u, (lo, hi) in UNIT_RATIOS.items() if lo <= ratio.min() and ratio.max() <= hi]
+    unit = fits[0] if len(fits) == 1 else "milliseconds or microseconds"
     return (
         f"every row's time is {ratio.min():,.0f}x-{ratio.max():,.0f}x (median {mid:,.0f}x) its "
         f"roofline bound on the run's own ceilings and launch latency: the times look like "
