@@ -16,9 +16,13 @@ for none runs the same code with or without the extras: it is not run again with
 the others are deselected.
 
 What the record cannot see: a test that reaches an extra only through an object another file's
-test built and cached (a session fixture of conftest.py, a ``functools.cache`` helper) is not
-listed for it; the file whose test built the object is, so the code that asks for the extra is
-run without it all the same.
+test built and cached (a session fixture of conftest.py, a ``functools.cache`` helper such as
+the tests' ``mapped_rows`` tables or ``hf_reference`` models) is not listed for it, and a test
+that runs ``mlacalc`` in a subprocess asks in that process, which the plugin does not see. So
+``.ci/run``'s core pass also runs every file :func:`unseen_files` lists (``python
+.ci/ci_extras.py --unseen REPO`` prints them): each test file that spawns a subprocess
+(``subprocess`` or ``sys.executable`` in its text) or imports ``mapped_rows`` or an
+``hf_reference`` module (an ``import`` or ``pytest.importorskip``), appended to the record's list.
 """
 
 from __future__ import annotations
@@ -38,6 +42,26 @@ OPTIONAL = ("torch", "transformers", "pyarrow", "pandas", "scipy", "streamlit", 
 
 _ROOT = Path(__file__).resolve().parent.parent
 _TOP = re.compile(r"^(?:import|from)\s+([A-Za-z_][\w.]*)", re.MULTILINE)
+
+
+#: a test file the record cannot see into: one that spawns a subprocess, or imports the tests'
+#: cached table or transformers helpers (:func:`unseen_files`)
+_UNSEEN = re.compile(
+    r"subprocess|sys\.executable"
+    r"|(?:^\s*(?:from|import)\s+|importorskip\(\s*[\"'])(?:mapped_rows|hf_reference\w*)\b",
+    re.MULTILINE,
+)
+
+
+def unseen_files(root: Path) -> list[str]:
+    """The test files under ``root/tests`` (paths relative to ``root``, as the record writes
+    them) that spawn a subprocess or import ``mapped_rows`` / an ``hf_reference`` module: the
+    record cannot see what they ask for, so the core pass runs them as well."""
+    return sorted(
+        path.relative_to(root).as_posix()
+        for path in root.glob("tests/**/test_*.py")
+        if _UNSEEN.search(path.read_text(encoding="utf-8", errors="replace"))
+    )
 
 
 def _module_name(path: Path) -> str:
@@ -173,3 +197,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+if __name__ == "__main__":  # python .ci/ci_extras.py --unseen REPO: unseen_files, one a line
+    import sys
+
+    if len(sys.argv) != 3 or sys.argv[1] != "--unseen":
+        sys.exit("usage: python .ci/ci_extras.py --unseen REPO")
+    print("\n".join(unseen_files(Path(sys.argv[2]).resolve())))

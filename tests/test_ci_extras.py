@@ -53,3 +53,36 @@ def test_a_run_records_each_file_that_asks_and_a_run_of_the_record_deselects_the
     only = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True,
                           env={**env, "MLACALC_EXTRAS_FILES": str(listed)})  # fmt: skip
     assert only.returncode == 0 and "2 passed, 1 deselected" in only.stdout, only.stdout
+
+
+def test_the_core_pass_also_runs_the_files_the_record_cannot_see_into(tmp_path):
+    # a test running mlacalc in a subprocess asks there, and one reaching an extra through the
+    # tests' cached mapped_rows tables or hf_reference models asks in another file's test: the
+    # record missed both, so the core pass never ran them without the extras
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    files = {
+        "test_spawn.py": "import subprocess\n",
+        "test_console.py": "import sys\n\ncmd = [sys.executable, '-m', 'mlacalc']\n",
+        "test_tables.py": "def test_t():\n    from mapped_rows import mapped\n",
+        "test_hf.py": "import pytest\n\nref = pytest.importorskip('hf_reference_2')\n",
+        "test_quiet.py": "import json\n\n# mapped_rows_of is no import\n",
+        "helper.py": "import subprocess\n",  # no test file
+    }
+    for name, text in files.items():
+        (tests / name).write_text(text)
+    plugin = _plugin()
+    want = [
+        "tests/test_console.py",
+        "tests/test_hf.py",
+        "tests/test_spawn.py",
+        "tests/test_tables.py",
+    ]
+    assert plugin.unseen_files(tmp_path) == want
+    run = subprocess.run([sys.executable, str(ROOT / ".ci" / "ci_extras.py"), "--unseen",
+                          str(tmp_path)], capture_output=True, text=True)  # fmt: skip
+    assert run.returncode == 0 and run.stdout.split() == want, run.stderr
+    # the repository's own: the CLI's subprocess tests and the table tests among them
+    ours = plugin.unseen_files(ROOT)
+    assert {"tests/test_cli.py", "tests/test_measured_dsv4_modules.py"} <= set(ours)
+    assert "--unseen" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
