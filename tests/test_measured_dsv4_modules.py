@@ -180,6 +180,35 @@ def test_vllm_v4_prompt_core_products_run_a_cta_a_token():
     assert abs(pred[at[4]] / t.seconds[at[4]] - 1.0) < 0.15
 
 
+def test_only_vllm_s_v4_prompt_core_runs_a_cta_a_token():
+    # the rule was keyed on the variant and pooled_ratio alone: TensorRT-LLM's served V4 prompt
+    # core, whose class was not fitted under it, took it too (DeepSeek-V4-Pro, 8 B200, 8k
+    # prompts: prefill 300.5 -> 300.3 ms); now the engine's kernels carry it (TOKEN_UNIT_CORE)
+    from mlacalc.cost.compressed import TOKEN_UNIT_CORE
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.measured.dsv4_modules import dsv4_module_kernels
+    from mlacalc.timemodel.attention_time import _token_units
+    from mlacalc.timemodel.device import device_figures
+    from mlacalc.timemodel.kernel_time import engine_batch
+    from mlacalc.words.kernels import batches_of
+
+    assert {"vllm"} == TOKEN_UNIT_CORE
+    fig = device_figures(load_hardware("B200"))
+    for engine in ("vllm", "trtllm", "sglang"):
+        for decode in (False, True):
+            kernels = dsv4_module_kernels(
+                "deepseek-ai/DeepSeek-V4-Pro", "hca", 64, "bf16", 2, 1 if decode else 128, 4096,
+                decode, engine,
+            )  # fmt: skip
+            (core,) = [k for k in kernels if k.name == "attention"]
+            batch = engine_batch(batches_of([core])[0][1], engine, fig)
+            ones = np.ones(len(batch))
+            units = _token_units(batch, 2 * ones, (1 if decode else 128) * ones, 64 * ones)
+            assert (units is not None) == (engine == "vllm" and not decode), (engine, decode)
+            if units is not None:
+                assert units.tolist() == [2 * 128]  # a CTA a token of 64 heads
+
+
 #: Each engine's V4 module tables by its fitted profile of the device (read alone): (engine,
 #: system, profile, table, median, p90), as measured-sets.md gives. Nothing is fitted on the
 #: layer module rows; the HCA attention kernel's rows (the last two) fit vLLM's sparse classes.

@@ -78,6 +78,7 @@ __all__ = [
     "ROW_TOPK_PROMPT",
     "SELECTING_LOGITS",
     "SPLIT_KEY_LOGITS_ENGINES",
+    "TOKEN_UNIT_CORE",
     "attention_flops",
     "cache_bytes",
     "causal_keys",
@@ -173,6 +174,13 @@ RAGGED = frozenset({"sglang"})
 #: fitted on the residuals of SGLang's CSA and HCA prompt module rows; a profile without it
 #: times the core by the ``sparse`` class (:mod:`mlacalc.timemodel.profile`).
 RAGGED_CORE = "sparse_ragged"
+#: The engines whose DeepSeek-V4 prompt core (FlashMLA's sparse prefill as vLLM runs it)
+#: spreads its products over one CTA a query token (shape column ``token_units``:
+#: ``mlacalc.timemodel.attention_time._token_units``), fitted on vLLM's
+#: ``dsv4_hca_attn_module_perf``: vLLM. The mapping of vLLM's module tables carries the column
+#: whichever profile times them (SGLang's fits take that table in); a served step of another
+#: engine does not (TensorRT-LLM's sparse core keeps its units' spread).
+TOKEN_UNIT_CORE = frozenset({"vllm"})
 #: The engines whose DeepSeek-V4 prompt core (vLLM's ``FLASHMLA_SPARSE_DSV4``) takes a query's
 #: heads in tiles of one MMA's rows (``mlacalc.timemodel.shared.mma_rows``: 128 on data-centre
 #: Blackwell's ``tcgen05``, 64 on Hopper), each tile the time of the 64-head call, as the MLA
@@ -570,6 +578,7 @@ def compressed_kernels(
                     head_dim_v=c.head_dim, window=0, causal=0, pooled_ratio=rate,
                     pooled_cap=c.index_topk if cost.variant == "csa" else 0,
                     pooled_window=c.sliding_window, rope_kernel=1, sparse=1,
+                    **({"token_units": 1} if engine in TOKEN_UNIT_CORE and not decode else {}),
                 )
             )  # fmt: skip
         elif o.name == "indexer_scores" and decode:

@@ -738,7 +738,9 @@ def attention_time(
     nbytes = batch.bytes if nbytes is None else nbytes
     occ = occupancy  # the SMs the products fill: the units', or the CTAs' that carry them
     if compute_units is not None and fig.kind != "cpu":
-        occ = compute_units / (np.ceil(compute_units / sms) * sms)
+        # NaN: a row whose products spread as its units do
+        spread = compute_units / (np.ceil(compute_units / sms) * sms)
+        occ = np.where(np.isnan(compute_units), occupancy, spread)
     compute = flops / (prm["eff_compute"] * fig.peak(batch.dtype) * occ)
     if sfu is not None:
         # the softmax's exponentials on the special-function units, beside the tensor cores
@@ -771,19 +773,26 @@ WINDOW_WALK_VARIANTS = frozenset({"triton", "triton_upcast"})
 
 
 def _token_units(batch: KernelBatch, b: np.ndarray, q: np.ndarray, heads: np.ndarray):
-    """The CTAs whose products a DeepSeek-V4 prompt core of FlashMLA's sparse prefill (the
-    ``sparse`` variant with ``pooled_ratio`` in its shape: vLLM's) spreads over the SMs: one a
-    query token and 64 of its heads, the heads the tile's rows, each walking that token's keys
-    on its SM; ``None`` for every other kernel (its products spread as its units do).
+    """The CTAs whose products a DeepSeek-V4 prompt core of FlashMLA's sparse prefill as vLLM
+    runs it (the ``sparse`` variant with the ``token_units`` column, which
+    :func:`~mlacalc.cost.compressed.compressed_kernels` writes for an engine of
+    :data:`~mlacalc.cost.compressed.TOKEN_UNIT_CORE`, vLLM, and so on vLLM's module tables
+    whichever profile times them) spreads over the SMs: one a query token and 64 of its heads,
+    the heads the tile's rows, each walking that token's keys on its SM; NaN on a row without
+    the column and ``None`` where no row has it (its products spread as its units do: another
+    engine's served V4 core, TensorRT-LLM's, keeps them; SGLang's is its ragged class).
     ``dsv4_hca_attn_module_perf`` shows it: one sequence after 524,288 cached tokens takes
     124.0 us at 4 new tokens and 129.6 at 128 on H100 (B200 81.6 and 85.5), two of 128 after
     262,144 twice one (142.0 against 73.9), where 64 units of a 128-query tile each would run
     8.5 TFLOP/s an SM, over H100's bf16 peak an SM. The per-unit waits keep the class's units
     (a sequence's 64 heads), which carry the per-sequence cost the rows show beside it (about
     1.3 us a sequence at 4-128 new tokens)."""
-    if batch.variant not in TOKEN_UNIT_PROMPT_VARIANTS or "pooled_ratio" not in batch.shape:
+    if batch.variant not in TOKEN_UNIT_PROMPT_VARIANTS or "token_units" not in batch.shape:
         return None
-    return b * q * np.ceil(heads / TOKEN_UNIT_HEADS)
+    on = col(batch, "token_units", 0.0) > 0
+    if not on.any():
+        return None
+    return np.where(on, b * q * np.ceil(heads / TOKEN_UNIT_HEADS), np.nan)
 
 
 #: Prompt variants whose products run a CTA a query token (:func:`_token_units`)
