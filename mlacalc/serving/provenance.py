@@ -435,27 +435,27 @@ def _takes_time(x: Any) -> bool:
 ROUTE_ERRORS: dict[tuple[str, str], tuple[float, float, float]] = {
     ("trtllm", "H100-SXM"): (4.7, 15.1, 11.2),
     ("trtllm", "B200"): (5.3, 17.5, 10.2),
-    ("sglang", "H100-SXM"): (5.2, 17.9, 10.8),
-    ("sglang", "B200"): (6.0, 20.4, 10.1),
-    ("vllm", "H100-SXM"): (5.2, 15.5, 11.0),
-    ("vllm", "B200"): (5.3, 17.4, 10.8),
+    ("sglang", "H100-SXM"): (5.2, 17.9, 10.7),
+    ("sglang", "B200"): (5.9, 19.8, 10.1),
+    ("vllm", "H100-SXM"): (5.2, 15.4, 11.0),
+    ("vllm", "B200"): (5.3, 17.2, 10.8),
     ("trtllm", "A100-SXM-80GB"): (5.9, 20.0, 10.3),
 }
 
 #: The pooled p90 |error| (%) of the leave-one-device-out row each :data:`ROUTE_ERRORS` entry's
 #: third figure is the median of (the profile fitted on the key's device predicting the other
 #: device's tables; A100's: H100's tables from the A100 fit), from the same run of
-#: ``benchmarks/bench_timemodel.py --engines --loo-profile H100-SXM=fit-b200-sxm`` at d81a9851
+#: ``benchmarks/bench_timemodel.py --engines --loo-profile H100-SXM=fit-b200-sxm`` at bac2853b
 #: whose medians README.md's per-engine table gives (its JSON: ``loo.pooled.p90_abs_error``),
 #: refreshed with ROUTE_ERRORS: the p90 a device predicted by datasheet ratios from that fit
 #: expects (:func:`prediction_route`)
 ROUTE_LOO_P90: dict[tuple[str, str], float] = {
     ("trtllm", "H100-SXM"): 33.7,
     ("trtllm", "B200"): 27.8,
-    ("sglang", "H100-SXM"): 32.5,
-    ("sglang", "B200"): 30.9,
-    ("vllm", "H100-SXM"): 43.7,
-    ("vllm", "B200"): 56.9,
+    ("sglang", "H100-SXM"): 32.7,
+    ("sglang", "B200"): 30.6,
+    ("vllm", "H100-SXM"): 43.9,
+    ("vllm", "B200"): 56.8,
     ("trtllm", "A100-SXM-80GB"): 33.0,
 }
 
