@@ -6,6 +6,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 import mlacalc
+from mlacalc.cost.compressed import kind_counts
 from mlacalc.cost.symbolic import V4_VARIANTS
 from mlacalc.models.architecture import layer_pattern
 from mlacalc.timemodel.insight import absorption_crossover
@@ -15,8 +16,6 @@ from mlacalc.words.vocab import MATMUL_STAGES
 from .common import Scenario, decade_ticks, download, show_context_warning, show_table
 
 TITLE = "FLOPs"
-#: DeepSeek-V4's kinds of layer, a formula variant each (mlacalc.cost.symbolic)
-V4_KINDS = V4_VARIANTS
 #: kinds of layer the variant's formulas describe as they are
 _PLAIN = ("full", "mla", "dsa")
 
@@ -26,17 +25,14 @@ def formula_variant(model) -> str:
     attention (MLA with an indexer: DeepSeek-V3.2, GLM-5.1), ``v4`` where they are
     DeepSeek-V4's (csa, hca, swa: a variant each), else the model's variant."""
     kinds = {k.attention for k in layer_pattern(model).layers}
-    if kinds and kinds <= set(V4_KINDS):
+    if kinds and kinds <= set(V4_VARIANTS):
         return "v4"
     return "dsa" if kinds == {"dsa"} else model.variant
 
 
 def v4_kinds(model) -> tuple[str, ...]:
     """DeepSeek-V4's kinds of layer in ``model``, in the order of its layers."""
-    seen: dict[str, None] = {}
-    for k in layer_pattern(model).layers:
-        seen.setdefault(k.attention, None)
-    return tuple(k for k in seen if k in V4_KINDS)
+    return tuple(kind_counts(model))
 
 
 def plain_form_caveat(model) -> str:

@@ -538,7 +538,7 @@ def _layout_args(sc: Scenario, inputs: PlanInputs) -> dict:
         weight_dtype=sc.sized_weight_dtype,
         kv_dtype=sc.kv_dtype,
         page_size=inputs.page,
-        **({"state_dtype": sc.state_dtype} if sc.state_dtype not in (None, "fp32") else {}),
+        state_dtype=sc.state_dtype,  # None: the model keeps no recurrent state
         **memory_args(inputs),
         **({"moe_backend": inputs.moe_backend} if inputs.moe_backend else {}),
         **({"component_dtypes": {"experts": inputs.expert_dtype}} if inputs.expert_dtype else {}),

@@ -14,6 +14,7 @@ from typing import Any
 from mlacalc.cost.attention import indexer_cost, indexer_row_bytes
 from mlacalc.cost.compressed import compressed_growth
 from mlacalc.cost.engine import KVCache, as_model, attention_cost, kv_cache
+from mlacalc.cost.families import recurrent_state_dtype
 from mlacalc.cost.forward import forward_flops_per_token
 from mlacalc.cost.model_step import stored_attention_cost
 from mlacalc.cost.params import kept_parts, param_counts, weight_bytes
@@ -26,7 +27,7 @@ from mlacalc.models.variants import as_variant
 from mlacalc.serving.precision import engine_fp8_cache_note
 from mlacalc.words import defaults as D
 from mlacalc.words.arguments import kv_layout, one_or_many, plain_int
-from mlacalc.words.dtypes import state_dtype_name, with_state_dtype
+from mlacalc.words.dtypes import with_state_dtype
 from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.units import human_bytes
 from mlacalc.words.vocab import (
@@ -370,7 +371,7 @@ def model_report(
             "seq_len": seq_len,
             "batch": batch,
             "kv_dtype": layout.name,
-            "state_dtype": state_dtype_name(layout) if layer_pattern(m).keeps_state else None,
+            "state_dtype": recurrent_state_dtype(m, layout),
             "weight_dtype": w_dtype,
             "act_dtype": "bf16",
             "impl": impl,

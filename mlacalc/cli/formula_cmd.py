@@ -10,6 +10,7 @@ import click
 
 from mlacalc.cli.common import IMPL_CHOICE, SIZE, load, note, set_option, warn
 from mlacalc.cost.attention import indexer_row_bytes, model_dims, op_weight_bits
+from mlacalc.cost.compressed import kind_counts
 from mlacalc.cost.engine import attention_cost
 from mlacalc.cost.model_step import checkpoint_stored, stored_attention_cost
 from mlacalc.cost.params import param_counts
@@ -17,7 +18,7 @@ from mlacalc.cost.quant import checkpoint_tensors, tensor_bytes
 from mlacalc.cost.symbolic import FORMULA_VARIANTS, V4_VARIANTS
 from mlacalc.cost.symbolic import formula as build
 from mlacalc.models.architecture import layer_pattern
-from mlacalc.words.dtypes import dtype_bits
+from mlacalc.words.dtypes import DTYPE_BITS, dtype_bits
 from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.vocab import (
     MATMUL_STAGES,
@@ -226,17 +227,6 @@ def command(quantity, variant, impl, phase, stage, causal, no_q_lora, subs_model
     click.echo(text)
 
 
-#: bytes an element of each dtype ``--at b=DTYPE`` takes (the values alone: a block-scaled
-#: format's scales are not in b; the formula's b_i names the indexer key's own)
-_DTYPE_BYTES = {
-    "fp32": Fraction(4),
-    "bf16": Fraction(2),
-    "fp16": Fraction(2),
-    "fp8": Fraction(1),
-    "int8": Fraction(1),
-    "fp4": Fraction(1, 2),
-    "int4": Fraction(1, 2),
-}
 #: the symbols a value in bytes per element (the others count: whole and positive)
 _BYTE_SYMBOLS = ("b", "b_w", "b_a", "b_i")
 
@@ -280,8 +270,8 @@ def _at_value(name: str, value: str) -> Fraction:
     """One ``--at`` value: bytes per element (a number, a fraction or a dtype) for b, b_w,
     b_a, b_i; a whole positive count for the others, written as sizes are (4096, 4k, 1M)."""
     if name in _BYTE_SYMBOLS:
-        if value.lower() in _DTYPE_BYTES:
-            return _DTYPE_BYTES[value.lower()]
+        if value.lower() in DTYPE_BITS:  # the values alone: a block format's scales are not in b
+            return Fraction(DTYPE_BITS[value.lower()], 8)
         try:
             number = Fraction(value)
         except (ValueError, ZeroDivisionError):
@@ -289,7 +279,7 @@ def _at_value(name: str, value: str) -> Fraction:
         if number is None or number <= 0:
             raise click.BadParameter(
                 f"{name}={value}: {name} is bytes per element: a positive number, a fraction "
-                f"(33/32) or a dtype ({', '.join(_DTYPE_BYTES)})",
+                f"(33/32) or a dtype ({', '.join(DTYPE_BITS)})",
                 param_hint="--at",
             )
         return number
@@ -359,7 +349,7 @@ def _check_plain(m, variant: str) -> None:
     mine = _formula_variant(m)
     compressed = {"csa", "hca"} & {k.attention for k in layer_pattern(m).layers}
     if compressed:  # DeepSeek-V4: each kind of layer is a variant of its own
-        kinds = list(_v4_kinds(m))
+        kinds = list(kind_counts(m))
         raise click.BadParameter(
             f"{m.label}'s {', '.join(sorted(compressed))} layers are DeepSeek-V4's compressed "
             f"attention, a formula variant each: use "
@@ -421,18 +411,9 @@ def _check_plain(m, variant: str) -> None:
         )
 
 
-def _v4_kinds(m) -> dict[str, int]:
-    """A model's layers by DeepSeek-V4 kind (csa, hca, swa), in the model's order."""
-    kinds: dict[str, int] = {}
-    for k in layer_pattern(m).layers:
-        if k.attention in V4_VARIANTS:
-            kinds[k.attention] = kinds.get(k.attention, 0) + 1
-    return kinds
-
-
 def _check_v4(m, variant: str) -> None:
     """Refuse, by name, a model with no layer of the DeepSeek-V4 kind asked."""
-    kinds = _v4_kinds(m)
+    kinds = kind_counts(m)
     if not kinds:
         raise click.BadParameter(
             f"{m.label} has no DeepSeek-V4 layers (csa, hca, swa): use --variant "
@@ -449,11 +430,10 @@ def _check_v4(m, variant: str) -> None:
 def _v4_substituted(m, variant: str, expr):
     """A DeepSeek-V4 layer's formula with the model's dimensions; ``L`` its layers of that
     kind, the others said (each kind has its own variant)."""
-    # deferred: sympy loads for the formula itself, not for `--help`
-
+    # deferred: the symbols load sympy, for the formula itself, not for `--help`
     from mlacalc.cost import symbols as s
 
-    kinds = _v4_kinds(m)
+    kinds = kind_counts(m)
     rate = {"csa": m.compress_rate_csa, "hca": m.compress_rate_hca, "swa": 1}[variant]
     values = {
         s.d: m.hidden_size,

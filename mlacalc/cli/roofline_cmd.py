@@ -37,10 +37,10 @@ from mlacalc.cli.common import (
     warn,
 )
 from mlacalc.cost.engine import attention_cost
+from mlacalc.cost.families import recurrent_state_dtype
 from mlacalc.cost.model_step import step_kernels
 from mlacalc.cost.quant import checkpoint_kv_note
 from mlacalc.hardware.catalogue import load_hardware
-from mlacalc.models.architecture import layer_pattern
 from mlacalc.models.loading import beyond_positions
 from mlacalc.render import human_bytes, human_si
 from mlacalc.report import attention_kind_labels
@@ -49,7 +49,7 @@ from mlacalc.timemodel.mla_geometry import MLA_GEOMETRY_SAID, mla_geometry_note
 from mlacalc.timemodel.mla_time import WALK_VARIANT
 from mlacalc.timemodel.predict import MMHA_RUNS_AS, MMHA_WORDS
 from mlacalc.words import defaults as D
-from mlacalc.words.dtypes import resolve_kv_layout, state_dtype_name, with_state_dtype
+from mlacalc.words.dtypes import resolve_kv_layout, with_state_dtype
 from mlacalc.words.kernels import UNDERFILLED_RATIO
 from mlacalc.words.vocab import MLA_IMPLEMENTATIONS
 
@@ -259,10 +259,7 @@ def command(
     if expected:
         doc["expected_error"] = expected
     # a linear or Mamba layer's recurrent state: its dtype (None: the model keeps none)
-    state = None
-    if layer_pattern(whole).keeps_state:
-        state = state_dtype_name(resolve_kv_layout(kv_dtype or dtype))
-    doc["state_dtype"] = state
+    state = doc["state_dtype"] = recurrent_state_dtype(whole, kv_dtype or dtype)
     if len(impls) > 1:
         doc["side_by_side"] = side_by_side(predictions)
     for d, p in zip(doc["predictions"], predictions):

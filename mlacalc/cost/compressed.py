@@ -39,6 +39,7 @@ HCA layer and ``(D + d_i) / m`` in a CSA layer.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -323,6 +324,12 @@ def compressed_growth(model: ModelConfig, seq_len: int, layout: Any = None) -> i
 def _kinds(model: ModelConfig) -> list[str]:
     names = {0: "swa", model.compress_rate_csa: "csa", model.compress_rate_hca: "hca"}
     return [names[r] for r in model.compress_ratios]
+
+
+def kind_counts(model: ModelConfig) -> dict[str, int]:
+    """DeepSeek-V4's kinds of layer (``csa``, ``hca``, ``swa``) and each one's layers, in the
+    order the model first has them; ``{}`` for a model with none."""
+    return dict(Counter(_kinds(model))) if model.compress_ratios else {}
 
 
 def compressed_row_elements(model: ModelConfig, kind: LayerKind | str) -> tuple[int, int]:

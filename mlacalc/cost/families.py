@@ -20,14 +20,14 @@ from mlacalc.cost.mamba import mamba_cost, mamba_state_bytes
 from mlacalc.cost.mamba1 import mamba1_cost, mamba1_state_bytes
 from mlacalc.models.architecture import Arch, arch_of, kind_model, layer_pattern
 from mlacalc.models.patterns import COMPRESSED_KINDS, LayerKind
-from mlacalc.words.dtypes import resolve_kv_layout, state_layout
+from mlacalc.words.dtypes import resolve_kv_layout, state_dtype_name, state_layout
 from mlacalc.words.vocab import STAGES
 from mlacalc.words.workload import Workload
 
 if TYPE_CHECKING:
     from mlacalc.models.schema import ModelConfig
 
-__all__ = ["kv_by_kind", "linear_state_bytes"]
+__all__ = ["kv_by_kind", "linear_state_bytes", "recurrent_state_dtype"]
 
 
 def _k_eq_v(cost: Any) -> Any:
@@ -68,6 +68,15 @@ def linear_state_bytes(model: ModelConfig, kv_bytes: int, state_bytes: int = 4) 
     ) * m.linear_conv_kernel_dim
     state = m.linear_num_value_heads * m.linear_key_head_dim * m.linear_value_head_dim
     return conv * kv_bytes + state * state_bytes
+
+
+def recurrent_state_dtype(model: ModelConfig, layout: Any) -> str | None:
+    """The dtype ``model``'s linear or Mamba layers keep their recurrent state in under the
+    cache ``layout`` (``fp32``, or ``bf16`` with ``--state-dtype``), None for a model that keeps
+    none: what report, roofline and plan name."""
+    if not layer_pattern(model).keeps_state:
+        return None
+    return state_dtype_name(resolve_kv_layout(layout))
 
 
 def kv_by_kind(
@@ -111,7 +120,7 @@ def kv_by_kind(
         entry[0] += 1
     dsa_row = row_bytes + (indexer_row_bytes(model) if model.index_topk else 0)
     held = state_layout("bf16" if layout is None else layout)
-    element, word = held.row_bytes(1), held.state_bits // 8  # the window's, the state's
+    element, word = held.row_bytes(1), held.state_bytes  # the window's, the state's
     beside = {k.label for k in pattern.layers if k.mamba}  # Falcon-H1: Mamba-2 beside attention
     fixed = {
         "linear": linear_state_bytes(model, element, word) if "linear" in out else 0,

@@ -208,7 +208,7 @@ def linear_cost(model: ModelConfig, layers: int, work: Workload) -> AttentionCos
     recurrent = prior and q == 1
     cache_bits = state_layout(layout).row_bytes(1) * 8
     conv_state = packed_bytes(batch * s.conv_dim * s.conv_kernel, cache_bits)
-    rec_state = batch * s.state_elements * resolve_kv_layout(layout).state_bits // 8
+    rec_state = batch * s.state_elements * resolve_kv_layout(layout).state_bytes
     ops = []
 
     def op(*args, **kwargs) -> None:

@@ -188,7 +188,7 @@ def mamba_cost(model: ModelConfig, layers: int, work: Workload) -> AttentionCost
     recurrent = prior and q == 1
     cache_bits = state_layout(work.kv_dtype).row_bytes(1) * 8
     conv_state = packed_bytes(batch * s.conv_dim * s.conv_kernel, cache_bits)
-    ssm_state = batch * s.state_elements * resolve_kv_layout(work.kv_dtype).state_bits // 8
+    ssm_state = batch * s.state_elements * resolve_kv_layout(work.kv_dtype).state_bytes
     ops: list[OpCost] = []
 
     def op(*args, **kwargs) -> None:

@@ -435,10 +435,14 @@ UNIT_FACTOR = 20.0
 UNIT_RATIOS = {"milliseconds": (20.0, 2e3), "microseconds": (2e4, 2e6)}
 
 
-def time_unit_problem(measured: Any, bound: Any) -> str:
+#: what :func:`time_unit_problem`'s bound is, by default (a kernel set's)
+KERNEL_BOUND = "its roofline bound on the run's own ceilings and launch latency"
+
+
+def time_unit_problem(measured: Any, bound: Any, against: str = KERNEL_BOUND) -> str:
     """Words for a set whose every time is :data:`UNIT_FACTOR` or more times its bound (the
     times look like milliseconds or microseconds: the one :data:`UNIT_RATIOS` holds every
-    ratio in, else both), else ``""``; three rows at least."""
+    ratio in, else both), else ``""``; three rows at least. ``against`` names the bound."""
     ratio = np.asarray(measured, dtype=np.float64) / np.asarray(bound, dtype=np.float64)
     ratio = ratio[np.isfinite(ratio) & (ratio > 0)]
     if len(ratio) < 3 or ratio.min() <= UNIT_FACTOR:
@@ -447,9 +451,8 @@ def time_unit_problem(measured: Any, bound: Any) -> str:
     fits = [u for u, (lo, hi) in UNIT_RATIOS.items() if lo <= ratio.min() and ratio.max() <= hi]
     unit = fits[0] if len(fits) == 1 else "milliseconds or microseconds"
     return (
-        f"every row's time is {ratio.min():,.0f}x-{ratio.max():,.0f}x (median {mid:,.0f}x) its "
-        f"roofline bound on the run's own ceilings and launch latency: the times look like "
-        f"{unit}, not seconds"
+        f"every row's time is {ratio.min():,.0f}x-{ratio.max():,.0f}x (median {mid:,.0f}x) "
+        f"{against}: the times look like {unit}, not seconds"
     )
 
 

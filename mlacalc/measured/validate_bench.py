@@ -280,12 +280,12 @@ def validate_file(json_path: str | Path, mode: str = "unfused") -> ValidationSet
             "has no ok rows to validate" + (f" (excluded: {why})" if why else ""),
             source=str(csv_path),
         )
-    unit = time_unit_problem([r.measured_s for r in rows], [r.predicted_s for r in rows])
+    unit = time_unit_problem(
+        [r.measured_s for r in rows], [r.predicted_s for r in rows], "its prediction"
+    )
     if unit:
         raise ConfigError(
-            unit.replace(
-                "its roofline bound on the run's own ceilings and launch latency", "its prediction"
-            ),
+            unit,
             source=str(csv_path),
             field="median_s",
             fix="write median_s in seconds, as mlacalc bench does",

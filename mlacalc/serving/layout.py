@@ -966,7 +966,7 @@ def kv_bytes_per_sequence_per_gpu(
         if kind.label == "linear":
             if state is None:
                 held = state_layout(layout)
-                state = linear_state_bytes(m, held.row_bytes(1), held.state_bits // 8)
+                state = linear_state_bytes(m, held.row_bytes(1), held.state_bytes)
             return state
         return paged(kind.tokens_kept(context)) * (dsa_row if kind.label == "dsa" else row)
 
@@ -997,7 +997,7 @@ def kv_bytes_per_sequence_per_gpu(
         key = paged(context) * block_indexer_row_bytes(m, layout)
         for j, stage in enumerate(stages):
             per_stage[j] += key * sum(kinds[i].attention == "msa" for i in stage)
-    word = state_layout(layout).state_bits // 8  # a recurrent state element's bytes
+    word = state_layout(layout).state_bytes  # a recurrent state element's bytes
     if m.linear_num_value_heads is not None:  # the state of the rank's linear heads
         hk = math.ceil(m.linear_num_key_heads / lay.tp)
         hv = math.ceil(m.linear_num_value_heads / lay.tp)

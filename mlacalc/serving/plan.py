@@ -109,8 +109,8 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from mlacalc.cost.families import recurrent_state_dtype
 from mlacalc.hardware.catalogue import HardwareSpec
-from mlacalc.models.architecture import layer_pattern
 from mlacalc.models.loading import ModelConfig
 from mlacalc.serving.capacity import (
     PREFILL_TOKENS,
@@ -161,7 +161,7 @@ from mlacalc.timemodel.attention_time import PACKING_DECODE, XQA_HEAD_PACK
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.moe_backend import moe_kernel_label, runs_trtllm_gen
 from mlacalc.timemodel.profile import load_profile, other_cpu_warning
-from mlacalc.words.dtypes import KVLayout, resolve_kv_layout, state_dtype_name
+from mlacalc.words.dtypes import KVLayout, resolve_kv_layout
 from mlacalc.words.engines import ENGINE_LABELS
 from mlacalc.words.errors import DoesNotFitError
 from mlacalc.words.units import human_bytes, request_count
@@ -691,9 +691,7 @@ def plan(
     common["warnings"] += latent_copies(req.m, req.lay, req.p_lay, _cache_figures(req))
     common["warnings"] += trtllm_attention_tp(req.engine, req.lay, req.p_lay)
     # a CPU profile fitted on another CPU (a Xeon's planning an EPYC), or other threads
-    common["warnings"] += tuple(
-        filter(None, [other_cpu_warning(load_profile(req.profile), req.hw)])
-    )
+    common["warnings"] += tuple(filter(None, [other_cpu_warning(req.profile, req.hw)]))
     common["scheduler_defaults"] = args["scheduler_defaults"]
     common["scheduler_defaults_applied"] = args["scheduler_defaults_applied"]
     if engine is None and args["scheduler_defaults"] is None:  # no engine named, none's taken
@@ -1042,7 +1040,7 @@ def plan_fields(req: PlanRequest, cap: Capacity) -> dict[str, Any]:
         weight_dtype=req.w_dtype,
         weight_format=cap.weight_format,
         kv_layout=req.kv.name,
-        state_dtype=state_dtype_name(req.kv) if layer_pattern(req.m).keeps_state else None,
+        state_dtype=recurrent_state_dtype(req.m, req.kv),
         page_size=req.page_size,
         memory_per_gpu_bytes=cap.memory,
         usable_per_gpu_bytes=cap.usable,

@@ -1008,7 +1008,7 @@ def device_warnings(
     said = (
         engine_vendor_warning(hw, engine),
         route_warning(route) if route else "",
-        other_cpu_warning(load_profile(profile), hw),  # a Xeon's fit planning an EPYC
+        other_cpu_warning(profile, hw),  # a Xeon's fit planning an EPYC
     )
     return tuple(w for w in said if w)
 

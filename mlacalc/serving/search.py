@@ -118,8 +118,8 @@ from mlacalc.words import defaults as D
 from mlacalc.words.arguments import MAX_BATCH, count, flag, one_or_many, prefix_hit, real, whole
 from mlacalc.words.dtypes import (
     canonical_dtype,
+    check_state_dtype,
     resolve_kv_layout,
-    state_dtype_name,
     with_state_dtype,
 )
 from mlacalc.words.errors import InvalidArgumentError, MlacalcError, UnknownDtypeError
@@ -877,9 +877,8 @@ def check_search(
 
 
 def _state_dtype(value: Any) -> str | None:
-    """``state_dtype`` checked (refused as plan refuses it) and named: None (float32), or
-    ``bf16`` for a 16-bit state."""
-    return None if value is None else state_dtype_name(with_state_dtype("bf16", value))
+    """``state_dtype`` checked (refused as plan refuses it) and named; None: float32."""
+    return None if value is None else check_state_dtype(value)
 
 
 #: The words of ``dp_attention`` (the CLI's ``--dp-attention``), Python's bools and None too

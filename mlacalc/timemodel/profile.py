@@ -562,12 +562,15 @@ def _real(path: str) -> str:
         return path
 
 
-def other_cpu_warning(profile: Profile, hardware: Any) -> str:
-    """A warning where a CPU profile times a measured CPU it was not fitted on: another CPU's
-    GEMM fit (a Xeon's on an EPYC), or the same CPU run with another thread count (a
-    1-thread fit on a 2-thread set); ``""`` where it was fitted on this CPU or on GPUs."""
+def other_cpu_warning(profile: Any, hardware: Any) -> str:
+    """A warning where a CPU profile (a :class:`Profile` or what :func:`load_profile` takes)
+    times a measured CPU it was not fitted on: another CPU's GEMM fit (a Xeon's on an EPYC),
+    or the same CPU run with another thread count (a 1-thread fit on a 2-thread set); ``""``
+    where it was fitted on this CPU or on GPUs. The profile is read for a measured CPU only
+    (plan and every front end's device warnings ask it of each call)."""
     if getattr(hardware, "kind", "gpu") != "cpu" or not getattr(hardware, "measured", False):
         return ""
+    profile = load_profile(profile)
     cpus = _fitted_cpus(profile)
     if not cpus:
         return ""

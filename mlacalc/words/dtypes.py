@@ -20,6 +20,7 @@ __all__ = [
     "WEIGHT_SCALE_BYTES",
     "KVLayout",
     "check_kv_layout",
+    "check_state_dtype",
     "dtype_bits",
     "gemm_class",
     "resolve_kv_layout",
@@ -171,6 +172,11 @@ class KVLayout:
         name = canonical_dtype(dtype)
         return cls(name=name, bits=DTYPE_BITS[name])
 
+    @property
+    def state_bytes(self) -> int:
+        """Bytes of one element of a linear or Mamba layer's recurrent state."""
+        return self.state_bits // 8
+
     def row_bytes(self, main_elements: int, rope_elements: int = 0) -> int:
         """Exact bytes of one cached row with ``main_elements`` + ``rope_elements`` (numbers, or
         numpy arrays of them: :func:`mlacalc.cost.sweep.sweep` passes arrays; each ceiling is a
@@ -237,7 +243,18 @@ def state_layout(kv_dtype: str | int | KVLayout) -> KVLayout:
 
 def state_dtype_name(layout: KVLayout) -> str:
     """The recurrent state's dtype under ``layout``: ``fp32`` or ``bf16``."""
-    return "fp32" if layout.state_bits == 32 else "bf16"
+    return next(name for name, bits in STATE_DTYPES.items() if bits == layout.state_bits)
+
+
+def check_state_dtype(state_dtype: str) -> str:
+    """``state_dtype`` as :data:`STATE_DTYPES` names it (``"BF16 "`` -> ``"bf16"``), or one
+    line naming the argument and the dtypes it takes."""
+    key = str(state_dtype).strip().lower()
+    if key not in STATE_DTYPES:
+        raise InvalidArgumentError(
+            "state_dtype", f"use one of {', '.join(STATE_DTYPES)}, got {state_dtype!r}"
+        )
+    return key
 
 
 def with_state_dtype(kv_dtype: str | int | KVLayout, state_dtype: str | None) -> KVLayout:
@@ -248,12 +265,7 @@ def with_state_dtype(kv_dtype: str | int | KVLayout, state_dtype: str | None) ->
     layout = resolve_kv_layout(kv_dtype)
     if state_dtype is None:
         return layout
-    key = str(state_dtype).strip().lower()
-    if key not in STATE_DTYPES:
-        raise InvalidArgumentError(
-            "state_dtype", f"use one of {', '.join(STATE_DTYPES)}, got {state_dtype!r}"
-        )
-    bits = STATE_DTYPES[key]
+    bits = STATE_DTYPES[check_state_dtype(state_dtype)]
     if bits == layout.state_bits:
         return layout
     return replace(layout, state_bits=bits)
