@@ -193,7 +193,10 @@ MSA = [
     ("b200_sxm", "fit-b200-sxm-vllm", "msa_generation_module_perf", 0.095, 0.37),
     # 0.082 / 0.242 -> 0.077 / 0.230 with the prompt core's block walk at the SM's tensor rate
     # (attention_time.TENSOR_WALK_VARIANTS)
-    ("b200_sxm", "fit-b200-sxm-vllm", "msa_context_module_perf", 0.08, 0.24),
+    # 0.074 / 0.211 -> 0.060 / 0.170 with Blackwell's prompt core passing over the call's
+    # sequences for every query token and head (attention_time.sequence_pass_s; the prompt
+    # core classes refitted with it)
+    ("b200_sxm", "fit-b200-sxm-vllm", "msa_context_module_perf", 0.065, 0.18),
 ]
 
 
@@ -281,6 +284,39 @@ def test_the_blackwell_block_sparse_cores_fixed_stage_is_their_own():
     for variant in ("", "triton"):
         other = dataclasses.replace(batch, variant=variant)
         assert attention_time.call_fixed_s(other, h100, prm) == 4e-5
+
+
+def test_the_blackwell_prompt_core_passes_over_the_call_s_sequences():
+    """Blackwell's MSA prompt core pays SEQUENCE_PASS_CLOCKS of an SM a query token and head
+    for every pass of 32 sequences past the first (the mapping gives the core the call's
+    sequences, ``seqs``); Hopper's Triton kernel, the decode core and a kernel without the
+    field pay none."""
+    import dataclasses
+
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.measured.msa_modules import PROMPT_CORE, msa_module_kernels
+    from mlacalc.timemodel import attention_time as at
+    from mlacalc.timemodel.device import device_figures
+    from mlacalc.words.kernels import Kernel, batches_of
+
+    ks = msa_module_kernels("MiniMaxAI/MiniMax-M3", 8, "bfloat16", "bfloat16", 96, 64, 0, False)
+    (core,) = [k for k in ks if k.name == PROMPT_CORE]
+    assert core.shape["seqs"] == 96 and core.shape["batch"] == 96 * 64
+    h100, b200 = (device_figures(load_hardware(d)) for d in ("H100-SXM", "B200"))
+
+    def pass_s(seqs, variant="msa_prefill", fig=b200):
+        shape = {"batch": 4096, "q_len": 1, "kv_len": 64, "n_heads": 8, "n_kv": 1}
+        if seqs is not None:
+            shape["seqs"] = seqs
+        k = Kernel(PROMPT_CORE, "attention_decode", "bf16", 1e9, 1e6, 1, shape)
+        ((_, batch),) = batches_of([k])
+        return float(at.sequence_pass_s(dataclasses.replace(batch, variant=variant), fig)[0])
+
+    one = at.SEQUENCE_PASS_CLOCKS * 4096 * 8 / (b200.sm_count * b200.clock_hz)
+    assert pass_s(1) == pass_s(32) == pass_s(None) == 0.0
+    assert pass_s(33) == pytest.approx(one) and pass_s(64) == pytest.approx(one)
+    assert pass_s(256) == pytest.approx(7 * one)
+    assert pass_s(256, fig=h100) == pass_s(256, variant="msa") == 0.0
 
 
 @pytest.mark.slow

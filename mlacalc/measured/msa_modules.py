@@ -112,7 +112,9 @@ def _per_token(core: Kernel, m: ModelConfig, cache: str) -> Kernel:
     attending the mean of the keys the new tokens attend (rounded up; the time model walks a
     unit's keys in 64-key blocks), in the ``cache``'s dtype as the decode core is (it reads
     the cache as it is: an fp8 cache's prompt rows take some 1.45 times the bf16 cache's on
-    H100 at long prompts). FLOPs and bytes are the counted core's."""
+    H100 at long prompts). FLOPs and bytes are the counted core's; ``seqs`` is the call's
+    sequences, over which Blackwell's kernel passes for every query token and head
+    (:func:`mlacalc.timemodel.attention_time.sequence_pass_s`)."""
     s = core.shape
     b, q, S = s["batch"], s["q_len"], s["kv_len"]
     B, T = m.sparse_block_size, m.sparse_topk_blocks
@@ -121,7 +123,7 @@ def _per_token(core: Kernel, m: ModelConfig, cache: str) -> Kernel:
     shape = {"batch": b * q, "q_len": 1, "kv_len": keys, "n_heads": s["n_heads"],
              "n_kv": s["n_kv"], "head_dim_qk": s["head_dim_qk"], "head_dim_v": s["head_dim_v"],
              "window": 0, "causal": 0, "sinks": 0, "rope_kernel": 0,
-             "selected_cap": T * B}  # fmt: skip
+             "selected_cap": T * B, "seqs": b}  # fmt: skip
     return Kernel(PROMPT_CORE, "attention_decode", cache, core.flops, core.bytes, core.calls,
                   shape)  # fmt: skip
 

@@ -90,6 +90,9 @@ __all__ = [
     "QUERY_CONVERT_KERNELS",
     "ROW_PADDED_VARIANTS",
     "ROW_TILE_DECODE",
+    "SEQUENCE_PASS_CLOCKS",
+    "SEQUENCE_PASS_VARIANTS",
+    "SEQUENCE_PASS_WIDTH",
     "SM_RESIDENT_BLOCKS",
     "SM_RESIDENT_THREADS",
     "TENSOR_WALK_VARIANTS",
@@ -123,6 +126,7 @@ __all__ = [
     "paired_tile_waves",
     "prefill_terms",
     "query_convert_s",
+    "sequence_pass_s",
     "triton_kv_splits",
 ]
 
@@ -1854,6 +1858,40 @@ def _padded_flops(batch: KernelBatch, fig: DeviceFigures, grouped, rows) -> np.n
 FIXED_STAGE_VARIANTS = frozenset({"msa_prefill", "msa"})
 
 
+#: Class variants of the block-sparse kernels vLLM picks by device whose Blackwell kernel
+#: (``MiniMaxM3SparseMSAImpl``) pays a pass over the call's sequences for every query token
+#: and head, :data:`SEQUENCE_PASS_WIDTH` sequences a pass, past the first
+#: (:func:`sequence_pass_s`): MiniMax-M3's prompt core (``msa_prefill``).
+SEQUENCE_PASS_VARIANTS = frozenset({"msa_prefill"})
+#: Sequences one pass of :func:`sequence_pass_s` takes (a warp's 32 lanes, one offset each)
+SEQUENCE_PASS_WIDTH = 32.0
+#: SM clocks a further pass costs a query token and head, the SMs sharing it as throughput.
+#: Measured, not fitted by the class: vLLM's B200 msa prompt module rows
+#: (``msa_context_module_perf``) of the same tokens, heads, dtypes and cache, a row of 2s
+#: sequences less the row of s (each less its other kernels and the class's own change, the
+#: core's keys shrinking with the prompt), over the tokens x heads x the passes added: 68.8,
+#: 97.8 and 101.1 clocks at s = 32, 64 and 128 (864, 672 and 576 pairs; 88-105 at 8-128 heads,
+#: 152-212 at one head), 93.5 over the 2,112 pairs; at s = 8 and 16 the pairs add about none
+#: (docs/time-model.md, "MiniMax-M3's B200 prompt core passes over its sequences").
+SEQUENCE_PASS_CLOCKS = 93.5
+
+
+def sequence_pass_s(batch: KernelBatch, fig: DeviceFigures) -> np.ndarray:
+    """Seconds a block-sparse prompt core of :data:`SEQUENCE_PASS_VARIANTS` on data-centre
+    Blackwell spends finding each query token's sequence: one pass of
+    :data:`SEQUENCE_PASS_WIDTH` sequences for every query token (``batch``) and head past the
+    first pass, :data:`SEQUENCE_PASS_CLOCKS` of an SM each, over the SMs (``seqs``: the call's
+    sequences; a kernel without the field pays none). Hopper's Triton kernel
+    (``MiniMaxM3SparseTritonImpl``) shows no such cost (its rows of 2s sequences less those of
+    s: 0.1-1.1 x 10^-12 s a token, head and sequence added, against B200's 1.1 x 10^-11)."""
+    if batch.variant not in SEQUENCE_PASS_VARIANTS or not fig.tcgen05:
+        return np.zeros(len(batch))
+    passes = np.maximum(np.ceil(col(batch, "seqs", 0) / SEQUENCE_PASS_WIDTH) - 1.0, 0.0)
+    a = attention_shape(batch)
+    clocks = SEQUENCE_PASS_CLOCKS * a["b"] * a["heads"] * passes
+    return clocks / (fig.sm_count * fig.clock_hz)
+
+
 def call_fixed_s(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> float:
     """Fixed seconds of a decode call: the class's ``fixed_s``, but a block-sparse core's
     (:data:`FIXED_STAGE_VARIANTS`) off data-centre Blackwell one launch (``launch_s``): the
@@ -2431,6 +2469,7 @@ def decode_terms(
     out["extra_s"] = out["extra_s"] + _decode_calls_s(
         batch, fig, prm, pack, splits, sm90, grouped, hd
     )
+    out["extra_s"] = out["extra_s"] + sequence_pass_s(batch, fig)
     # resident units: a grouped (XQA) unit holds one 64-token K and V stage of the cache
     # (64 x head dim x 2 x element bytes) and its query rows' partial output on the SM
     # (DECODE_ROW_BYTES per query row and head-dim element), so the shared memory of an SM
