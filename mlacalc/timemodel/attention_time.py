@@ -799,6 +799,34 @@ def _token_units(batch: KernelBatch, b: np.ndarray, q: np.ndarray, heads: np.nda
     return np.where(on, b * q * np.ceil(heads / TOKEN_UNIT_HEADS), np.nan)
 
 
+def _token_operand_reads_s(
+    batch: KernelBatch,
+    fig: DeviceFigures,
+    operand: np.ndarray,
+    tokens: np.ndarray | None,
+    units: np.ndarray,
+    kv_eff: np.ndarray,
+    width: np.ndarray,
+) -> np.ndarray:
+    """A unit's operand reads (:func:`_operand_reads_s`) where the core's CTAs are its query
+    tokens (:func:`_token_units`): each token's CTA reads its own keys' K/V operands once
+    for its :data:`TOKEN_UNIT_HEADS` rows (in :data:`TOKEN_UNIT_KEY_BLOCK`-key blocks), in
+    waves of token CTAs; returned per wave of the class's units, which the unit's waits are
+    counted over. Unchanged where no row has token units."""
+    if tokens is None:
+        return operand
+    on = ~np.isnan(tokens)
+    sms = fig.sm_count
+    keys = np.ceil(kv_eff / TOKEN_UNIT_KEY_BLOCK) * TOKEN_UNIT_KEY_BLOCK
+    rows = np.full(len(batch), TOKEN_UNIT_HEADS)
+    own = _operand_reads_s(batch, fig, rows, keys, rows, width, np.zeros(len(batch), bool))
+    waves = np.ceil(np.where(on, tokens, 1.0) / sms) / np.maximum(np.ceil(units / sms), 1.0)
+    return np.where(on, own * waves, operand)
+
+
+#: Keys a block of a token CTA's walk (:func:`_token_operand_reads_s`)
+TOKEN_UNIT_KEY_BLOCK = 64.0
+
 #: Prompt variants whose products run a CTA a query token (:func:`_token_units`)
 TOKEN_UNIT_PROMPT_VARIANTS = frozenset({"sparse"})
 
@@ -913,6 +941,8 @@ def prefill_terms(
     # the tensor-core operands the MMAs read from shared memory (:func:`_operand_reads_s`)
     keys = unit_blocks * np.minimum(kv_eff, tile_k)
     operand = _operand_reads_s(batch, fig, rows, keys, tile_q, d_qk + d_v, upcast)
+    tokens = _token_units(batch, b, q, heads)
+    operand = _token_operand_reads_s(batch, fig, operand, tokens, units, kv_eff, d_qk + d_v)
     pre_bytes = col(batch, "preprocess_bytes", 0)
     # a unit's wait is shared by the tiles resident on an SM together (``_resident_waves``)
     resident = _resident_waves(units, fig, d_qk, d_v, elem_bytes(batch.dtype))
@@ -934,7 +964,7 @@ def prefill_terms(
         sfu=None if batch.variant in UNFUSED_PREFILL_VARIANTS else sfu,
         latency=prm["unit_latency_s"] * resident * unit_scale + transpose + operand,
         call=prm["call_latency_s"],
-        compute_units=_token_units(batch, b, q, heads),
+        compute_units=tokens,
     )
     occupancy = np.maximum(units / (np.ceil(units / fig.sm_count) * fig.sm_count), 1e-9)
     out["compute_s"] = out["compute_s"] + _causal_tail_s(
