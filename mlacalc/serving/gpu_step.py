@@ -1817,8 +1817,16 @@ def _variant(sp: Spec) -> str:
         "deepep",  # routed experts behind DeepEP's exchange
         TRTLLM_GEN_MOE,  # routed experts on TensorRT-LLM-gen's MoE (moe_backend)
     )
-    shape = {f: float(np.max(sp.shape.get(f, 0))) for f in fields}
-    return variant_of(sp.kind, {"groups": float(np.max(sp.shape.get("groups", 1))), **shape})
+    shape = {f: _most(sp.shape, f, 0.0) for f in fields}
+    return variant_of(sp.kind, {"groups": _most(sp.shape, "groups", 1.0), **shape})
+
+
+def _most(shape: dict[str, np.ndarray], field: str, absent: float) -> float:
+    """The largest of a shape field's rows, ``absent`` where the spec has no such field (as
+    ``float(np.max(shape.get(field, absent)))``, without numpy's reduction of a bare number:
+    a search asks it of every spec, most of them without the field)."""
+    v = shape.get(field)
+    return absent if v is None else float(np.max(v))
 
 
 #: The shape figures of a DSA core that its batch reads as one model's (the first walking row's
