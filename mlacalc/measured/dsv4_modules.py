@@ -256,13 +256,13 @@ def dsv4_module_kernels(
     cost = compressed_cost(m, layer, 1, w)
     out = compressed_kernels(cost, m, "bf16", _WEIGHTS[gemm_type], 1, "fp8", engine)
     if _WEIGHTS[gemm_type] != "bf16":
-        out = _kept_as_stored(out, m)
+        out = _kept_as_stored(out, model, heads)
     if engine in RAGGED and not decode:
         out = [_ragged(k) if k.name == "attention" else k for k in out]
     return out
 
 
-def _kept_as_stored(kernels: list[Kernel], m: ModelConfig) -> list[Kernel]:
+def _kept_as_stored(kernels: list[Kernel], model: str, heads: int) -> list[Kernel]:
     """``kernels`` (built at a narrower weight dtype) with each GEMM whose weights the
     checkpoint keeps at 16 bits as a served step runs it
     (:func:`~mlacalc.cost.model_step.as_stored`): a bf16 GEMM reading bf16 weights, with no
@@ -270,14 +270,32 @@ def _kept_as_stored(kernels: list[Kernel], m: ModelConfig) -> list[Kernel]:
     ``weights_proj`` (one weight per indexer head, which no quantized format converts:
     :data:`mlacalc.cost.quant._NEVER`); the module rows had timed it as an fp8 GEMM with its
     input's quantize. Every other kernel as built."""
-    # only a narrower GEMM can change (as_stored reads each kernel on its own)
-    narrow = [i for i, k in enumerate(kernels) if k.kind == "gemm" and k.dtype != "bf16"]
-    stored = as_stored([kernels[i] for i in narrow], m, "bf16")
+    # only a narrower GEMM can change, and whether it does rests on its name and class alone
+    # (as_stored reads each kernel on its own, its dtype from the checkpoint's tensor of that
+    # name): those read as stored
+    kept = [
+        i
+        for i, k in enumerate(kernels)
+        if k.kind == "gemm" and k.dtype != "bf16" and _stored_bf16(model, heads, k)
+    ]
+    stored = as_stored([kernels[i] for i in kept], _model(model, heads), "bf16")
     out = list(kernels)
-    for i, s in zip(narrow, stored, strict=True):
-        if s.dtype == "bf16":
-            out[i] = s
+    for i, s in zip(kept, stored, strict=True):
+        out[i] = s
     return out
+
+
+_STORED_BF16: dict[tuple[str, int, str, str, str], bool] = {}
+
+
+def _stored_bf16(model: str, heads: int, k: Kernel) -> bool:
+    """Whether :func:`~mlacalc.cost.model_step.as_stored` reads ``k`` (a GEMM of the row's
+    model at ``heads`` local heads) as a bf16 GEMM: asked once a (model, heads, name, kind,
+    dtype) for the process."""
+    key = (model, heads, k.name, k.kind, k.dtype)
+    if key not in _STORED_BF16:
+        _STORED_BF16[key] = as_stored([k], _model(model, heads), "bf16")[0].dtype == "bf16"
+    return _STORED_BF16[key]
 
 
 def _ragged(k: Kernel) -> Kernel:
@@ -317,29 +335,24 @@ def dsv4_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
                        for bb, hh in ((1, _H1), (2, _H1), (1, _H2), (2, _H2))]  # fmt: skip
             if core:
                 corners = [[k for k in c if k.name == "attention"] for c in corners]
-            b = bs[at].astype(np.float64)[:, None] - 1.0
-            h_all = heads[at].astype(np.float64)[:, None]
-            # the core runs its heads padded to a multiple of HEAD_TILE (compressed_kernels):
-            # affine in those
-            h_pad = (np.ceil(h_all / HEAD_TILE) * HEAD_TILE - _H1) / (_H2 - _H1)
-            h_own = (h_all - _H1) / (_H2 - _H1)
-            # every kernel's vector side by side, interpolated at once (the same arithmetic,
-            # element by element, as kernel by kernel), then cut back into kernels
-            quads = list(zip(*corners))
-            if not quads:
-                continue
-            vecs = [[slots.vector(k) for k in ks] for ks in quads]
-            widths = [len(v[0]) for v in vecs]
-            v11, v21, v12, v22 = (np.concatenate([v[c] for v in vecs])[None, :] for c in range(4))
-            padded = np.repeat([ks[0].name in ("attention", "q_pad") for ks in quads], widths)
-            h = np.where(padded[None, :], h_pad, h_own)
-            values = v11 + b * (v21 - v11) + h * (v12 - v11) + b * h * (v22 - v21 - v12 + v11)
-            start = 0
-            for (k11, *_), width in zip(quads, widths):
-                if ragged and k11.name == "attention" and k11.kind == "attention_prefill":
-                    slots.name_variant(k11, RAGGED_CORE)
-                slots.add(k11, at, values[:, start : start + width])
-                start += width
+            for ks in zip(*corners):
+                if ragged and ks[0].name == "attention" and ks[0].kind == "attention_prefill":
+                    slots.name_variant(ks[0], RAGGED_CORE)
+                slots.add_corners(ks, at)
+    # every slot's rows interpolated at once (the same arithmetic, element by element, as key
+    # by key): bilinear in the batch and the heads, the core's heads padded to a multiple of
+    # HEAD_TILE (compressed_kernels), so affine in those
+    b_all = bs.astype(np.float64)[:, None] - 1.0
+    h_all = heads.astype(np.float64)[:, None]
+    h_pad = (np.ceil(h_all / HEAD_TILE) * HEAD_TILE - _H1) / (_H2 - _H1)
+    h_own = (h_all - _H1) / (_H2 - _H1)
+
+    def bilinear(slot: tuple[str, str, str], at: np.ndarray, c: np.ndarray) -> np.ndarray:
+        b, h = b_all[at], (h_pad if slot[0] in ("attention", "q_pad") else h_own)[at]
+        v11, v21, v12, v22 = c[:, 0], c[:, 1], c[:, 2], c[:, 3]
+        return v11 + b * (v21 - v11) + h * (v12 - v11) + b * h * (v22 - v21 - v12 + v11)
+
+    slots.interpolate(bilinear)
     return slots.parts(t.engine)
 
 

@@ -3,6 +3,7 @@ and :mod:`~mlacalc.measured.quirks` marks, and the table dtype labels as kernel 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -214,6 +215,8 @@ class KernelSlots:
         self._slots: dict[tuple[str, str, str], tuple[list[str], list[int], list[np.ndarray]]]
         self._slots = {}
         self._variants: dict[tuple[str, str, str], str] = {}
+        #: rows whose values :meth:`add_corners` keeps until :meth:`interpolate`
+        self._pending: dict[tuple[str, str, str], list[tuple[np.ndarray, list]]] = {}
 
     def name_variant(self, k: Kernel, variant: str) -> None:
         """Time every kernel of ``k``'s slot by the class ``variant`` (a kernel the table's
@@ -234,6 +237,30 @@ class KernelSlots:
         _, idx, vals = self._slots[(k.name, k.kind, k.dtype)]
         idx.extend(rows.tolist())
         vals.append(values)
+
+    def add_corners(self, corners: list[Kernel] | tuple[Kernel, ...], rows: np.ndarray) -> None:
+        """The rows ``rows`` of the table run the slot of ``corners[0]`` (one kernel built at
+        each corner of the rows' sizes) at values :meth:`interpolate` gives from the corners'
+        vectors (:meth:`vector`, as plain numbers until then: speed only, one array a slot
+        instead of one a kernel)."""
+        k = corners[0]
+        fields = self.fields(k)
+        vectors = [[c.flops, c.bytes, c.calls, *(c.shape[f] for f in fields)] for c in corners]
+        self._pending.setdefault((k.name, k.kind, k.dtype), []).append((rows, vectors))
+
+    def interpolate(self, combine: Callable[[tuple[str, str, str], np.ndarray, np.ndarray],
+                                            np.ndarray]) -> None:  # fmt: skip
+        """Every slot's rows given by :meth:`add_corners`, added (:meth:`add`) in the order
+        given at ``combine(slot, rows, corners)``: the rows' values from their corners'
+        vectors (shape ``(rows, corners, fields)``), element by element."""
+        for key, items in self._pending.items():
+            rows = np.concatenate([r for r, _ in items])
+            corners = np.array([v for _, v in items], dtype=np.float64)
+            per_row = corners[np.repeat(np.arange(len(items)), [len(r) for r, _ in items])]
+            _, idx, vals = self._slots[key]
+            idx.extend(rows.tolist())
+            vals.append(combine(key, rows, per_row))
+        self._pending.clear()
 
     def parts(self, engine: str = "") -> list[KernelPart]:
         """One part per (name, kind, dtype) and class variant: the variant a model step's

@@ -181,15 +181,24 @@ def msa_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
                      isl[ok].astype(str), step[ok].astype(str)], axis=1)  # fmt: skip
     uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
+    # the rows of each distinct key, in the table's order (one sort, not a pass a key)
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.searchsorted(inverse[order], np.arange(len(uniq) + 1))
     slots = KernelSlots()  # the kernels of each (name, kind, dtype), one vector per row
     for u, (model, g, c, h, q, s) in enumerate(uniq.tolist()):
-        at = ok[inverse == u]
+        at = ok[order[bounds[u] : bounds[u + 1]]]
         one, two = (msa_module_kernels(model, int(h), g, c, bb, int(q), int(s), decode)
                     for bb in (1, 2))  # fmt: skip
-        b = bs[at][:, None] - 1.0
         for k1, k2 in zip(one, two):
-            v1, v2 = slots.vector(k1)[None, :], slots.vector(k2)[None, :]
-            slots.add(k1, at, v1 + b * (v2 - v1))
+            slots.add_corners((k1, k2), at)
             if k1.name in CORE_VARIANTS:
                 slots.name_variant(k1, CORE_VARIANTS[k1.name])
+    b_all = bs[:, None] - 1.0
+
+    def affine(slot: tuple[str, str, str], at: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """Affine in the batch between the lists of batch 1 and 2 (the same arithmetic,
+        element by element, as key by key)."""
+        return v[:, 0] + b_all[at] * (v[:, 1] - v[:, 0])
+
+    slots.interpolate(affine)
     return slots.parts(t.engine)
