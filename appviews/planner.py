@@ -912,6 +912,12 @@ def prediction_line(route: dict) -> str:
             f"Expected error of these times: not measured for this route ({words}).{served}{shape}"
         )
     p90 = f", p90 {e['p90']:.0%}" if e.get("p90") is not None else ""
+    if e.get("of") == "own_residuals":  # a user's profile: its own fit's residuals
+        return (
+            f"Expected error of these times: median {e['median']:.1%}{p90} |error|, the "
+            f"profile's own residuals on the rows it was fitted on ({words}; not README's "
+            f"figures, which are the shipped profiles').{served}{shape}"
+        )
     if e.get("of") == "floor":  # no table of its generation: the engine's transfer, a floor
         return (
             f"Expected error of these times: not measured for this route ({words}); at least "

@@ -139,7 +139,11 @@ def test_a_profile_fitted_on_the_users_tables_says_its_own_error(tmp_path, run):
     args = ["llama-3.1-8b", "-H", "L40S", "--profile", str(path), "--format", "json"]
     doc = json.loads(run("plan", *args[:3], "--gpus", "1", *args[3:])[0])
     route = doc["prediction"]
-    assert route["expected_error"] == {"median": 0.0605, "p90": 0.1926}
+    assert route["expected_error"] == {
+        "median": 0.0605,
+        "p90": 0.1926,
+        "of": "own_residuals",
+    }
     assert "gemm:bf16 300 rows, median 6.0%, p90 19.3%" in route["expected_error_source"]
     said = "L40S is timed by a profile fitted on its own tables for gemm:bf16 only"
     assert any(w.startswith(said) for w in doc["warnings"])

@@ -19,7 +19,13 @@ from mlacalc.timemodel.engine_profiles import STAND_IN_NOTE, chosen_profile
 from mlacalc.timemodel.kernel_time import run_class
 from mlacalc.timemodel.mla_geometry import MEASURED_MLA_GEOMETRY, mla_geometry_off
 from mlacalc.timemodel.moe_time import DEEPEP_STEP
-from mlacalc.timemodel.profile import assumed_figures, load_profile, other_cpu_warning
+from mlacalc.timemodel.profile import (
+    assumed_figures,
+    load_profile,
+    other_cpu_warning,
+    shipped_match,
+    shipped_profiles,
+)
 from mlacalc.timemodel.terms import class_key
 from mlacalc.words.engines import ENGINE_LABELS, check_engine
 from mlacalc.words.kernels import MIN_LATENCY_MOE, KernelBatch
@@ -572,7 +578,12 @@ def kernel_error_words(route: dict) -> str:
         return f"the kernel tables' error for this route is {said}"
     p90 = f", p90 {e['p90']:.1%}" if e.get("p90") is not None else ""
     of = ""
-    if e.get("of") == "fitted":
+    if e.get("of") == "own_residuals":
+        of = (
+            f"profile {(route.get('profile') or {}).get('name', '')}'s own residuals, on the "
+            "rows it was fitted on, the worst class's; not README.md's; "
+        )
+    elif e.get("of") == "fitted":
         held = e.get("held_out") or {}
         beside = (
             f"; held out, from the {held['from']} fit: median {held['median']:.1%}"
@@ -750,7 +761,13 @@ def prediction_route(
         "note": "",
     }
     label = ENGINE_LABELS.get(theirs, theirs)
-    measured = ROUTE_ERRORS.get((theirs, fit or ""))
+    # README.md's figures are the shipped profiles' (matched by content digest): a profile
+    # edited or fitted by a user is scored by its own residuals where it records them, else
+    # not at all (a copy of fit-h100-sxm-sglang with its GEMMs halved moved TPOT 24 -> 36 ms
+    # and kept the shipped 5.2% median, a trial found)
+    shipped = shipped_match(prof) is not None
+    measured = ROUTE_ERRORS.get((theirs, fit or "")) if shipped else None
+    out["profile"] = prof.identity()
     if engine_note:
         out["expected_error_source"] = (
             "not measured (no benchmark times one engine's kernels by another's profile)"
@@ -784,28 +801,15 @@ def prediction_route(
             "p90: provenance.ROUTE_LOO_P90, the same benchmark run), the nearest measured "
             f"route: no table of {hw.name} ships, so its own is not measured"
         )
-    own = _own_residuals(prof, hw.name) if route == "fitted" and not measured else {}
-    if own and not engine_note:
-        # a profile fitted on the user's own tables of this device: its residuals there (the
-        # worst class's, fitted rows, not held out) are the only error measured for it
-        out["expected_error"] = {
-            "median": round(max(r["median_abs_error"] for r in own.values()), 4),
-            "p90": round(max(r.get("p90_abs_error", 0.0) for r in own.values()), 4),
-        }
-        out["expected_error_source"] = (
-            f"profile {prof.name}'s own residuals on the {hw.name} tables it was fitted on "
-            "(fitted rows, not held out; the worst class's): "
-            + "; ".join(
-                f"{k} {r.get('rows', '?')} rows, median {r['median_abs_error']:.1%}, p90 "
-                f"{r.get('p90_abs_error', 0.0):.1%}"
-                for k, r in own.items()
-            )
-            + "; a kernel class it holds no fit of is not measured"
-        )
-        out["own_fit_classes"] = sorted(own)
+    if not measured and not engine_note and not out["expected_error_source"]:
+        _user_profile_error(out, prof, hw, route, shipped)
     vendor = str(getattr(hw, "vendor", "") or "")
     nvidia = vendor.lower() in ("", "nvidia")  # another vendor's floor: other_vendor_words
-    floor = _loo_floor(theirs) if route in ("nearest_architecture", "pooled") and nvidia else None
+    floor = (
+        _loo_floor(theirs)
+        if route in ("nearest_architecture", "pooled") and nvidia and shipped
+        else None
+    )
     if not out["expected_error_source"] and floor is not None:
         # no table of its generation ships: the least error to expect is what a fit carried
         # to another measured device gives (README.md: "at least as far off as the
@@ -848,6 +852,48 @@ def prediction_route(
             )
     out["note"] = prediction_note(out)
     return out
+
+
+def _user_profile_error(out: dict[str, Any], prof: Any, hw: Any, route: str, shipped: bool) -> None:
+    """``out``'s expected error where README.md's figures do not apply: a profile fitted on
+    the device that records residuals of its own there is scored by them (``of``:
+    ``own_residuals``); a profile not shipped whose residuals are a shipped profile's (a
+    shipped file copied and edited) or that records none is not measured, the note says why."""
+    own = _own_residuals(prof, hw.name) if route == "fitted" else {}
+    copied = _copied_residuals(prof, hw.name) if own and not shipped else None
+    who = f"profile {prof.name} ({prof.source_digest}) is not a shipped profile"
+    if copied:
+        out["expected_error_source"] = (
+            f"not measured: {who}, and the residuals it records for {hw.name} are shipped "
+            f"profile {copied}'s, not a fit of its own figures; README.md's errors hold for "
+            "the shipped profiles alone (score it with mlacalc validate --profile, or fit it "
+            "with mlacalc calibrate, which records its own residuals)"
+        )
+    elif own:
+        # a profile fitted on the user's own tables of this device: its residuals there (the
+        # worst class's, fitted rows, not held out) are the only error measured for it
+        out["expected_error"] = {
+            "median": round(max(r["median_abs_error"] for r in own.values()), 4),
+            "p90": round(max(r.get("p90_abs_error", 0.0) for r in own.values()), 4),
+            "of": "own_residuals",
+        }
+        out["expected_error_source"] = (
+            f"profile {prof.name}'s own residuals on the {hw.name} tables it was fitted on "
+            "(fitted rows, not held out; the worst class's): "
+            + "; ".join(
+                f"{k} {r.get('rows', '?')} rows, median {r['median_abs_error']:.1%}, p90 "
+                f"{r.get('p90_abs_error', 0.0):.1%}"
+                for k, r in own.items()
+            )
+            + "; a kernel class it holds no fit of is not measured"
+        )
+        out["own_fit_classes"] = sorted(own)
+    elif not shipped:
+        out["expected_error_source"] = (
+            f"not measured: {who} and records no residuals for {hw.name}; README.md's errors "
+            "hold for the shipped profiles alone, matched by content (score it with mlacalc "
+            "validate --profile)"
+        )
 
 
 #: The figures a device's transfer from a fitted device scales its kernels by, in words
@@ -980,6 +1026,18 @@ def _own_residuals(prof: Any, device: str) -> dict[str, dict]:
         for k, r in theirs.items()
         if isinstance(r, dict) and isinstance(r.get("median_abs_error"), (int, float))
     }
+
+
+def _copied_residuals(prof: Any, device: str) -> str | None:
+    """The shipped profile whose residuals for ``device`` a profile of other content records
+    unchanged (a shipped file copied and edited: those residuals are not its own), or None."""
+    theirs = (getattr(prof, "residuals", {}) or {}).get(device)
+    if not theirs:
+        return None
+    for name in shipped_profiles():
+        if (load_profile(name).residuals or {}).get(device) == theirs:
+            return name
+    return None
 
 
 def engine_vendor_warning(hw: Any, engine: str) -> str:

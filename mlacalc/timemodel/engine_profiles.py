@@ -82,6 +82,9 @@ def _cache(prof: Profile, base: Profile, gen: str, composed: Profile) -> Profile
     if len(_COMPOSED) > 256:  # profiles fitted in a session are new objects each: bounded
         _COMPOSED.clear()
     _COMPOSED[(id(prof), id(base), gen)] = (prof, base, composed)
+    # the profile a user named (or the shipped one chosen), whose classes lent from shipped
+    # profiles were added to: every output names it by that profile's digest
+    composed.__dict__["_composed_from"] = prof.source_digest
     return composed
 
 

@@ -448,6 +448,34 @@ class Profile:
             return f"pooled via {kin}, unvalidated"
         return "pooled, unvalidated"
 
+    @functools.cached_property
+    def digest(self) -> str:
+        """``"sha256:"`` and the first 16 hex digits of the SHA-256 of the profile's content
+        (:meth:`to_dict` as canonical JSON: keys sorted, no whitespace): the same for a file
+        and the :class:`Profile` it loads to, whatever its path, name or layout, and different
+        for any changed figure. Not ``sha256sum`` of the file (a file re-indented keeps its
+        digest). Every JSON output names the profile it used by it (``profile.digest``)."""
+        return digest_of(self.to_dict())
+
+    @property
+    def source_digest(self) -> str:
+        """:attr:`digest` of the profile this one was composed from (the engines' profiles
+        borrow classes of shipped ones: :mod:`~mlacalc.timemodel.engine_profiles`), its own
+        where it was not composed; what every JSON output names it by."""
+        return self.__dict__.get("_composed_from") or self.digest
+
+    @property
+    def shipped(self) -> bool:
+        """Whether the profile's content is one shipped with mlacalc (:attr:`source_digest`
+        equal to a shipped profile's digest, whatever its name or path): only a shipped
+        profile's times carry README.md's measured errors."""
+        return self.source_digest in _shipped_digests()
+
+    def identity(self) -> dict[str, Any]:
+        """The profile as every JSON output names it: ``name``, ``digest``
+        (:attr:`source_digest`) and ``shipped``."""
+        return {"name": self.name, "digest": self.source_digest, "shipped": self.shipped}
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA,
@@ -840,6 +868,24 @@ def _profiles_dir() -> Path:
 def shipped_profiles() -> list[str]:
     """Names of the profiles shipped with mlacalc."""
     return sorted(p.stem for p in _profiles_dir().glob("*.json"))
+
+
+def digest_of(data: Any) -> str:
+    """``"sha256:<16 hex>"`` of ``data`` as canonical JSON (keys sorted, no whitespace)."""
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=1)
+def _shipped_digests() -> dict[str, str]:
+    """digest -> name of every shipped profile (read once per process)."""
+    return {load_profile(name).digest: name for name in shipped_profiles()}
+
+
+def shipped_match(profile: Profile) -> str | None:
+    """The shipped profile whose content ``profile`` is (its name), matched by
+    :attr:`Profile.digest`, not by name or path; None for any other profile."""
+    return _shipped_digests().get(profile.source_digest)
 
 
 _CACHE: dict[tuple[str, str], Profile] = {}
