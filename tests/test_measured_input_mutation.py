@@ -449,6 +449,22 @@ def test_calibrate_kernel_set_with_no_usable_time_names_the_set(tmp_path, capsys
     assert err.count("\n") == 1 and "k.json" in err
 
 
+def test_calibrate_kernel_set_rows_left_out_are_said_by_their_lines(tmp_path):
+    # the rows a fit left out were counted without their lines ("1 row(s) of gemm:fp32
+    # excluded: time zero or negative"), where validate names them: the rows file's lines now
+    rows = _gemm_rows(n=14)
+    for i in (2, 9):
+        rows[i]["median_s"] = "-1"
+    rows[5]["median_s"] = "nan"
+    prof = mlacalc.calibrate(str(_kernel_set(tmp_path, rows)), use_scipy=False)
+    said = [n.split(" excluded: ", 1)[1] for n in prof.notes if " excluded: " in n]
+    # the header is line 1: row i is line i + 2
+    assert sorted(said) == [
+        "time not finite (NaN or infinite) (k.csv line 7)",
+        "time zero or negative (k.csv lines 4, 11)",
+    ]
+
+
 @pytest.mark.parametrize("command", ["calibrate", "validate"])
 @pytest.mark.parametrize("case", ["missing", "lonely", "other-rows"])
 def test_a_csv_argument_names_the_csv_and_what_is_accepted(tmp_path, capsys, command, case):

@@ -370,7 +370,7 @@ def test_a_kernel_set_profile_is_refused_on_its_own_set_only(tmp_path):
     prof.save(saved)
     with pytest.raises(mlacalc.MlacalcError, match="validating on the data a profile"):
         mlacalc.validate(measured=path, profile=str(saved))
-    # the same run's file measured again (the device is the run's file: the same one)
+    # the same run's file measured again (the device is the run's file, measured:NAME: the same)
     other = _kernel_set(tmp_path, ALL, rate=9e10)
     assert mlacalc.validate(measured=other, profile=str(saved)).overall["predicted"] == 12
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
+from mlacalc.data import MEASUREMENTS  # noqa: E402
+from mlacalc.hardware.catalogue import load_hardware  # noqa: E402
 from mlacalc.measured.calibrate import calibrate  # noqa: E402
 from mlacalc.measured.observations import kernel_set_device, read_kernel_set  # noqa: E402
 from mlacalc.timemodel.fit import fit_profile  # noqa: E402
@@ -75,7 +78,9 @@ def test_read_back_and_calibrate(tiny_set, tmp_path):
         "elementwise",
         "gemm",
     ]
-    assert all(o.device == str(json_path) for o in obs)  # a CPU: its own ceilings
+    # a CPU: its own ceilings, named as -H names the set (it was the path as typed)
+    assert all(o.device == f"measured:{json_path.stem}" for o in obs)
+    assert load_hardware(obs[0].device).origin == str(json_path.resolve())
     # the tiny grid has fewer rows per class than the parameters each fit adjusts (3 GEMMs for
     # 9): calibrate refuses it as underdetermined (it reported residuals of about zero)
     with pytest.raises(InvalidArgumentError, match=r"underdetermined: 3 row\(s\) for the 9 "):
@@ -86,7 +91,8 @@ def test_read_back_and_calibrate(tiny_set, tmp_path):
     again = load_profile(path)
     assert again.fitted_on[0]["tables"]["calibrate:gemm"] == 3
     gemm = next(o for o in obs if o.batch.kind == "gemm")
-    pred = predict_batch(gemm.batch, str(json_path), again)
+    assert again.fitted_devices == [gemm.device]
+    pred = predict_batch(gemm.batch, gemm.device, again)
     assert pred.shape == (3,) and np.all(pred > 0)
     # the fit orders the GEMMs as measured (larger products take longer)
     assert list(np.argsort(pred)) == list(np.argsort(gemm.seconds))
@@ -103,7 +109,31 @@ def test_gpu_names_map_onto_the_catalogue(tmp_path):
         assert kernel_set_device({"device": {"kind": "cuda", "name": name}}, tmp_path) == entry
     other = tmp_path / "x.json"
     unknown = {"device": {"kind": "cuda", "name": "Tesla V100"}}
-    assert kernel_set_device(unknown, other) == str(other)
+    assert kernel_set_device(unknown, other) == "measured:x"
+
+
+def test_a_set_of_a_name_another_set_holds_is_named_apart(tmp_path):
+    # two runs saved under one file name in two folders (or a copy of a committed set's name
+    # with other rows) are two devices: the second takes its digest's first 8 digits
+    from mlacalc.hardware.catalogue import measured_device_name
+
+    shipped = MEASUREMENTS / "cpu-2core-epyc-fp32.json"
+    assert measured_device_name(shipped) == "measured:cpu-2core-epyc-fp32"
+    same = tmp_path / "a" / shipped.name
+    same.parent.mkdir()
+    same.write_bytes(shipped.read_bytes())
+    assert measured_device_name(same) == "measured:cpu-2core-epyc-fp32"  # the same content
+    other = tmp_path / "b" / shipped.name
+    other.parent.mkdir()
+    meta = json.loads(shipped.read_text())
+    meta["ceilings"]["copy_bytes_per_s"] *= 2
+    other.write_text(json.dumps(meta))
+    name = measured_device_name(other)
+    assert re.fullmatch(r"measured:cpu-2core-epyc-fp32-[0-9a-f]{8}", name)
+    hw = load_hardware(name)
+    assert hw.name == name and hw.origin == str(other.resolve())
+    bandwidth = load_hardware(shipped).memory_bandwidth_bytes_per_s
+    assert hw.memory_bandwidth_bytes_per_s == 2 * bandwidth
 
 
 def test_kernel_sweep_under_a_spent_budget_records_every_kernel_as_not_reached(tmp_path):

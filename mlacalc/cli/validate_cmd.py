@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from mlacalc.cli.common import Section, emit, format_option, given, serving_engine_option, warn
+from mlacalc.words.units import lines_words
 
 _KEY_SKIP = (
     "table",
@@ -320,14 +321,6 @@ def _noisy_words(v: Any) -> str:
     )
 
 
-def _lines_words(lines: tuple[int, ...]) -> str:
-    """ " (line 4)", " (lines 4, 9, 12 ...)" of the rows file, or ""."""
-    if not lines:
-        return ""
-    shown = ", ".join(str(i) for i in lines[:5]) + (" ..." if len(lines) > 5 else "")
-    return f" ({'line' if len(lines) == 1 else 'lines'} {shown})"
-
-
 def _bench_files(
     sets: list, mode: str, show_rows: bool, fmt: str, worst: int | None = None
 ) -> None:
@@ -360,7 +353,7 @@ def _bench_files(
             )
             # ok rows whose time cannot be scored (NaN, infinite, zero or negative), by reason
             left = "; ".join(
-                f"{n} {why}" + _lines_words(v.excluded_lines.get(why, ()))
+                f"{n} {why}" + lines_words(v.excluded_lines.get(why, ()))
                 for why, n in sorted(v.excluded.items())
             )
             noisy = _noisy_words(v)

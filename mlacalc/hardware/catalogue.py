@@ -30,6 +30,7 @@ their catalogue devices.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 import os
 import re
@@ -59,6 +60,7 @@ __all__ = [
     "HardwareSpec",
     "UnknownHardwareError",
     "load_hardware",
+    "measured_device_name",
     "measured_sets",
     "mesh_group_bandwidth",
     "shipped_hardware",
@@ -310,6 +312,37 @@ def shipped_hardware() -> list[str]:
 def measured_sets() -> list[str]:
     """Names of the committed measurement sets (``measured:<name>`` loads their device)."""
     return sorted(p.stem for p in _measurements_dir().glob("*.json"))
+
+
+#: The measurement sets named in this process by :func:`measured_device_name`: ``measured:NAME``
+#: -> the sidecar's path, which :func:`load_hardware` reads for that name.
+_NAMED_SETS: dict[str, Path] = {}
+
+
+def measured_device_name(json_path: str | Path) -> str:
+    """The device name of a microbenchmark set given by its path, as ``-H PATH`` names it:
+    ``measured:<its stem>``, which :func:`load_hardware` then reads in this process (a fitted
+    profile's device and its notes name it so, not by the path as typed). A stem that another
+    set of other content already holds (a committed set's, or another folder's file of the same
+    name) takes the first 8 hex digits of the sidecar's digest after it.
+
+    >>> measured_device_name(_measurements_dir() / "cpu-2core-epyc-fp32.json")
+    'measured:cpu-2core-epyc-fp32'
+    """
+    path = Path(json_path).expanduser().resolve()
+    name = f"measured:{path.stem}"
+    held = _NAMED_SETS.get(name)
+    if held is None:
+        committed = _measurements_dir() / f"{path.stem}.json"
+        held = committed.resolve() if committed.is_file() else None
+    if held is not None and held != path and _digest(held) != _digest(path):
+        name = f"{name}-{_digest(path)[:8]}"
+    _NAMED_SETS.setdefault(name, path)
+    return name
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _number(origin: str, key: str, value: Any, *, integer: bool = False) -> float:
@@ -705,7 +738,7 @@ def hardware_from_measurements(json_path: str | Path) -> HardwareSpec:
     if memory is None and device["kind"] == "cpu":
         memory = _host_memory()
     return HardwareSpec(
-        name=f"measured:{path.stem}",
+        name=measured_device_name(path),
         display_name=f"{device['name']} (measured)",
         kind="gpu" if device["kind"] == "cuda" else "cpu",
         peak_flops_per_s={
@@ -762,6 +795,9 @@ def load_hardware(name_or_path: str | os.PathLike | HardwareSpec) -> HardwareSpe
         return dataclasses.replace(spec, alias_note=f"'{text}' means {target}")
     if text.lower().startswith("measured:"):
         set_name = text.split(":", 1)[1]
+        named = _NAMED_SETS.get(f"measured:{set_name}")
+        if named is not None:  # a set given by its path in this process
+            return hardware_from_measurements(named)
         path = _measurements_dir() / f"{set_name}.json"
         if not path.is_file() and (os.sep in set_name or set_name.endswith(".json")):
             raise InvalidArgumentError(

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from mlacalc.hardware.catalogue import HardwareSpec, load_hardware
+from mlacalc.hardware.catalogue import HardwareSpec, load_hardware, measured_device_name
 from mlacalc.measured.dsv4_modules import RAGGED_CORE, shared_kernel_tables
 from mlacalc.measured.mapped import distinct_kernels
 from mlacalc.measured.mapping import MappedTable, map_table
@@ -247,14 +247,16 @@ def residual_observations(mapped: Any, profile: Profile, fitted: Any) -> list:
 
 def kernel_set_device(meta: dict, json_path: Path) -> str:
     """The catalogue device a ``calibrate`` run was taken on (matched by the GPU's name, e.g.
-    ``NVIDIA H100 80GB HBM3`` -> ``H100-SXM``), else the run's own measured ceilings (the path
-    of its sidecar, which :func:`mlacalc.load_hardware` reads)."""
+    ``NVIDIA H100 80GB HBM3`` -> ``H100-SXM``), else the run's own measured ceilings, named as
+    ``-H PATH`` names them (``measured:<the sidecar's stem>``, which
+    :func:`mlacalc.load_hardware` then reads): a profile fitted on it names that device, not
+    the path as typed."""
     device = meta.get("device")
     device = device if isinstance(device, dict) else {}
     name = str(device.get("name", "")).upper()
     if device.get("kind") == "cuda":
-        return gpu_device(name) or str(json_path)
-    return str(json_path)
+        return gpu_device(name) or measured_device_name(json_path)
+    return measured_device_name(json_path)
 
 
 _FIX = "pass the files mlacalc bench --preset calibrate wrote"
@@ -408,7 +410,7 @@ def kernel_set_warnings(path: str | os.PathLike) -> list[str]:
         effect = (
             f"predicted on the catalogue's {device}, whose figures validate uses: these "
             "ceilings are not used"
-            if device != str(p)
+            if not device.startswith("measured:")
             else f"validate predicts its {dtype} GEMMs on these ceilings, up to {ratio:.1f}x too "
             "slow, and calibrate fits its GEMM class against that peak"
         )
@@ -520,7 +522,7 @@ def read_kernel_set(path: str | os.PathLike) -> list:
     for kind, dtype in groups:
         # a device read from the sidecar (one the catalogue does not name) has the peaks its
         # run measured: without one for a GEMM's dtype, the fit would take another dtype's
-        if device == str(p) and kind == "gemm" and dtype not in measured_peaks:
+        if device.startswith("measured:") and kind == "gemm" and dtype not in measured_peaks:
             raise ConfigError(
                 f"has {dtype} GEMM rows but no {dtype} matmul ceiling for its device, which the "
                 "catalogue does not name",
@@ -555,6 +557,8 @@ def read_kernel_set(path: str | os.PathLike) -> list:
                 batch=batch,
                 seconds=seconds,
                 source=str(p),
+                lines=tuple(i for i, _ in rs),
+                lines_file=rows_path.name,
             )
         )
     _check_time_unit(out, meta, rows_path)

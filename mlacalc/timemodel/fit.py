@@ -38,13 +38,17 @@ _MAX_ROWS = 12000  # rows per (class, device) a fit uses, sampled evenly
 
 @dataclass(frozen=True)
 class Observations:
-    """Measured times of single kernels: one class (a batch) on one catalogue device."""
+    """Measured times of single kernels: one class (a batch) on one catalogue device.
+    ``lines``: each row's line in the file ``lines_file`` it was read from, where one was (a
+    kernel set's rows file), so that a row left out is said by its line."""
 
     device: str
     table: str
     batch: KernelBatch
     seconds: np.ndarray
     source: str = ""
+    lines: tuple[int, ...] | None = None
+    lines_file: str = ""
 
     def __post_init__(self) -> None:
         if len(self.batch) != len(np.asarray(self.seconds)):
@@ -328,8 +332,11 @@ def fitted_record(obs: list[Observations]) -> list[dict]:
             {"/".join(Path(o.source).parts[-5:]) for o in obs if o.device == device and o.source}
         )
         entry = {"device": device, "tables": tables, "sources": sources}
-        if load_hardware(device).kind != "gpu":  # a CPU's fit: no GPU may borrow it
-            entry["kind"] = load_hardware(device).kind
+        hw = load_hardware(device)
+        if hw.kind != "gpu":  # a CPU's fit: no GPU may borrow it
+            entry["kind"] = hw.kind
+            if hw.origin:  # the run's sidecar: the same run under another name is this one
+                entry["set"] = hw.origin
             # which CPU and threads it ran: a plan or validate on another CPU is warned
             found = measured_device_of(device)
             if found.get("name"):

@@ -24,6 +24,7 @@ from mlacalc.timemodel.fit import Observations
 from mlacalc.timemodel.terms import class_key, fit_params
 from mlacalc.words.errors import InvalidArgumentError
 from mlacalc.words.kernels import KERNEL_KINDS
+from mlacalc.words.units import lines_words
 
 __all__ = ["usable_observations"]
 
@@ -80,7 +81,13 @@ def usable_observations(
         reasons = _row_reasons(o)
         for reason, n in Counter(r for r in reasons if r).items():
             counts[reason] += n
-            notes.append(f"{o.device}: {n} row(s) of {key} ({o.table}) excluded: {reason}")
+            # a kernel set's rows are said by their lines in its rows file
+            where = (
+                lines_words([o.lines[i] for i in np.flatnonzero(reasons == reason)], o.lines_file)
+                if o.lines is not None
+                else ""
+            )
+            notes.append(f"{o.device}: {n} row(s) of {key} ({o.table}) excluded: {reason}{where}")
         keep = np.flatnonzero(reasons == "")
         if len(keep) == len(o.batch):
             out.append(o)

@@ -3,7 +3,7 @@ seconds scaled to s, ms, us or ns."""
 
 from __future__ import annotations
 
-__all__ = ["counted", "human_bytes", "human_seconds", "human_si"]
+__all__ = ["counted", "human_bytes", "human_seconds", "human_si", "lines_words"]
 
 
 def counted(n: int, noun: str) -> str:
@@ -13,6 +13,19 @@ def counted(n: int, noun: str) -> str:
     ('1 sequence', '2,048 sequences')
     """
     return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def lines_words(lines: tuple[int, ...] | list[int], file: str = "") -> str:
+    """A file's rows by their lines, the first five: ``" (line 4)"``, ``" (k.csv lines 4, 9,
+    12 ...)"``, or ``""`` for none.
+
+    >>> lines_words((4,)), lines_words((2, 3, 5, 7, 11, 13), "k.csv"), lines_words(())
+    (' (line 4)', ' (k.csv lines 2, 3, 5, 7, 11 ...)', '')
+    """
+    if not lines:
+        return ""
+    shown = ", ".join(str(i) for i in lines[:5]) + (" ..." if len(lines) > 5 else "")
+    return f" ({file + ' ' if file else ''}{'line' if len(lines) == 1 else 'lines'} {shown})"
 
 
 def human_bytes(n: float) -> str:
