@@ -376,6 +376,29 @@ def test_trtllm_bf16_decode_is_shorter_at_head_dims_64_and_192():
         assert off - on == pytest.approx(want, rel=1e-9, abs=1e-15), (fig.sm_count, dtype, cols)
 
 
+def test_fa3_decode_call_waits_by_its_head_dim():
+    # FlashAttention-3's decode (a packing decode of no variant on Hopper) waits fa3_hd_wait_s
+    # a 128 of head dim past 128 (less below it, unpadded at 192); TensorRT-LLM's own kernels,
+    # a variant (SGLang's Triton) and B200's TensorRT-LLM-gen kernel take none
+    b200 = device_figures(load_hardware("B200"))
+    wait = 1e-6
+    hds = [64.0, 128.0, 192.0, 256.0]
+    for fig, cols, on in (
+        (H100, dict(head_pack=0.0), True),
+        (H100, {}, False),
+        (b200, dict(head_pack=0.0), False),
+    ):
+        for dtype in ("bf16", "fp8"):
+            rows = _decode(dtype, batch=2.0, kv_len=16.0, head_dim_qk=hds, head_dim_v=hds, **cols)
+            off = M.kernel_terms(rows, fig, _params())["extra_s"]
+            more = M.kernel_terms(rows, fig, _params(fa3_hd_wait_s=wait))["extra_s"]
+            want = np.array([-0.5, 0.0, 0.5, 1.0]) * wait * on
+            assert more - off == pytest.approx(want, rel=1e-9, abs=1e-15), (fig.sm_count, cols)
+    rows = _decode("bf16", batch=2.0, kv_len=16.0, head_pack=0.0)
+    rows = dataclasses.replace(rows, variant="triton")
+    assert np.all(attention_time.fa3_hd_wait_s(rows, H100, _params(fa3_hd_wait_s=wait), 0) == 0)
+
+
 def test_h100_bf16_decode_floor_by_head_dim(generation_tables):
     # H100's bf16 rows at 1-4 sequences and up to 16 cached keys (no window) take 7.8 / 8.8 /
     # 8.1 / 9.0 us at head dims 64 / 128 / 192 / 256; with one call cost for all of them they

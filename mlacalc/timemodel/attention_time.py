@@ -121,6 +121,7 @@ __all__ = [
     "encoder_kernel_shape",
     "engine_attention_kernel",
     "fa3_dynamic_split",
+    "fa3_hd_wait_s",
     "fa3_prompt_splits",
     "hd192_side_call_s",
     "paired_tile_waves",
@@ -2367,8 +2368,30 @@ def _decode_calls_s(
     # in-kernel merge waits a part")
     merged = np.where((merges | (sm90 & gen)) & (splits > 1), splits, 0.0)
     extra = extra + prm["merge_s"] * merged
+    # FlashAttention-3's decode call waits ``fa3_hd_wait_s`` more for each 128 of head dim past
+    # 128 (less below it), at its built head dim (64, 128, 192, 256 unpadded): the one CTA of
+    # a call of few units loads its query, its first K/V stage and stores its output at one
+    # SM's draw, bytes in proportion to the head dim (:func:`fa3_hd_wait_s`)
+    extra = extra + fa3_hd_wait_s(batch, fig, prm, pack)
     # Hopper's fp8 XQA waits ``spill_s`` more a call whose cache outgrows the L2 (_spill_share)
     return extra + np.where(xqa_fp8, prm.get("spill_s", 0.0) * _spill_share(batch, fig), 0.0)
+
+
+def fa3_hd_wait_s(
+    batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float], pack: np.ndarray
+) -> np.ndarray:
+    """Seconds FlashAttention-3's decode call (:func:`_fa3_packing_decode`) waits beyond the
+    class's fixed cost by its head dim: ``fa3_hd_wait_s x (head dim - 128) / 128``, 0 at 128
+    (where the fixed cost was fitted) and elsewhere (0 where a class has no fit of it). Read
+    from vLLM's and SGLang's H100 rows at their floor (up to 64 cached keys and 32 units, no
+    window): vLLM's bf16 10.5 / 11.8 / 12.2 / 12.5 us at head dims 64 / 128 / 192 / 256, fp8
+    11.2 / 13.3 / 13.8 / 15.8, where the model's fixed cost had 11.2-11.6 (bf16) at every head
+    dim (docs/time-model.md, "FlashAttention-3's decode call waits by its head dim")."""
+    wait = prm.get("fa3_hd_wait_s", 0.0)
+    if wait == 0.0:
+        return np.zeros(len(batch))
+    hd = col(batch, "head_dim_qk", 128)
+    return np.where(_fa3_packing_decode(batch, fig, pack), wait * (hd - 128.0) / 128.0, 0.0)
 
 
 def _spill_share(batch: KernelBatch, fig: DeviceFigures) -> np.ndarray:

@@ -185,6 +185,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "empty_part": (0.0, 1.0, "share of a decode part's unit work a part of no cached key pays"),
     "spill_s": (0.0, 3e-5, "seconds Hopper's fp8 XQA call waits once its cache misses the L2"),
     "seq_unit": (0.0, 4.0, "FlashAttention-3 decode work a sequence, in a unit's (seq_s)"),
+    "fa3_hd_wait_s": (0.0, 5e-6, "seconds a FlashAttention-3 decode call waits a 128 of head dim"),
     # at most 1: the factor 1 + unit_hd x (hd / 128 - 1) stays above 0 at every head dim
     # (2 let it reach 0 at head dim 64 and go negative at 32)
     "unit_hd": (0.0, 1.0, "share of a decode unit's fixed work that grows with the head dim"),
@@ -323,6 +324,7 @@ DEFAULTS: dict[str, float] = {
     "spill_s": 0.0,
     # no work a sequence beside its units' where no fit saw it (attention_time.decode_terms)
     "seq_unit": 0.0,
+    "fa3_hd_wait_s": 0.0,
     # a decode unit's fixed work the same at every head dim where no fit saw it
     "unit_hd": 0.0,
     # a class fitted without them: the class's overlap whatever the units an SM runs in turn
@@ -460,6 +462,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "empty_part",
         "spill_s",
         "seq_unit",
+        "fa3_hd_wait_s",
         "unit_hd",
         "mmha_block_s",
         "mmha_hidden_s",
