@@ -2,12 +2,12 @@
 and say why a model cannot be converted or trained here."""
 
 import json
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("streamlit")
 pytest.importorskip("plotly")
+from _helpers import app_test
 from streamlit.testing.v1 import AppTest
 
 import mlacalc
@@ -16,11 +16,9 @@ from mlacalc.models.convert import convert
 from mlacalc.render import human_seconds
 from mlacalc.serving.convert_sweep import measured_bound_note, step_route
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
-
 
 def run(view: str, **query) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
+    at = app_test()
     for key, value in {**query, "view": view}.items():
         at.query_params[key] = value
     at.run()

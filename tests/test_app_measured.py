@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from _helpers import app_test
 from reference_data import MEASURED as REF
-from reference_data import ROOT
-
-APP = ROOT / "app.py"
 
 
 def test_measured_view_validates_a_chosen_set():
     pytest.importorskip("pyarrow.parquet")
-    testing = pytest.importorskip("streamlit.testing.v1")
-    at = testing.AppTest.from_file(str(APP), default_timeout=120)
+    pytest.importorskip("streamlit.testing.v1")
+    at = app_test()
     at.query_params["view"] = "Measured sets"
     at.run()
     assert not at.exception
@@ -36,11 +34,11 @@ def test_measured_view_uses_the_sidebar_engine_and_names_it():
     # it showed TensorRT-LLM's 2,454 rows of h100_sxm/linear_attention (gdn_perf + mamba2_perf),
     # never named the engine, and left out the CLI's "uncalibrated kernel classes" line
     pytest.importorskip("pyarrow.parquet")
-    testing = pytest.importorskip("streamlit.testing.v1")
+    pytest.importorskip("streamlit.testing.v1")
     path = str(REF / "h100_sxm" / "linear_attention")
     seen = {}
     for engine in ("sglang", "trtllm"):
-        at = testing.AppTest.from_file(str(APP), default_timeout=120)
+        at = app_test()
         at.query_params["view"] = "Measured sets"
         at.query_params["engine"] = engine
         at.run()

@@ -15,13 +15,13 @@ import pytest
 
 pytest.importorskip("streamlit")
 pytest.importorskip("plotly")
+from _helpers import app_test
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
 import mlacalc
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
 DEFAULT_KV = f"({mlacalc.kv_cache_bytes('deepseek-v3', 131072, 8):,} bytes)"
 
 JUNK = [
@@ -78,7 +78,7 @@ def run(
     upload: tuple[str, bytes] | None = None,
     quant: tuple[str, bytes] | None = None,
 ) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
+    at = app_test()
     for key, value in query.items():
         at.query_params[key] = value
     at.run()

@@ -613,9 +613,10 @@ def test_calibrate_kernel_set_mutated_at_random_fits_finite_or_is_one_line(tmp_p
 def test_app_measured_view_shows_a_malformed_sidecar_as_one_error(tmp_path):
     """The app's measured view given the path of malformed sidecars and rows: an error element
     naming the file, never an exception element."""
-    testing = pytest.importorskip("streamlit.testing.v1")
-    app = Path(__file__).resolve().parent.parent / "app.py"
-    at = testing.AppTest.from_file(str(app), default_timeout=120)
+    pytest.importorskip("streamlit.testing.v1")
+    from _helpers import app_test
+
+    at = app_test()
     at.query_params["view"] = "Measured sets"
     at.run()
     (pick,) = [s for s in at.selectbox if s.key == "meas_set"]

@@ -68,12 +68,9 @@ def test_decode_batch_is_never_zero_for_a_timed_step():
 # ---------------------------------------------------------------- 3: the app's caption
 def test_app_caption_without_a_timed_step_has_no_empty_provenance():
     pytest.importorskip("streamlit")
-    from pathlib import Path
+    from _helpers import app_test
 
-    from streamlit.testing.v1 import AppTest
-
-    app = str(Path(__file__).resolve().parent.parent / "app.py")
-    at = AppTest.from_file(app, default_timeout=120)
+    at = app_test()
     at.query_params["view"] = "Capacity planner"  # only the open tab runs
     at.run()
     at.number_input(key="plan_gpus").set_value(1)
