@@ -397,6 +397,13 @@ def test_fa3_decode_call_waits_by_its_head_dim():
     rows = _decode("bf16", batch=2.0, kv_len=16.0, head_pack=0.0)
     rows = dataclasses.replace(rows, variant="triton")
     assert np.all(attention_time.fa3_hd_wait_s(rows, H100, _params(fa3_hd_wait_s=wait), 0) == 0)
+    # the prompt call of the same kernel waits the same; MLA's prompt kind none
+    prompt = dataclasses.replace(_decode("bf16", head_dim_qk=hds), kind="attention_prefill")
+    got = attention_time.fa3_hd_wait_s(prompt, H100, _params(fa3_hd_wait_s=wait), 0)
+    assert got == pytest.approx(np.array([-0.5, 0.0, 0.5, 1.0]) * wait)
+    mla = dataclasses.replace(prompt, kind="mla_prefill")
+    assert np.all(attention_time.fa3_hd_wait_s(mla, H100, _params(fa3_hd_wait_s=wait), 0) == 0)
+    assert "fa3_hd_wait_s" in M.fit_params("attention_prefill", "bf16")
 
 
 def test_h100_bf16_decode_floor_by_head_dim(generation_tables):

@@ -1367,7 +1367,8 @@ def _prefill_side_kernels_s(
 ) -> np.ndarray:
     """The kernels a prompt's measured row times beside its attention kernel, in seconds:
     the RoPE + cache-write pre-kernel, the query's fp8 conversion, head dim 192's side call and
-    an fp8 cache's conversion to bf16 (of :func:`prefill_terms`)."""
+    an fp8 cache's conversion to bf16 (of :func:`prefill_terms`), and FlashAttention-3's wait
+    by its head dim (:func:`fa3_hd_wait_s`)."""
     # the RoPE + cache-write pre-kernel the measured rows time before the attention kernel
     # (TensorRT-LLM's QKV preprocessing): a kernel of its own, its launch and wait
     # (``pre_latency_s``, seconds as the call's) and one streaming pass over its bytes
@@ -1391,6 +1392,9 @@ def _prefill_side_kernels_s(
     convert = col(batch, "cache_convert", 0) > 0
     cached = b * kv * d_qk * (col(batch, "kv_bytes", 2) + 2.0)
     conv_s = prm["call_latency_s"] + cached / (prm["eff_memory"] * fig.hbm_bytes_per_s)
+    # FlashAttention-3's prompt call waits by its head dim as its decode call does
+    # (:func:`fa3_hd_wait_s`)
+    extra = extra + fa3_hd_wait_s(batch, fig, prm, col(batch, "head_pack", 1))
     return extra + np.where(convert, conv_s, 0.0)
 
 
@@ -2380,15 +2384,16 @@ def _decode_calls_s(
 def fa3_hd_wait_s(
     batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float], pack: np.ndarray
 ) -> np.ndarray:
-    """Seconds FlashAttention-3's decode call (:func:`_fa3_packing_decode`) waits beyond the
-    class's fixed cost by its head dim: ``fa3_hd_wait_s x (head dim - 128) / 128``, 0 at 128
-    (where the fixed cost was fitted) and elsewhere (0 where a class has no fit of it). Read
+    """Seconds FlashAttention-3's decode or prompt call (:func:`_fa3_packing_decode`: the
+    packing kernel of no variant on Hopper) waits beyond the class's fixed cost by its head dim:
+    ``fa3_hd_wait_s x (head dim - 128) / 128``, 0 at 128 (where the fixed cost was fitted) and
+    elsewhere (0 where a class has no fit of it; MLA's prompt kind takes none). Read
     from vLLM's and SGLang's H100 rows at their floor (up to 64 cached keys and 32 units, no
     window): vLLM's bf16 10.5 / 11.8 / 12.2 / 12.5 us at head dims 64 / 128 / 192 / 256, fp8
     11.2 / 13.3 / 13.8 / 15.8, where the model's fixed cost had 11.2-11.6 (bf16) at every head
     dim (docs/time-model.md, "FlashAttention-3's decode call waits by its head dim")."""
     wait = prm.get("fa3_hd_wait_s", 0.0)
-    if wait == 0.0:
+    if wait == 0.0 or batch.kind not in ("attention_decode", "attention_prefill"):
         return np.zeros(len(batch))
     hd = col(batch, "head_dim_qk", 128)
     return np.where(_fa3_packing_decode(batch, fig, pack), wait * (hd - 128.0) / 128.0, 0.0)

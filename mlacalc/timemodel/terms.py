@@ -432,6 +432,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "sfu_overlap",
         "eff_exp",
         "token_row_s",
+        "fa3_hd_wait_s",
     ),
     "mla_prefill": (
         "eff_compute",
