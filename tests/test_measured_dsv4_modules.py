@@ -276,14 +276,17 @@ V4 = [
     ("sglang", "h100_sxm", "fit-h100-sxm-sglang", "dsv4_csa_generation_module_perf", 0.05, 0.13),
     # 0.0640 / 0.152 -> 0.0670 / 0.154 with cuBLAS's balanced last wave (979409f: the bf16
     # projections' gemm:bf16 refitted, eff_compute down; bound 0.065 -> 0.07, the p90's kept)
-    ("sglang", "h100_sxm", "fit-h100-sxm-sglang", "dsv4_hca_context_module_perf", 0.07, 0.17),
+    # the ragged core's CTAs split their keys over idle SMs (attention_time._split_token_ctas):
+    # H100 0.067 / 0.157 -> 0.061 / 0.138, B200 0.074 / 0.223 -> 0.068 / 0.194 (CSA H100 0.046 /
+    # 0.138 -> 0.047 / 0.153, B200 0.063 / 0.150 -> 0.066 / 0.152: under their bounds)
+    ("sglang", "h100_sxm", "fit-h100-sxm-sglang", "dsv4_hca_context_module_perf", 0.065, 0.15),
     # the block-scaled GEMMs as DeepGEMM's stand-in (gemm_time.BLOCK_STAND_IN) after the
     # per-tensor class's refit: 0.061 / 0.164 before both (main at 16d6e13) -> 0.071 / 0.170
     # (3.7% fast at the median)
     ("sglang", "h100_sxm", "fit-h100-sxm-sglang", "dsv4_hca_generation_module_perf", 0.06, 0.17),
     ("sglang", "b200_sxm", "fit-b200-sxm-sglang", "dsv4_csa_context_module_perf", 0.07, 0.17),
     ("sglang", "b200_sxm", "fit-b200-sxm-sglang", "dsv4_csa_generation_module_perf", 0.085, 0.215),
-    ("sglang", "b200_sxm", "fit-b200-sxm-sglang", "dsv4_hca_context_module_perf", 0.08, 0.23),
+    ("sglang", "b200_sxm", "fit-b200-sxm-sglang", "dsv4_hca_context_module_perf", 0.072, 0.205),
     # 0.077 -> 0.081 with FlashMLA's sparse decode a 128-head unit on B200 (mla_time
     # PADDED_PRODUCTS: its rows from H100's fit, and H100's from B200's, come closer)
     ("sglang", "b200_sxm", "fit-b200-sxm-sglang", "dsv4_hca_generation_module_perf", 0.07, 0.195),
@@ -555,7 +558,11 @@ def test_sglangs_prompt_core_runs_every_sequences_tokens_as_one_ragged_batch():
         assert (a.name, a.flops, a.bytes) == (b.name, b.flops, b.bytes)
         if a.name == "attention":
             assert (b.shape["batch"], b.shape["q_len"]) == (1, 256 * 4)
-            assert {**b.shape, "batch": 256, "q_len": 4} == a.shape
+            assert b.shape["split_tokens"] == 1  # its CTAs split their keys (attention_time)
+            assert {**b.shape, "batch": 256, "q_len": 4, "split_tokens": 0} == {
+                **a.shape,
+                "split_tokens": 0,
+            }
         else:
             assert a == b
     # decode as the step builds it (its compressor's switch fields aside: POOL_SWITCH)

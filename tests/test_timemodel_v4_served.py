@@ -51,13 +51,14 @@ def test_sglangs_prompt_core_is_one_ragged_sequence_of_every_token_in_both_paths
     mapped = _core(dsv4_module_kernels(*row, False, "sglang"))
     served = engine_v4_prompt_core(batches_of([plain])[0][1], "sglang")
     assert served.variant == RAGGED_CORE == "sparse_ragged" and {"sglang"} == RAGGED
-    want = {**plain.shape, "batch": 1, "q_len": 1024}
+    want = {**plain.shape, "batch": 1, "q_len": 1024, "split_tokens": 1}
     assert mapped.shape == want and (mapped.flops, mapped.bytes) == (plain.flops, plain.bytes)
     assert {k: v.tolist() for k, v in served.shape.items()} == {k: [v] for k, v in want.items()}
     assert ragged_core_shape({"batch": 3, "q_len": 5, "kv_len": 7}) == {
         "batch": 1,
         "q_len": 15,
         "kv_len": 7,
+        "split_tokens": 1,
     }
     plain_batch = batches_of([plain])[0][1]
     for engine in ("vllm", "trtllm"):

@@ -642,9 +642,10 @@ def compressed_kernels(
 def ragged_core_shape(shape: dict[str, Any]) -> dict[str, Any]:
     """A prompt core's shape (numbers or numpy arrays) as an engine of :data:`RAGGED` runs it:
     the tokens of all its sequences one sequence of ``batch x q_len`` queries, each with the
-    keys it had."""
+    keys it had, its CTAs splitting their keys over idle SMs (``split_tokens``:
+    ``mlacalc.timemodel.attention_time._split_token_ctas``)."""
     b = shape["batch"]
-    return {**shape, "batch": b * 0 + 1, "q_len": b * shape["q_len"]}
+    return {**shape, "batch": b * 0 + 1, "q_len": b * shape["q_len"], "split_tokens": b * 0 + 1}
 
 
 def engine_topk(

@@ -31,6 +31,7 @@ import dataclasses
 
 import numpy as np
 
+from mlacalc.cost.compressed import RAGGED_CORE
 from mlacalc.timemodel.device import DeviceFigures
 from mlacalc.timemodel.shared import (
     CONVERT_PER_CLOCK,
@@ -825,6 +826,72 @@ def _token_operand_reads_s(
     return np.where(on, own * waves, operand)
 
 
+def _split_token_ctas(
+    batch: KernelBatch,
+    fig: DeviceFigures,
+    b: np.ndarray,
+    q: np.ndarray,
+    heads: np.ndarray,
+    kv_eff: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """SGLang's ragged DeepSeek-V4 prompt core (shape field ``split_tokens``, which
+    :func:`~mlacalc.cost.compressed.ragged_core_shape` writes): its CTAs each take one MMA's
+    rows of (query token, head) pairs, a token's :data:`TOKEN_UNIT_HEADS` padded heads (two
+    tokens on a 128-row ``tcgen05`` MMA, one on Hopper's 64), and where they are fewer than
+    the SMs each CTA's keys run in ``min(SMs // CTAs, blocks)`` parts of
+    :data:`TOKEN_UNIT_KEY_BLOCK`-key blocks, one a CTA. Returns the rows it holds, the CTAs
+    (its products' occupancy), their rows and the keys each walks (its operand reads); the
+    class's units (a 128-query tile of each padded head) keep the per-unit waits and the HBM
+    share. ``dsv4_hca_context_module_perf`` (SGLang, one sequence, the row less its other
+    kernels' predictions) shows it: after 1,000,000 cached tokens (7,940 keys a query) the core
+    takes 33, 35, 51, 75, 123, 219, 404 us at 4, 8, 16, 32, 64, 128, 256 new tokens on B200,
+    about 27 us and 1.46 us a token, the rate of the longest chunks (1.46-1.49 us a token
+    from 256 to 10,240), where a 128-query tile of each of 64 heads walking every key gave
+    103, 112, 130, 166, 238, 383, 388 us (H100 45, 54, 77, 123, 222, 413 us at 4-128 tokens
+    against 105-714); after 65,536 (640 keys) 20-39 us at 4-128 tokens against 30-58. ``None``
+    where no row has the field."""
+    if batch.variant != RAGGED_CORE or "split_tokens" not in batch.shape:
+        return None
+    on = col(batch, "split_tokens", 0.0) > 0
+    if not on.any():
+        return None
+    rows = np.full(len(batch), max(TOKEN_UNIT_HEADS, float(mma_rows(fig))))
+    ctas = np.ceil(b * q * np.ceil(heads / TOKEN_UNIT_HEADS) * TOKEN_UNIT_HEADS / rows)
+    blocks = np.maximum(np.ceil(kv_eff / TOKEN_UNIT_KEY_BLOCK), 1.0)
+    parts = np.clip(np.floor(fig.sm_count / np.maximum(ctas, 1.0)), 1.0, blocks)
+    keys = np.ceil(blocks / parts) * TOKEN_UNIT_KEY_BLOCK
+    return on, ctas * parts, rows, keys
+
+
+def _cta_reads_s(
+    batch: KernelBatch,
+    fig: DeviceFigures,
+    operand: np.ndarray,
+    units: np.ndarray,
+    b: np.ndarray,
+    q: np.ndarray,
+    heads: np.ndarray,
+    kv_eff: np.ndarray,
+    width: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """A unit's operand reads and the CTAs a prompt core's products spread over (``None``:
+    its units) where its CTAs are its query tokens (:func:`_token_units`,
+    :func:`_token_operand_reads_s`) or split their tokens' keys (:func:`_split_token_ctas`:
+    each CTA's reads of its own keys for its rows, in waves of CTAs, per wave of the class's
+    units); unchanged elsewhere."""
+    tokens = _token_units(batch, b, q, heads)
+    operand = _token_operand_reads_s(batch, fig, operand, tokens, units, kv_eff, width)
+    split = _split_token_ctas(batch, fig, b, q, heads, kv_eff)
+    if split is None:
+        return operand, tokens
+    on, ctas, rows, keys = split
+    own = _operand_reads_s(batch, fig, rows, keys, rows, width, np.zeros(len(batch), bool))
+    waves = np.ceil(ctas / fig.sm_count) / np.maximum(np.ceil(units / fig.sm_count), 1.0)
+    return np.where(on, own * waves, operand), np.where(
+        on, ctas, np.nan if tokens is None else tokens
+    )
+
+
 #: Keys a block of a token CTA's walk (:func:`_token_operand_reads_s`)
 TOKEN_UNIT_KEY_BLOCK = 64.0
 
@@ -942,8 +1009,7 @@ def prefill_terms(
     # the tensor-core operands the MMAs read from shared memory (:func:`_operand_reads_s`)
     keys = unit_blocks * np.minimum(kv_eff, tile_k)
     operand = _operand_reads_s(batch, fig, rows, keys, tile_q, d_qk + d_v, upcast)
-    tokens = _token_units(batch, b, q, heads)
-    operand = _token_operand_reads_s(batch, fig, operand, tokens, units, kv_eff, d_qk + d_v)
+    operand, tokens = _cta_reads_s(batch, fig, operand, units, b, q, heads, kv_eff, d_qk + d_v)
     pre_bytes = col(batch, "preprocess_bytes", 0)
     # a unit's wait is shared by the tiles resident on an SM together (``_resident_waves``)
     resident = _resident_waves(units, fig, d_qk, d_v, elem_bytes(batch.dtype))
