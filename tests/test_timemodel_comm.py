@@ -391,3 +391,48 @@ def test_mesh_links_must_reach_the_aggregate_and_an_assumed_link_is_said():
     fig = device_figures(hardware_from_dict(assumed))
     assert any(f.startswith("mesh_link_bytes_per_s = 6.4e+10") for f in fig.fallbacks)
     assert not any("mesh" in f for f in device_figures(hw).fallbacks)
+
+
+def test_engine_one_shot_waits_per_peer_and_vllm_two_shot_from_its_limit():
+    """SGLang's and vLLM's custom all-reduce rows carry ``peer_wait`` (their one-shot waits a
+    round trip a peer: the smallest calls grow with the GPU count), TensorRT-LLM's not; vLLM's
+    rows run the one-shot only below its size limit by GPU count (512 KB at 4 GPUs, 256 KB at
+    8, always at 2) and its two-shot (the ring) from there."""
+    from mlacalc.timemodel.comm_time import vllm_one_shot
+
+    assert vllm_one_shot([2.0**18, 2.0**19, 2.0**18, 2.0**30], [4, 4, 8, 2]).tolist() == [
+        1.0,
+        0.0,
+        0.0,
+        1.0,
+    ]
+    elems = np.array([2.0**7, 2.0**17, 2.0**18, 2.0**19])
+
+    def part(framework, version, backend):
+        columns = {
+            "message_size": elems,
+            "num_gpus": np.full(4, 4.0),
+            "backend": np.full(4, backend),
+        }
+        t = dataclasses.replace(_custom_allreduce(version), framework=framework, columns=columns)
+        (got,) = map_table(t, quirks=False).parts
+        return got.batch
+
+    vllm = part("vllm", "0.24.0", "vllm_graph")
+    assert (vllm.shape["peer_wait"] == 1.0).all() and vllm.shape["one_shot"].tolist() == [
+        1.0,
+        1.0,
+        0.0,
+        0.0,
+    ]
+    sglang = part("sglang", "0.5.14", "sglang_graph")
+    assert (sglang.shape["peer_wait"] == 1.0).all() and (sglang.shape["one_shot"] == 1.0).all()
+    trt = part("trtllm", "1.3.0rc20", "")
+    assert (np.asarray(trt.shape.get("peer_wait", 0.0)) == 0.0).all()
+    # the wait: a one-shot of a tiny message takes (n - 1) link round trips with it, one without
+    fig = device_figures(load_hardware("H100-SXM"))
+    prm = _prm("all_reduce", latency_steps=1.0, proto_s=0.0, fixed_s=0.0, link_eff=1.0)
+    for wait, trips in ((1.0, 7.0), (0.0, 1.0)):
+        batch = _batch("all_reduce", [2.0], [8], peer_wait=wait)
+        t = kernel_terms(batch, fig, prm)["seconds"][0]
+        assert t == pytest.approx(trips * fig.link_latency_s, rel=1e-3)

@@ -85,7 +85,7 @@ from mlacalc.serving.layout import Layout, stage_layers
 from mlacalc.serving.precision import component_of, format_bits, format_class, kept_components
 from mlacalc.serving.ranks import hottest_expert_rows, placement_imbalance, routing_factor
 from mlacalc.serving.scheduler import Scheduler
-from mlacalc.timemodel.comm_time import SGLANG_NCCL_FROM_BYTES
+from mlacalc.timemodel.comm_time import PEER_WAIT_ENGINES, SGLANG_NCCL_FROM_BYTES, vllm_one_shot
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.kernel_time import predict_batch, run_dtype
 from mlacalc.timemodel.mla_time import step_decode_path_tokens
@@ -1953,8 +1953,28 @@ def _one_node(hw: HardwareSpec, n_gpus: int) -> bool:
     return hw.scale_up_gpus is None or n_gpus <= hw.scale_up_gpus
 
 
+def _engine_all_reduce(batch: KernelBatch, engine: str | None) -> KernelBatch:
+    """A custom all-reduce batch with the shape fields of ``engine``'s own kernel, as its
+    measured rows were fitted with (``measured.mapping._allreduce_table``): SGLang's and vLLM's
+    one-shot waits a round trip a peer (``peer_wait``), and vLLM's runs its two-shot from its
+    size limit (:func:`~mlacalc.timemodel.comm_time.vllm_one_shot`)."""
+    if engine not in PEER_WAIT_ENGINES:
+        return batch
+    shape = dict(batch.shape, peer_wait=np.ones(len(batch)))
+    if engine == "vllm":
+        msg = np.asarray(batch.shape.get("message_bytes", batch.bytes), dtype=float)
+        rows = (len(batch),)
+        one = vllm_one_shot(
+            np.broadcast_to(msg, rows), np.asarray(batch.shape.get("n_gpus", 2), dtype=float)
+        )
+        shape["one_shot"] = np.minimum(one, np.asarray(batch.shape.get("one_shot", 1.0)))
+    return dataclasses.replace(batch, shape=shape)
+
+
 def _predict(batch: KernelBatch, hw: HardwareSpec, profile: Any) -> np.ndarray:
     """Seconds per row from the calibrated kernel model."""
+    if batch.kind == "all_reduce" and batch.dtype == "bf16":
+        batch = _engine_all_reduce(batch, _profile_engine(profile))
     seconds = np.asarray(predict_batch(batch, hw, profile), dtype=np.float64)
     if batch.kind == "all_reduce" and batch.dtype == "bf16":
         # an engine's all-reduce runs its own kernels (the custom all-reduce class) or NCCL,

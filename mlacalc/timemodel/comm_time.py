@@ -22,7 +22,15 @@ from mlacalc.timemodel.device import DeviceFigures
 from mlacalc.timemodel.shared import REFERENCE_CLOCK_HZ, col, combine
 from mlacalc.words.kernels import KernelBatch
 
-__all__ = ["DEEPEP_LL_NORM", "P2P_FLAGGED_BYTES", "SGLANG_NCCL_FROM_BYTES", "collective_terms"]
+__all__ = [
+    "DEEPEP_LL_NORM",
+    "P2P_FLAGGED_BYTES",
+    "PEER_WAIT_ENGINES",
+    "SGLANG_NCCL_FROM_BYTES",
+    "VLLM_ONE_SHOT_BELOW_BYTES",
+    "collective_terms",
+    "vllm_one_shot",
+]
 
 #: (flagged stores), and in bulk above: NCCL's documented NCCL_P2P_LL_THRESHOLD default, 16384.
 P2P_FLAGGED_BYTES = 16384.0
@@ -34,6 +42,41 @@ P2P_FLAGGED_BYTES = 16384.0
 #: sizes) and H100 (0.97-1.01), while at 16 MB they run its own kernels (0.53-0.91 of
 #: NCCL's). Between 16 and 32 MB the tables do not say where; 32 MB is the first size NCCL's.
 SGLANG_NCCL_FROM_BYTES = 2.0**25
+
+#: Engines whose custom all-reduce's one-shot waits one link round trip per peer (``peer_wait``
+#: in a collective's shape): SGLang's and vLLM's kernel (SGLang's came from vLLM's) starts
+#: with a barrier on which each block polls the n - 1 peers' flags one after another before it
+#: reads their buffers (from recall of ``custom_all_reduce.cuh``). Their CUDA-graph rows' smallest
+#: calls grow with the GPU count where the message does not: 2^7-2^10 bf16 elements, SGLang
+#: H100 2.4 / 2.6-2.8 / 3.3-4.8 us at 2 / 4 / 8 GPUs, B200 3.7-3.8 / 4.2-4.8 / 4.5-7.0; vLLM
+#: H100 4.2-4.3 / 4.5-4.6 / 4.6-4.7. TensorRT-LLM's own kernel (its Lamport one-shot: no
+#: barrier before the reads) keeps one round trip.
+PEER_WAIT_ENGINES = ("sglang", "vllm")
+
+#: Bytes a rank below which vLLM's custom all-reduce runs its one-shot kernel (every rank reads
+#: every peer's buffer and reduces it whole), by GPU count; from them on its two-shot kernel
+#: (reduce-scatter, then all-gather, a barrier between), which the model takes as the ring of
+#: ``2(n - 1)`` synchronised steps; two GPUs always one-shot. From recall of vLLM's
+#: ``custom_all_reduce.cuh`` (one-shot where ``world_size == 2``, or ``<= 4`` GPUs and under
+#: 512 KB, or ``<= 8`` and under 256 KB), and the measured 0.24 CUDA-graph rows step at exactly
+#: those sizes on both devices: 4 GPUs 2^17 -> 2^18 bf16 elements 7.2 -> 11.4 us (H100),
+#: 8.6 -> 18.0 us (B200); 8 GPUs 2^16 -> 2^17 elements 7.9 -> 10.8 us (H100), 9.4 -> 25.8 us
+#: (B200), where the message only doubles. The fastest-of rule had kept the one-shot there
+#: (B200 rows from 2^18 elements at 4 GPUs 22-40% fast, 8 GPUs 2^17 56% fast).
+VLLM_ONE_SHOT_BELOW_BYTES = {2: np.inf, 4: 512.0 * 1024, 8: 256.0 * 1024}
+
+
+def vllm_one_shot(message_bytes, n_gpus) -> np.ndarray:
+    """1.0 where vLLM's custom all-reduce of ``message_bytes`` a rank over ``n_gpus`` GPUs runs
+    its one-shot kernel, 0.0 where its two-shot (:data:`VLLM_ONE_SHOT_BELOW_BYTES`; the limit of
+    the smallest listed count at least ``n_gpus``, none above 8: two-shot)."""
+    msg = np.asarray(message_bytes, dtype=np.float64)
+    n = np.broadcast_to(np.asarray(n_gpus, dtype=np.float64), msg.shape)
+    limit = np.zeros(msg.shape)
+    for count, below in sorted(VLLM_ONE_SHOT_BELOW_BYTES.items(), reverse=True):
+        limit = np.where(n <= count, below, limit)
+    return (msg < limit).astype(np.float64)
+
 
 #: The p of the p-norm of a DeepEP low-latency kernel's link time and its SMs' walk over their
 #: tokens. Chosen, not fitted: on the H100 ``wideep_deepep_ll_perf`` rows (352), the classes
@@ -83,7 +126,10 @@ def collective_terms(
         # one-shot: every peer's message read directly, by loads and stores the SMs issue
         # one by one, at the clock-scaled rate of the flagged steps above. NCCL has no
         # one-shot (``one_shot = 0``); custom all-reduces take it
-        one_shot = lat + (n - 1) * msg / (link * issue)
+        # SGLang's and vLLM's one-shot (``peer_wait``) waits on each peer's flag in turn
+        # before it reads: a round trip per peer (:data:`PEER_WAIT_ENGINES`)
+        waits = np.where(col(batch, "peer_wait", 0) > 0, n - 1, 1.0)
+        one_shot = waits * lat + (n - 1) * msg / (link * issue)
         comm = np.where(col(batch, "one_shot", 1) > 0, np.minimum(ring, one_shot), ring)
         if fig.link_multicast > 0:
             # a switch that reduces in the fabric (NVLink SHARP, NCCL's NVLS): every rank
