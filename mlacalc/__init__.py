@@ -133,12 +133,9 @@ _LAZY = {
 def __getattr__(name: str) -> _Any:
     if name == "__version__":
         # deferred: importlib.metadata is slow to import; the version is read on first use
-        from importlib import metadata
+        from mlacalc.words.vocab import tool_version
 
-        try:
-            return metadata.version("mlacalc")
-        except metadata.PackageNotFoundError:  # a source tree that is not installed
-            return "0.0.0+unknown"
+        return tool_version()
     if name in _LAZY:
         value = getattr(_importlib.import_module(_LAZY[name]), name)
         globals()[name] = value

@@ -35,7 +35,9 @@ from mlacalc.words.vocab import (
     REPORT_SCHEMA,
     STANDARD_IMPL,
     VARIANTS,
+    VERSION_KEY,
     caches_latent,
+    tool_version,
 )
 
 __all__ = [
@@ -365,6 +367,7 @@ def model_report(
     )
     return {
         "schema": SCHEMA,
+        VERSION_KEY: tool_version(),
         "model": model_summary(m),
         "layers": layer_pattern(m).to_dict(),
         "settings": {

@@ -68,6 +68,7 @@ def test_report_json_numbers(run):
 REPORT_KEYS = {
     "top": [
         "schema",
+        "mlacalc_version",
         "model",
         "layers",
         "settings",

@@ -125,4 +125,4 @@ def command(measured, output, name, base, engine, fmt):
             )
         ]
 
-    emit(fmt, {"profile": str(out), **prof.to_dict()}, sections)
+    emit(fmt, {"profile": str(out), "digest": prof.digest, **prof.to_dict()}, sections)

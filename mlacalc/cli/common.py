@@ -45,6 +45,7 @@ from mlacalc.words.vocab import (
     SCOPES,
     STANDARD_IMPL,
     VARIANTS,
+    stamped,
 )
 
 __all__ = [
@@ -785,7 +786,8 @@ def emit(
 ) -> None:
     """Print ``document`` (json/csv) or its ``sections()`` (table/markdown)."""
     if fmt == "json":
-        text = render_json(document)
+        # every JSON document names the tool's version (after its schema)
+        text = render_json(stamped(document) if isinstance(document, dict) else document)
     elif fmt == "csv":
         text = render_rows_csv(document) if rows_csv else render_csv(document)
     elif fmt == "markdown":

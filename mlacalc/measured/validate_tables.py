@@ -43,6 +43,7 @@ from mlacalc.timemodel.profile import (
 from mlacalc.words.engines import DEFAULT_ENGINE, SHARED, check_engine
 from mlacalc.words.errors import ConfigError, InvalidArgumentError, MlacalcError
 from mlacalc.words.kernels import COMM_KINDS
+from mlacalc.words.vocab import stamped
 
 __all__ = [
     "DTYPE_SPLIT_TABLES",
@@ -224,6 +225,9 @@ class MeasuredValidation:
     #: what the command line says as warnings: a kernel set's ceilings its own GEMM rows beat
     #: (:func:`~mlacalc.measured.observations.kernel_set_warnings`)
     warnings: list[str] = field(default_factory=list)
+    #: device -> the digest of the profile that predicted its tables (``Profile.digest``);
+    #: empty for the plain roofline bound
+    profile_digests: dict[str, str] = field(default_factory=dict)
 
     @property
     def by_kind(self) -> list[dict[str, Any]]:
@@ -277,10 +281,11 @@ class MeasuredValidation:
             "plan_profiles": dict(self.plan_profiles),
             "profile_note": self.profile_note,
             "warnings": list(self.warnings),
+            "profile_digests": dict(self.profile_digests),
         }
         if rows:
             doc["rows"] = [r for t in self.tables for r in t.row_records()]
-        return doc
+        return stamped(doc)
 
 
 def _fitted_tables(prof: Any) -> set[tuple[str, str]]:
@@ -805,7 +810,8 @@ def validate_measured(
     )
     for prof in {id(p): p for p in by_device.values()}.values():
         said = said + _namesakes(prof, [t for t in gpu_tables if by_device.get(t.device) is prof])
-    return MeasuredValidation(out, label, named, engine, plans, note, said)
+    digests = {d: p.source_digest for d, p in sorted(by_device.items()) if p is not None}
+    return MeasuredValidation(out, label, named, engine, plans, note, said, digests)
 
 
 def _check_some_usable(tables: list[TableValidation], paths: tuple[str, ...]) -> None:

@@ -165,7 +165,7 @@ from mlacalc.words.dtypes import KVLayout, resolve_kv_layout
 from mlacalc.words.engines import ENGINE_LABELS
 from mlacalc.words.errors import DoesNotFitError
 from mlacalc.words.units import human_bytes, request_count
-from mlacalc.words.vocab import SERVING_MODES
+from mlacalc.words.vocab import SERVING_MODES, stamped
 
 if TYPE_CHECKING:
     from mlacalc.serving.figures import Load, MixTiming
@@ -586,7 +586,8 @@ class Plan:
         out["memory"] = dict(self.memory)
         out["warnings"] = list(self.warnings)
         out["kernels"] = [dict(k) for k in self.kernels]
-        return out
+        # the tool's version after the schema, and the digest of the profile that timed it
+        return stamped(out, (self.prediction.get("profile") or {}).get("digest"))
 
 
 #: The schema of :meth:`Plan.to_dict` (and ``mlacalc plan --format json``)

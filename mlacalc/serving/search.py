@@ -124,6 +124,7 @@ from mlacalc.words.dtypes import (
 )
 from mlacalc.words.errors import InvalidArgumentError, MlacalcError, UnknownDtypeError
 from mlacalc.words.units import counted
+from mlacalc.words.vocab import stamped
 
 __all__ = [
     "BATCHES",
@@ -461,8 +462,9 @@ class SearchResult:
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON data (``schema`` :data:`SCHEMA`): ``best`` and each of
         ``frontier`` as :meth:`row` (every point the same keys, with its profile and
-        calibration); the fields are documented in docs/serving.md ("Search output")."""
-        return {
+        calibration); the fields are documented in docs/serving.md ("Search output"); the tool's
+        version after the schema and, where a profile timed it, its ``profile_digest``."""
+        doc = {
             "schema": SCHEMA,
             "model": self.model,
             "hardware": self.hardware,
@@ -506,6 +508,7 @@ class SearchResult:
             "plan_command": self.plan_command,
             "prediction": dict(self.prediction),
         }
+        return stamped(doc, (self.prediction.get("profile") or {}).get("digest"))
 
     def row(self, p: dict[str, Any]) -> dict[str, Any]:
         """One point as a flat record, with the profile that timed it and the constraints

@@ -92,7 +92,7 @@ from mlacalc.words.kernels import (
     limiter,
     roofline_bound,
 )
-from mlacalc.words.vocab import MODES, SCOPES, VARIANTS, cache_kind
+from mlacalc.words.vocab import MODES, SCOPES, VARIANTS, VERSION_KEY, cache_kind, tool_version
 from mlacalc.words.workload import Workload
 
 __all__ = [
@@ -295,6 +295,10 @@ class Prediction:
     #: ``"latent"`` (MLA as the engines keep it), ``"expanded"`` (``impl="naive"`` named),
     #: ``"kv"`` (MHA/GQA/MQA), ``""`` for other mixers; ``impl`` names the op sequence
     cache: str = ""
+    #: the digest of :attr:`profile` (:attr:`Profile.digest
+    #: <mlacalc.timemodel.profile.Profile.digest>`): the profile's content, whatever its name;
+    #: ``""`` for the plain roofline bound
+    profile_digest: str = ""
 
     @property
     def seconds(self) -> float:
@@ -372,6 +376,7 @@ class Prediction:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            VERSION_KEY: tool_version(),
             "model": self.model,
             "hardware": self.hardware,
             "phase": self.phase,
@@ -397,6 +402,7 @@ class Prediction:
             "figures": FIGURES_WORDS,
             "engine": self.engine,
             "profile": self.profile,
+            "profile_digest": self.profile_digest,
             "calibration": self.calibration,
             "calibrated": self.calibrated,
             "device_fitted": self.device_fitted,
@@ -1236,6 +1242,7 @@ def predict_time(
             calibrated=bool(prof.fitted_devices),
             device_fitted=hw.name in prof.devices,
             profile=prof.name,
+            profile_digest=prof.source_digest,
             calibration=prof.describe(hw.name, hw) + (f"; {note}" if note else ""),
             engine=engine_name,
             device_said=said,

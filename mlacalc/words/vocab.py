@@ -39,6 +39,7 @@ __all__ = [
     "SWEEP_QUANTITIES",
     "VALIDATE_SCHEMA",
     "VARIANTS",
+    "VERSION_KEY",
     "Impl",
     "MlaImpl",
     "Mode",
@@ -50,6 +51,8 @@ __all__ = [
     "caches_latent",
     "layer_key",
     "serving_impl",
+    "stamped",
+    "tool_version",
 ]
 
 # -- phases of a step -------------------------------------------------------------------------
@@ -200,3 +203,37 @@ REPORT_SCHEMA = "mlacalc.report/1"
 BENCH_SCHEMA = "mlacalc.bench/1"
 #: ``mlacalc validate --format json`` documents.
 VALIDATE_SCHEMA = "mlacalc.validate/1"
+#: The key every JSON document mlacalc writes names the tool's version under
+#: (``mlacalc.__version__``, the installed package's), beside its ``schema``
+VERSION_KEY = "mlacalc_version"
+
+
+_VERSION: list[str] = []
+
+
+def tool_version() -> str:
+    """``mlacalc.__version__``: the installed package's version, ``"0.0.0+unknown"`` for a
+    source tree that is not installed (read once: importlib.metadata is slow to import)."""
+    if not _VERSION:
+        # deferred: importlib.metadata is slow to import
+        from importlib import metadata
+
+        try:
+            _VERSION.append(metadata.version("mlacalc"))
+        except metadata.PackageNotFoundError:
+            _VERSION.append("0.0.0+unknown")
+    return _VERSION[0]
+
+
+def stamped(doc: dict, profile_digest: str | None = None) -> dict:
+    """``doc`` with :data:`VERSION_KEY` (after its ``schema``, first where it has none) and,
+    where a profile timed it, ``profile_digest`` (:attr:`Profile.digest
+    <mlacalc.timemodel.profile.Profile.digest>`); keys it holds already are kept."""
+    out: dict = {}
+    if "schema" in doc:
+        out["schema"] = doc["schema"]
+    out[VERSION_KEY] = doc.get(VERSION_KEY) or tool_version()
+    out.update(doc)
+    if profile_digest and "profile_digest" not in out:
+        out["profile_digest"] = profile_digest
+    return out
