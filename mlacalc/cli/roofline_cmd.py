@@ -52,6 +52,7 @@ from mlacalc.words import defaults as D
 from mlacalc.words.dtypes import resolve_kv_layout, with_state_dtype
 from mlacalc.words.kernels import UNDERFILLED_RATIO
 from mlacalc.words.vocab import MLA_IMPLEMENTATIONS
+from mlacalc.words.vocab import ROOFLINE_SCHEMA as SCHEMA
 
 
 class ImplList(click.ParamType):
@@ -251,8 +252,10 @@ def command(
         )
         for p in predictions
     ]
-    expected = _expected_error(predictions[0], device, profile, mode, m)
+    # the first prediction's (every one has the same device, engine and profile)
+    expected = predictions[0].expected_error
     doc = {
+        "schema": SCHEMA,
         "predictions": [p.to_dict() for p in predictions],
         "insights": [i.to_dict() for i in insights],
     }
@@ -277,39 +280,6 @@ def command(
         + "\n"
         + (f"{expected['note']}\n" if expected else ""),
     )
-
-
-def _expected_error(p, device, profile, mode: str, m) -> dict[str, Any] | None:
-    """The error to expect of the kernel model's times, as plan says it for the same device,
-    engine and profile (provenance.prediction_route, its kernel clause alone: a roofline call
-    times kernels, not TTFT or TPOT): ``note`` (one line), ``median``, ``p90``, ``of`` and
-    ``source``; the plain bound's, that it is not measured; None for the unfused mode (mlacalc
-    validate's microbenchmark sets measure it) or a device timed on its measured ceilings."""
-    # deferred: the serving words (provenance) load only where a roofline call prints them
-    from mlacalc.serving.provenance import kernel_error_words, prediction_route
-    from mlacalc.timemodel.engine_profiles import chosen_profile
-
-    if mode != "fused" or device.measured or device.kind != "gpu":
-        return None
-    if p.profile == "roofline":
-        return {
-            "note": "Expected error: not measured for the plain roofline bound (uncalibrated: a "
-            "lower bound on each kernel's time, not a prediction of it)",
-            "median": None,
-            "p90": None,
-            "of": None,
-            "source": "not measured",
-        }
-    prof, engine_note = chosen_profile(profile, p.engine, device)
-    route = prediction_route(prof, device, p.engine, engine_note, m)
-    e = route["expected_error"] or {}
-    return {
-        "note": f"Expected error: {kernel_error_words(route)}.",
-        "median": e.get("median"),
-        "p90": e.get("p90"),
-        "of": e.get("of"),
-        "source": route["expected_error_source"],
-    }
 
 
 def _working_set_warnings(m, seq_len: int, predictions: list) -> None:

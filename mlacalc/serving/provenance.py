@@ -610,6 +610,36 @@ def kernel_error_words(route: dict) -> str:
     )
 
 
+#: :func:`kernel_expected_error` of the plain roofline bound (``profile="roofline"`` or a
+#: ``calibration``): not a prediction of the kernels' times, so no error of one
+PLAIN_BOUND_ERROR: dict[str, Any] = {
+    "note": "Expected error: not measured for the plain roofline bound (uncalibrated: a lower "
+    "bound on each kernel's time, not a prediction of it)",
+    "median": None,
+    "p90": None,
+    "of": None,
+    "source": "not measured",
+}
+
+
+def kernel_expected_error(route: dict | None) -> dict[str, Any]:
+    """The error to expect of a kernel-model prediction (``Prediction.expected_error`` and
+    ``roofline --format json``'s ``expected_error``), as plan says it for the same device,
+    engine and profile, its kernel clause alone (a roofline call times kernels, not TTFT or
+    TPOT): ``note`` (one line), ``median``, ``p90``, ``of`` and ``source``; for ``route`` None
+    the plain roofline bound's (:data:`PLAIN_BOUND_ERROR`)."""
+    if route is None:
+        return dict(PLAIN_BOUND_ERROR)
+    e = route["expected_error"] or {}
+    return {
+        "note": f"Expected error: {kernel_error_words(route)}.",
+        "median": e.get("median"),
+        "p90": e.get("p90"),
+        "of": e.get("of"),
+        "source": route["expected_error_source"],
+    }
+
+
 def unmeasured_named(route: dict) -> str | None:
     """The kernels no shared table measures that take :data:`STAND_IN_WARN_SHARE` of a route's
     decode step or more, by name (``prediction_note``'s and the app's expected-error line's);

@@ -24,7 +24,7 @@ import dataclasses
 import hashlib
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -299,6 +299,15 @@ class Prediction:
     #: <mlacalc.timemodel.profile.Profile.digest>`): the profile's content, whatever its name;
     #: ``""`` for the plain roofline bound
     profile_digest: str = ""
+    #: the KV cache's dtype the step reads (``kv_dtype``, else ``dtype``): fp8 halves a bf16
+    #: cache's bytes and so the memory-bound attention's time
+    kv_dtype: str = ""
+    #: how far the kernel times may be off (``mode="fused"`` on a GPU the catalogue lists):
+    #: ``note``, ``median``, ``p90``, ``of``, ``source``
+    #: (:func:`~mlacalc.serving.provenance.kernel_expected_error`, as plan's ``prediction``
+    #: says it); the plain roofline bound's "not measured"; None for ``mode="unfused"`` (mlacalc
+    #: validate's microbenchmark sets measure it) or a device timed on its measured ceilings
+    expected_error: dict[str, Any] | None = field(default=None, compare=False)
 
     @property
     def seconds(self) -> float:
@@ -403,6 +412,8 @@ class Prediction:
             "engine": self.engine,
             "profile": self.profile,
             "profile_digest": self.profile_digest,
+            "kv_dtype": self.kv_dtype,
+            "expected_error": self.expected_error,
             "calibration": self.calibration,
             "calibrated": self.calibrated,
             "device_fitted": self.device_fitted,
@@ -939,6 +950,8 @@ def _prediction(step: _Step, hw, rates, q, impl, ops, **how) -> Prediction:
         bandwidth_bytes_per_s=rates.copy_bw,
         weights=_weights_word(step, rates),
         layer=layer,
+        # a layout carrying a recurrent state's dtype too is named by its cache's dtype
+        kv_dtype=str(getattr(step.work.kv_dtype, "name", step.work.kv_dtype)),
         warnings=said
         + _step_warnings(step, hw, rates)
         + _geometry_notes(step, impl, how)
@@ -1229,9 +1242,18 @@ def predict_time(
         else:
             ops, q = _model_fused(step, hw, prof)
         # deferred: provenance loads the serving words; the same lines plan warns with
-        from mlacalc.serving.provenance import device_warnings
+        from mlacalc.serving.provenance import (
+            device_warnings,
+            kernel_expected_error,
+            prediction_route,
+        )
 
         said = device_warnings(prof, hw, engine_name, note) if mode == "fused" else ()
+        expected = (
+            kernel_expected_error(prediction_route(prof, hw, engine_name, note, m))
+            if mode == "fused"
+            else None
+        )
         return _prediction(
             step,
             hw,
@@ -1246,6 +1268,7 @@ def predict_time(
             calibration=prof.describe(hw.name, hw) + (f"; {note}" if note else ""),
             engine=engine_name,
             device_said=said,
+            expected_error=expected,
         )
     return _roofline_prediction(step, hw, rates, resolved, engine_name, own)
 
@@ -1259,7 +1282,12 @@ def _roofline_prediction(step: _Step, hw, rates, resolved, engine: str, own: Any
     ops, q = _roofline_attention(step, rates)
     if step.scope == "model":
         ops += _roofline_ffn_and_head(step, rates)
-    said = {"calibration": f"plain roofline bound on {OWN_RATES}"} if own else {}
+    said: dict[str, Any] = {"calibration": f"plain roofline bound on {OWN_RATES}"} if own else {}
+    if step.mode == "fused" and hw.kind == "gpu" and not hw.measured:
+        # deferred: provenance loads the serving words
+        from mlacalc.serving.provenance import PLAIN_BOUND_ERROR
+
+        said["expected_error"] = dict(PLAIN_BOUND_ERROR)
     calibrated = rates.cal is not None
     return _prediction(
         step, hw, rates, q, resolved, ops, calibrated=calibrated, engine=engine, **said

@@ -30,6 +30,7 @@ __all__ = [
     "PHASES",
     "QUANTITIES",
     "REPORT_SCHEMA",
+    "ROOFLINE_SCHEMA",
     "ROPE_FLOPS_PER_ELEMENT",
     "SCOPES",
     "SERVING_MODES",
@@ -203,6 +204,8 @@ REPORT_SCHEMA = "mlacalc.report/1"
 BENCH_SCHEMA = "mlacalc.bench/1"
 #: ``mlacalc validate --format json`` documents.
 VALIDATE_SCHEMA = "mlacalc.validate/1"
+#: ``mlacalc roofline --format json`` documents.
+ROOFLINE_SCHEMA = "mlacalc.roofline/1"
 #: The key every JSON document mlacalc writes names the tool's version under
 #: (``mlacalc.__version__``, the installed package's), beside its ``schema``
 VERSION_KEY = "mlacalc_version"
