@@ -299,6 +299,7 @@ def check_request(
     # a bad name or file is refused before any work; none: the engine's profile for the device
     profile, engine, engine_note = engine_profile_of(args["profile"], args["engine"], hw)
     lay = decode_layout(m, gpus, args)
+    _check_tp_network(hw, lay, given=args["tp"] is not None)
     p_gpus, p_lay = 0, None
     if mode == "disaggregated":  # the prefill pool's layout, checked before anything is sized
         p_gpus = check_int("prefill_gpus", args["prefill_gpus"]) or gpus
@@ -1354,6 +1355,28 @@ def decode_layout(m: ModelConfig, gpus: int, args: dict[str, Any]) -> Layout:
     if args["dp_attention"] and lay.tp > 1 and lay.dp == 1:
         raise _one_decode_group_error(lay, gpus)
     return lay
+
+
+def _check_tp_network(hw: Any, lay: Layout, given: bool) -> None:
+    """Refuse a tensor-parallel group wider than one scale-up domain of a device whose file gives
+    no scale-out network to time its all-reduces by, naming the fix: a ``tp`` within a domain
+    (the other GPUs then run dp replicas), or ``search``. With no ``tp`` given it is every GPU of
+    a stage (docs/serving.md, "Layouts"): 16 L40S came to TP16 across two 8-GPU nodes and failed
+    with "L40S has no scale_out_gb_per_s for a group of 16 GPUs" alone (a trial). A device
+    with a network figure is planned, with plan's warning that TP crosses the network."""
+    within = getattr(hw, "scale_up_gpus", None)
+    if not within or lay.tp <= within or getattr(hw, "scale_out_bytes_per_s", None) is not None:
+        return
+    tp = max(t for t in range(1, within + 1) if lay.tp % t == 0)
+    said = "tp" if given else f"with no tp given, tp is every GPU of a stage ({lay.tp}); it"
+    raise InvalidArgumentError(
+        "tp",
+        f"{said} spans {-(-lay.tp // within)} scale-up domains of {within} {hw.name} GPUs, and "
+        f"{hw.name} has no scale_out_gb_per_s to time its all-reduce across them: give tp={tp} "
+        f"(--tp {tp}) within a domain, the other GPUs running dp replicas, or run search over "
+        "the GPUs (mlacalc search), or add scale_out_gb_per_s to a hardware file "
+        "(docs/hardware.md)",
+    )
 
 
 def _one_decode_group_error(lay: Layout, gpus: int) -> InvalidArgumentError:
