@@ -432,6 +432,13 @@ def _chunked_prefills(text: str) -> list[int] | None:
 @click.option(
     "--all", "all_points", is_flag=True, help="Every point, not only the frontier (csv/json)."
 )
+@click.option(
+    "--no-wall-time",
+    "no_wall_time",
+    is_flag=True,
+    help="Leave out the JSON's seconds (the search's wall time), its one key that differs run to "
+    "run: the rest is byte-identical for the same command.",
+)
 @state_dtype_option
 @set_option
 @format_option
@@ -462,6 +469,7 @@ def command(
     profile,
     engine,
     all_points,
+    no_wall_time,
     state_dtype,
     sets,
     fmt,
@@ -487,7 +495,7 @@ def command(
     """
     # deferred: the search loads numpy; `mlacalc --help` stays light
     from mlacalc.serving.scheduler import Scheduler
-    from mlacalc.serving.search import MAX_BUDGET, search
+    from mlacalc.serving.search import search
     from mlacalc.words.arguments import MAX_BATCH
 
     launch, model_path = launch_values(engine_opts)
@@ -498,9 +506,6 @@ def command(
     # the engine's defaults are search's to fill (engine_defaults): one rule for the API and CLI
     engine = engine_option_values(engine_opts, serving_engine)
     defaults, note = defaults_note(engine, chunked=False)  # whose defaults filled the rest
-    counts = count_list(gpus_text, "--gpus", "GPUs", MAX_BUDGET, "8,16,32")
-    # one number is a budget to spend; a list, the GPU counts one by one
-    budget = counts[0] if len(counts) == 1 and "," not in gpus_text else None
 
     # search checks every list (an empty one refused, naming it), mlacalc.cli.main its flag
     result = search(
@@ -508,7 +513,7 @@ def command(
             load(model, changes=sets, weight_dtype=weight_dtypes), state_dtype
         ),
         hardware,
-        budget if budget is not None else counts,
+        _gpus_arg(gpus_text),
         isl=isl,
         osl=osl,
         ttft=ttft,
@@ -549,7 +554,7 @@ def command(
         _emit_csv(result, all_points, stored)
         _warn_of(result)  # on stderr, as the other formats say them (a trial's CSV had none)
         return
-    doc = result.to_dict()
+    doc = result.to_dict(wall_time=not no_wall_time)
     target = _throughput_target(result, doc, throughput, throughput_of)
     if stored:  # a checkpoint's points name the dtype it stores, as plan's JSON
         doc["best"] = doc["best"] and with_stored_dtype(doc["best"], stored)
@@ -585,6 +590,16 @@ def command(
         if limited:
             note = f"# searched under: {limited}\n" + note
         click.echo(note + text, nl=False)
+
+
+def _gpus_arg(gpus_text: str) -> int | list[int]:
+    """``--gpus`` as search takes it: one number is a budget to spend (``gpus=8``); a list, the
+    GPU counts one by one (``8,16``, or ``8,`` for the one count 8: ``gpus=[8]``)."""
+    # deferred: the search loads numpy; `mlacalc --help` stays light
+    from mlacalc.serving.search import MAX_BUDGET
+
+    counts = count_list(gpus_text, "--gpus", "GPUs", MAX_BUDGET, "8,16,32")
+    return counts[0] if len(counts) == 1 and "," not in gpus_text else counts
 
 
 def _warn_of(result) -> None:

@@ -459,11 +459,13 @@ class SearchResult:
         """:attr:`missing_both` under its name in :meth:`to_dict` and the docs."""
         return self.missing_both
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, wall_time: bool = True) -> dict[str, Any]:
         """The result as JSON data (``schema`` :data:`SCHEMA`): ``best`` and each of
         ``frontier`` as :meth:`row` (every point the same keys, with its profile and
         calibration); the fields are documented in docs/serving.md ("Search output"); the tool's
-        version after the schema and, where a profile timed it, its ``profile_digest``."""
+        version after the schema and, where a profile timed it, its ``profile_digest``.
+        ``seconds`` (the search's wall time) is its one key that differs run to run:
+        ``wall_time=False`` leaves it out, the rest byte-identical for the same call."""
         doc = {
             "schema": SCHEMA,
             "model": self.model,
@@ -508,6 +510,8 @@ class SearchResult:
             "plan_command": self.plan_command,
             "prediction": dict(self.prediction),
         }
+        if not wall_time:
+            del doc["seconds"]
         return stamped(doc, (self.prediction.get("profile") or {}).get("digest"))
 
     def row(self, p: dict[str, Any]) -> dict[str, Any]:
