@@ -19,9 +19,10 @@ from mlacalc.cost.forward import forward_flops_per_token
 from mlacalc.cost.model_step import stored_attention_cost
 from mlacalc.cost.params import kept_parts, param_counts, weight_bytes
 from mlacalc.cost.quant import checkpoint_kv_note, checkpoint_weights
-from mlacalc.models.architecture import layer_pattern
+from mlacalc.models.architecture import count_warnings, layer_pattern
 from mlacalc.models.loading import ModelConfig, load_model
 from mlacalc.models.patterns import COMPRESSED_KINDS, STATE_KINDS
+from mlacalc.models.quantization import unread_quantization_warning
 from mlacalc.models.tensors import part_of, tensors
 from mlacalc.models.variants import as_variant
 from mlacalc.serving.precision import engine_fp8_cache_note
@@ -399,6 +400,13 @@ def model_report(
                 topk_note(m, seq_len),
             )
             if n
+        ],
+        # what loading the model warns (an MLA width above hidden_size, a declared part no
+        # layer holds, a quantized checkpoint sized 16-bit), as plan's and search's JSON carry
+        # theirs: a trial's --set kv_lora_rank=8192 said it on stderr and not in the JSON
+        "warnings": [
+            *count_warnings(m),
+            *filter(None, [unread_quantization_warning(m, weight_dtype)]),
         ],
     }
 

@@ -78,6 +78,7 @@ REPORT_KEYS = {
         "attention",
         "forward_flops_per_token",
         "notes",
+        "warnings",
     ],
     "settings": [
         "seq_len",
