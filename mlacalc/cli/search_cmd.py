@@ -281,7 +281,8 @@ def _chunked_prefills(text: str) -> list[int] | None:
     show_default=True,
     help="A GPU budget (one number: split between prefill and decode pools and replicas) or "
     "GPU counts to consider one by one, e.g. 8,16,32 (a disaggregated point's two pools are "
-    "then each one of them, both within the largest).",
+    "then each one of them, both within the largest); one count alone, not a budget, takes a "
+    "trailing comma: 8, (the API's gpus=[8]; gpus=8 is the budget).",
 )
 @click.option("--isl", type=SIZE, required=True, help="Input (prompt) tokens per request.")
 @click.option("--osl", type=SIZE, required=True, help="Output tokens per request.")
@@ -554,7 +555,7 @@ def command(
         _emit_csv(result, all_points, stored)
         _warn_of(result)  # on stderr, as the other formats say them (a trial's CSV had none)
         return
-    doc = result.to_dict(wall_time=not no_wall_time)
+    doc = result.to_dict(wall_time=not no_wall_time, all_points=all_points)
     target = _throughput_target(result, doc, throughput, throughput_of)
     if stored:  # a checkpoint's points name the dtype it stores, as plan's JSON
         doc["best"] = doc["best"] and with_stored_dtype(doc["best"], stored)
@@ -575,7 +576,7 @@ def command(
     elif launch:  # said, not left blank: no point to launch
         text = f"# no {launch} launch commands: no deployment meets the targets\n"
     if all_points:
-        doc["points"] = [with_stored_dtype(r, stored) for r in result.rows()]
+        doc["points"] = [with_stored_dtype(r, stored) for r in doc["points"]]
     emit(
         fmt,
         doc,

@@ -459,13 +459,15 @@ class SearchResult:
         """:attr:`missing_both` under its name in :meth:`to_dict` and the docs."""
         return self.missing_both
 
-    def to_dict(self, *, wall_time: bool = True) -> dict[str, Any]:
+    def to_dict(self, *, wall_time: bool = True, all_points: bool = False) -> dict[str, Any]:
         """The result as JSON data (``schema`` :data:`SCHEMA`): ``best`` and each of
         ``frontier`` as :meth:`row` (every point the same keys, with its profile and
         calibration); the fields are documented in docs/serving.md ("Search output"); the tool's
         version after the schema and, where a profile timed it, its ``profile_digest``.
         ``seconds`` (the search's wall time) is its one key that differs run to run:
-        ``wall_time=False`` leaves it out, the rest byte-identical for the same call."""
+        ``wall_time=False`` leaves it out, the rest byte-identical for the same call. ``points``
+        is the number of points timed; with ``all_points`` (``mlacalc search --all``), every
+        point's record instead (:meth:`rows`: :attr:`points` as :meth:`row` gives each)."""
         doc = {
             "schema": SCHEMA,
             "model": self.model,
@@ -512,6 +514,8 @@ class SearchResult:
         }
         if not wall_time:
             del doc["seconds"]
+        if all_points:
+            doc["points"] = self.rows()
         return stamped(doc, (self.prediction.get("profile") or {}).get("digest"))
 
     def row(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -1434,9 +1438,9 @@ def search(
 ) -> SearchResult:
     """Explore deployments of ``model`` on ``gpus`` for requests of ``isl`` prompt and ``osl``
     output tokens; ``ttft`` and ``tpot`` (seconds) are the targets. ``gpus``: a list of GPU
-    counts, each a separate option; one number, a budget split between a decode pool and a
-    prefill pool of any of :func:`budget_counts` and replicas (each point says how many the
-    budget holds, and the best is the most tokens/s they give). ``prefill_pass`` and
+    counts, each a separate option (``gpus=[8]``, ``--gpus 8,``); one number (``gpus=8``), a
+    budget split between a decode pool and a prefill pool of any of :func:`budget_counts` and
+    replicas (each point says how many it holds, the best the most tokens/s). ``prefill_pass`` and
     ``output_lag_steps`` describe the engine of the aggregated points as :func:`mlacalc.plan`
     does: prompts in the decode batch's pass (``"fused"``) or in a pass of their own before it
     (``"separate"``), and the steps a token waits before it is read back; ``max_running``,
