@@ -406,6 +406,24 @@ def test_fa3_decode_call_waits_by_its_head_dim():
     assert "fa3_hd_wait_s" in M.fit_params("attention_prefill", "bf16")
 
 
+def test_fa3_head_dim_wait_at_the_built_head_dim():
+    # the wait is read at the head dim FlashAttention-3 is built for: 80 runs the 96 build
+    # (-0.25 x the wait, not 80's -0.375 extrapolated), 112 the 128 one, 300 is held at 256's;
+    # never below 64's, and the call's time stays positive at every one
+    wait = 1e-6
+    hds = [64.0, 80.0, 96.0, 112.0, 128.0, 256.0, 300.0]
+    for kind in ("attention_decode", "attention_prefill"):
+        rows = _decode("bf16", batch=2.0, kv_len=16.0, head_dim_qk=hds, head_dim_v=hds)
+        rows = dataclasses.replace(rows, kind=kind)
+        got = attention_time.fa3_hd_wait_s(rows, H100, _params(fa3_hd_wait_s=wait), 0)
+        want = np.array([-0.5, -0.25, -0.25, 0.0, 0.0, 1.0, 1.0]) * wait
+        assert got == pytest.approx(want, rel=1e-9, abs=1e-15), kind
+        assert got[1] == got[2] and np.all(got >= got[0])
+    rows = _decode("bf16", batch=2.0, kv_len=16.0, head_dim_qk=hds, head_dim_v=hds, head_pack=0.0)
+    t = M.kernel_terms(rows, H100, _params(fa3_hd_wait_s=wait))["seconds"]
+    assert np.all(t > 0)
+
+
 def test_h100_bf16_decode_floor_by_head_dim(generation_tables):
     # H100's bf16 rows at 1-4 sequences and up to 16 cached keys (no window) take 7.8 / 8.8 /
     # 8.1 / 9.0 us at head dims 64 / 128 / 192 / 256; with one call cost for all of them they

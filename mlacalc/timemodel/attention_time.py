@@ -2439,9 +2439,9 @@ def _decode_calls_s(
     merged = np.where((merges | (sm90 & gen)) & (splits > 1), splits, 0.0)
     extra = extra + prm["merge_s"] * merged
     # FlashAttention-3's decode call waits ``fa3_hd_wait_s`` more for each 128 of head dim past
-    # 128 (less below it), at its built head dim (64, 128, 192, 256 unpadded): the one CTA of
-    # a call of few units loads its query, its first K/V stage and stores its output at one
-    # SM's draw, bytes in proportion to the head dim (:func:`fa3_hd_wait_s`)
+    # 128 (less below it), at its built head dim (64, 96, 128, 192, 256; 80 runs 96's): the
+    # one CTA of a call of few units loads its query, its first K/V stage and stores its output
+    # at one SM's draw, bytes in proportion to the head dim (:func:`fa3_hd_wait_s`)
     extra = extra + fa3_hd_wait_s(batch, fig, prm, pack)
     # Hopper's fp8 XQA waits ``spill_s`` more a call whose cache outgrows the L2 (_spill_share)
     return extra + np.where(xqa_fp8, prm.get("spill_s", 0.0) * _spill_share(batch, fig), 0.0)
@@ -2457,12 +2457,17 @@ def fa3_hd_wait_s(
     from vLLM's and SGLang's H100 rows at their floor (up to 64 cached keys and 32 units, no
     window): vLLM's bf16 10.5 / 11.8 / 12.2 / 12.5 us at head dims 64 / 128 / 192 / 256, fp8
     11.2 / 13.3 / 13.8 / 15.8, where the model's fixed cost had 11.2-11.6 (bf16) at every head
-    dim (docs/time-model.md, "FlashAttention-3's decode call waits by its head dim")."""
+    dim (docs/time-model.md, "FlashAttention-3's decode call waits by its head dim"). The head
+    dim is the one the kernel is built for (:data:`FLASH_HEAD_DIMS`: 80 runs the 96 build,
+    112 the 128 one, so never a negative wait past 64's); above 256, which no build serves and
+    no table times, it is held at 256 rather than extrapolated."""
     wait = prm.get("fa3_hd_wait_s", 0.0)
     if wait == 0.0 or batch.kind not in ("attention_decode", "attention_prefill"):
         return np.zeros(len(batch))
     hd = col(batch, "head_dim_qk", 128)
-    return np.where(_fa3_packing_decode(batch, fig, pack), wait * (hd - 128.0) / 128.0, 0.0)
+    sizes = np.asarray(FLASH_HEAD_DIMS)
+    built = sizes[np.minimum(np.searchsorted(sizes, hd), len(sizes) - 1)]
+    return np.where(_fa3_packing_decode(batch, fig, pack), wait * (built - 128.0) / 128.0, 0.0)
 
 
 def _spill_share(batch: KernelBatch, fig: DeviceFigures) -> np.ndarray:
