@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -79,7 +80,8 @@ def test_read_back_and_calibrate(tiny_set, tmp_path):
         "gemm",
     ]
     # a CPU: its own ceilings, named as -H names the set (it was the path as typed)
-    assert all(o.device == f"measured:{json_path.stem}" for o in obs)
+    assert re.fullmatch(rf"measured:{json_path.stem}-[0-9a-f]{{8}}", obs[0].device)
+    assert all(o.device == obs[0].device for o in obs)
     assert load_hardware(obs[0].device).origin == str(json_path.resolve())
     # the tiny grid has fewer rows per class than the parameters each fit adjusts (3 GEMMs for
     # 9): calibrate refuses it as underdetermined (it reported residuals of about zero)
@@ -112,28 +114,56 @@ def test_gpu_names_map_onto_the_catalogue(tmp_path):
     assert kernel_set_device(unknown, other) == "measured:x"
 
 
-def test_a_set_of_a_name_another_set_holds_is_named_apart(tmp_path):
-    # two runs saved under one file name in two folders (or a copy of a committed set's name
-    # with other rows) are two devices: the second takes its digest's first 8 digits
+def test_a_set_s_device_name_is_a_function_of_its_files(tmp_path, monkeypatch):
+    # the name was the path as typed (run/k.json and /abs/run/k.json two devices); then the
+    # first set read took measured:<stem> and a second of the same stem a digest, so the names
+    # hung on the order and the process (a review found B predicted with A's fit elsewhere)
+    from mlacalc.hardware import catalogue
     from mlacalc.hardware.catalogue import measured_device_name
 
+    monkeypatch.setattr(catalogue, "_NAMED_SETS", {})
     shipped = MEASUREMENTS / "cpu-2core-epyc-fp32.json"
+    rows = MEASUREMENTS / "cpu-2core-epyc-fp32.csv"
+
+    def put(folder: str, meta: dict, csv_text: str) -> Path:
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / rows.name).write_text(csv_text)
+        path = tmp_path / folder / shipped.name
+        path.write_text(json.dumps(meta))
+        return path
+
+    meta, text = json.loads(shipped.read_text()), rows.read_text()
     assert measured_device_name(shipped) == "measured:cpu-2core-epyc-fp32"
-    same = tmp_path / "a" / shipped.name
-    same.parent.mkdir()
-    same.write_bytes(shipped.read_bytes())
-    assert measured_device_name(same) == "measured:cpu-2core-epyc-fp32"  # the same content
-    other = tmp_path / "b" / shipped.name
-    other.parent.mkdir()
-    meta = json.loads(shipped.read_text())
-    meta["ceilings"]["copy_bytes_per_s"] *= 2
-    other.write_text(json.dumps(meta))
-    name = measured_device_name(other)
-    assert re.fullmatch(r"measured:cpu-2core-epyc-fp32-[0-9a-f]{8}", name)
-    hw = load_hardware(name)
-    assert hw.name == name and hw.origin == str(other.resolve())
+    # a copy of a committed set's files is that set, and is never held over its name
+    copy = tmp_path / "copy" / shipped.name
+    copy.parent.mkdir()
+    copy.write_bytes(shipped.read_bytes())
+    (copy.parent / rows.name).write_text(text)
+    assert measured_device_name(copy) == "measured:cpu-2core-epyc-fp32"
+    assert load_hardware("measured:cpu-2core-epyc-fp32").origin == str(shipped)
+    # another sidecar, or the same sidecar with other rows: other devices, named by digest
+    faster = dict(meta, ceilings=dict(meta["ceilings"]))
+    faster["ceilings"]["copy_bytes_per_s"] *= 2
+    a = put("a", faster, text)
+    b = put("b", meta, text + "\n")
+    names = [measured_device_name(a), measured_device_name(b)]
+    assert len(set(names)) == 2
+    for name in names:
+        assert re.fullmatch(r"measured:cpu-2core-epyc-fp32-[0-9a-f]{8}", name)
+    # in any order, in any process (the registry emptied): the same names
+    monkeypatch.setattr(catalogue, "_NAMED_SETS", {})
+    assert [measured_device_name(b), measured_device_name(a)] == names[::-1]
+    hw = load_hardware(names[0])
+    assert hw.name == names[0] and hw.origin == str(a.resolve())
     bandwidth = load_hardware(shipped).memory_bandwidth_bytes_per_s
     assert hw.memory_bandwidth_bytes_per_s == 2 * bandwidth
+    # a set deleted after it was named does not break the next one of its stem
+    a.unlink()
+    assert measured_device_name(b) == names[1]
+    # such a name read in another run: one line saying to give the path
+    monkeypatch.setattr(catalogue, "_NAMED_SETS", {})
+    with pytest.raises(InvalidArgumentError, match=r"give the set by its path \(-H PATH"):
+        load_hardware(names[1])
 
 
 def test_kernel_sweep_under_a_spent_budget_records_every_kernel_as_not_reached(tmp_path):

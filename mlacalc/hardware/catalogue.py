@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import math
 import os
 import re
@@ -314,35 +315,47 @@ def measured_sets() -> list[str]:
     return sorted(p.stem for p in _measurements_dir().glob("*.json"))
 
 
-#: The measurement sets named in this process by :func:`measured_device_name`: ``measured:NAME``
-#: -> the sidecar's path, which :func:`load_hardware` reads for that name.
+#: The measurement sets read by their path in this process (:func:`measured_device_name`):
+#: ``measured:<stem>-<digest>`` -> the sidecar's path, which :func:`load_hardware` reads for
+#: that name. A committed set is never held here (its name reads the committed file).
 _NAMED_SETS: dict[str, Path] = {}
 
 
 def measured_device_name(json_path: str | Path) -> str:
-    """The device name of a microbenchmark set given by its path, as ``-H PATH`` names it:
-    ``measured:<its stem>``, which :func:`load_hardware` then reads in this process (a fitted
-    profile's device and its notes name it so, not by the path as typed). A stem that another
-    set of other content already holds (a committed set's, or another folder's file of the same
-    name) takes the first 8 hex digits of the sidecar's digest after it.
+    """The device name of a microbenchmark set given by its path, a function of its files
+    alone: a committed set, or a file of a committed set's name and the same sidecar and rows,
+    is ``measured:<stem>``; any other set ``measured:<stem>-<the first 8 hex digits of the
+    sha256 of its sidecar and rows file>`` (two runs saved under one name are two devices, in
+    any order, in any process). :func:`load_hardware` reads that name in the process that read
+    the path (a fitted profile's device and its notes name it so, not by the path as typed).
 
     >>> measured_device_name(_measurements_dir() / "cpu-2core-epyc-fp32.json")
     'measured:cpu-2core-epyc-fp32'
     """
     path = Path(json_path).expanduser().resolve()
     name = f"measured:{path.stem}"
-    held = _NAMED_SETS.get(name)
-    if held is None:
-        committed = _measurements_dir() / f"{path.stem}.json"
-        held = committed.resolve() if committed.is_file() else None
-    if held is not None and held != path and _digest(held) != _digest(path):
-        name = f"{name}-{_digest(path)[:8]}"
-    _NAMED_SETS.setdefault(name, path)
+    if not path.is_file():  # nothing to name it by: read as the path says (and refused there)
+        return name
+    digest = _set_digest(path)
+    committed = _measurements_dir() / f"{path.stem}.json"
+    if committed.is_file() and (committed.resolve() == path or _set_digest(committed) == digest):
+        return name
+    name = f"{name}-{digest[:8]}"
+    _NAMED_SETS[name] = path  # the latest file of these contents (an earlier may be deleted)
     return name
 
 
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def _set_digest(path: Path) -> str:
+    """sha256 of a set's sidecar and its rows file (where the sidecar names one that lies
+    beside it), hex."""
+    h = hashlib.sha256(path.read_bytes())
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8")).get("rows_file")
+    except (ValueError, AttributeError, UnicodeDecodeError):
+        rows = None
+    if isinstance(rows, str) and (path.parent / rows).is_file():
+        h.update(b"\0" + (path.parent / rows).read_bytes())
+    return h.hexdigest()
 
 
 def _number(origin: str, key: str, value: Any, *, integer: bool = False) -> float:
@@ -799,6 +812,13 @@ def load_hardware(name_or_path: str | os.PathLike | HardwareSpec) -> HardwareSpe
         if named is not None:  # a set given by its path in this process
             return hardware_from_measurements(named)
         path = _measurements_dir() / f"{set_name}.json"
+        if not path.is_file() and re.search(r"-[0-9a-f]{8}$", set_name):
+            raise InvalidArgumentError(
+                "hardware",
+                f"'{text}' names a microbenchmark set by its path's stem and digest, read in "
+                "another run: give the set by its path (-H PATH/TO/SET.json; a profile's "
+                "fitted_on sources name it)",
+            )
         if not path.is_file() and (os.sep in set_name or set_name.endswith(".json")):
             raise InvalidArgumentError(
                 "hardware",

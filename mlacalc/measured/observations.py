@@ -312,7 +312,8 @@ def _kernel_rows(rows_path: Path) -> list[tuple[int, dict]]:
         with open(rows_path, newline="", encoding="utf-8") as fh:
             reader = csv.DictReader(fh)
             names = list(reader.fieldnames or [])
-            rows = list(enumerate(reader, start=2))  # line 1 is the header
+            # each row's line in the file (a quoted cell may span lines: the record's last)
+            rows = [(reader.line_num, r) for r in reader]
     except OSError as exc:
         raise ConfigError(f"cannot be read ({exc.strerror or exc})", source=source) from None
     except (UnicodeDecodeError, csv.Error) as exc:

@@ -57,6 +57,12 @@ class Observations:
                 f"{len(self.seconds)} times for {len(self.batch)} "
                 "kernels; give one measured time per row",
             )
+        if self.lines is not None and len(self.lines) != len(self.batch):
+            raise InvalidArgumentError(
+                "lines",
+                f"{len(self.lines)} line numbers for {len(self.batch)} kernels; give one per "
+                "row, or none",
+            )
 
 
 def error_stats(predicted: np.ndarray, measured: np.ndarray) -> dict[str, float]:
@@ -335,8 +341,6 @@ def fitted_record(obs: list[Observations]) -> list[dict]:
         hw = load_hardware(device)
         if hw.kind != "gpu":  # a CPU's fit: no GPU may borrow it
             entry["kind"] = hw.kind
-            if hw.origin:  # the run's sidecar: the same run under another name is this one
-                entry["set"] = hw.origin
             # which CPU and threads it ran: a plan or validate on another CPU is warned
             found = measured_device_of(device)
             if found.get("name"):

@@ -564,11 +564,12 @@ def measured_device_of(device: str) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
-def _fitted_cpus(profile: Profile) -> list[tuple[str, str, Any, str]]:
-    """(device, CPU name, threads, sidecar path) of each CPU run ``profile`` was fitted on:
-    the name and threads its ``fitted_on`` entry records (calibrate writes them), else read
-    from the run's sidecar where it still lies; the name is ``""`` where neither says. The
-    path is the entry's ``set`` (the device was the path as typed before it was written)."""
+def _fitted_cpus(profile: Profile) -> list[tuple[str, str, Any]]:
+    """(device, CPU name, threads) of each CPU run ``profile`` was fitted on: the name and
+    threads its ``fitted_on`` entry records (calibrate writes them), else read from the run's
+    sidecar where it still lies; the name is ``""`` where neither says. The device is the run's
+    ``measured:`` name (a function of its files), or, in a profile fitted before it was, the
+    path of its sidecar as typed."""
     out = []
     for entry in profile.fitted_on:
         if not isinstance(entry, dict) or entry.get("kind", "gpu") == "gpu":
@@ -578,7 +579,7 @@ def _fitted_cpus(profile: Profile) -> list[tuple[str, str, Any, str]]:
         if name is None:
             found = measured_device_of(where)
             name, threads = found.get("name", ""), found.get("threads")
-        out.append((where, str(name or ""), threads, str(entry.get("set") or where)))
+        out.append((where, str(name or ""), threads))
     return out
 
 
@@ -610,10 +611,16 @@ def other_cpu_warning(profile: Any, hardware: Any) -> str:
         "--device cpu, then mlacalc calibrate SIDECAR -o p.json)"
     )
     origin = _real(hardware.origin) if hardware.origin else ""
-    same = [c for c in cpus if (c[1] and c[1] == name) or (origin and _real(c[3]) == origin)]
+    same = [
+        c
+        for c in cpus
+        if (c[1] and c[1] == name)
+        or c[0] == hardware.name
+        or (origin and not c[0].startswith("measured:") and _real(c[0]) == origin)
+    ]
     if not same:
-        on = "; ".join(f"{w} ({n or 'no device name recorded'})" for w, n, _, _ in cpus[:3])
-        if not name or any(not n for _, n, _, _ in cpus):
+        on = "; ".join(f"{w} ({n or 'no device name recorded'})" for w, n, _ in cpus[:3])
+        if not name or any(not n for _, n, _ in cpus):
             return (
                 f"profile '{profile.name}' was fitted on CPU runs ({on}) and {hardware.name} "
                 f"is {name or 'unnamed'}: could not tell which CPU it was fitted on (no device "
@@ -623,8 +630,8 @@ def other_cpu_warning(profile: Any, hardware: Any) -> str:
             f"profile '{profile.name}' was fitted on another CPU ({on}), not {hardware.name} "
             f"({name or 'unnamed'}): its kernel fit is that CPU's; {fix}"
         )
-    if threads is not None and all(t is not None and t != threads for _, _, t, _ in same):
-        ran = ", ".join(sorted({str(t) for _, _, t, _ in same}))
+    if threads is not None and all(t is not None and t != threads for _, _, t in same):
+        ran = ", ".join(sorted({str(t) for _, _, t in same}))
         return (
             f"profile '{profile.name}' was fitted on {name or hardware.name} with {ran} thread(s); "
             f"{hardware.name} ran {threads}: a CPU kernel's rate follows its threads; {fix} "
