@@ -14,6 +14,7 @@ collects without errors; the tests of such modules skip on their own with
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import re
 from pathlib import Path
@@ -48,6 +49,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--runslow", action="store_true", help="run the tests marked slow too (skipped by default)"
     )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The cyclic garbage collector of a test process runs less often (Python's default: a
+    young collection every 700 allocations, the whole heap every hundred of those): a test
+    process holds what its tests cache (models, measured tables, search steps), and every
+    whole-heap pass walks all of it. tests/test_app_display.py, test_architecture.py and
+    test_models_config_mutation.py in one process: 8.6 s of 61.6 s of CPU collecting (6.2 s
+    in 37 whole-heap passes) by default, 2.7 s with these thresholds. Garbage is still
+    collected, a little later; nothing a test checks depends on when."""
+    gc.set_threshold(10_000, 20, 20)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
