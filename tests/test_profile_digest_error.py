@@ -65,3 +65,36 @@ def test_an_edited_profile_without_residuals_says_why(tmp_path):
     route = prediction_route(dataclasses.replace(prof, residuals={}), H100, "sglang")
     assert route["expected_error"] is None
     assert "records no residuals for H100-SXM" in route["expected_error_source"]
+
+
+def test_a_renamed_shipped_profile_is_still_shipped(tmp_path):
+    # the digest held the name and notes: a shipped file given another name lost its figures
+    data = json.loads(SHIPPED.read_text())
+    data["name"], data["notes"] = "my-h100", [*data["notes"], "pinned by our team"]
+    path = tmp_path / "renamed.json"
+    path.write_text(json.dumps(data))
+    route = prediction_route(str(path), H100, "sglang")
+    assert route["profile"]["shipped"] is True and route["expected_error"]["of"] == "fitted"
+    data["classes"]["gemm:bf16"]["eff_compute"] = 0.5  # a figure changed: not shipped
+    path.write_text(json.dumps(data))
+    assert prediction_route(str(path), H100, "sglang")["profile"]["shipped"] is False
+
+
+def test_own_residuals_pool_the_classes_by_rows_not_the_worst_class(tmp_path):
+    # a profile of an earlier release (residuals of its own, one of a Blackwell class an H100
+    # plan never runs at 50%) was given the worst class's 50% / 145%
+    prof = load_profile(str(_halved(tmp_path)[0]))
+    own = {
+        "gemm:bf16": {"rows": 900, "median_abs_error": 0.05, "p90_abs_error": 0.15},
+        "attention_decode:bf16": {"rows": 100, "median_abs_error": 0.06, "p90_abs_error": 0.2},
+        "attention_decode:bf16:vllm_flash_attn_fa4": {
+            "rows": 10,
+            "median_abs_error": 0.5,
+            "p90_abs_error": 1.45,
+        },
+    }
+    route = prediction_route(dataclasses.replace(prof, residuals={"H100-SXM": own}), H100, "sglang")
+    assert route["expected_error"] == {"median": 0.05, "p90": 0.15, "of": "own_residuals"}
+    src = route["expected_error_source"]
+    assert "the worst class attention_decode:bf16:vllm_flash_attn_fa4" in src
+    assert "an earlier or edited copy of the shipped profile of its name" in src

@@ -451,11 +451,17 @@ class Profile:
     @functools.cached_property
     def digest(self) -> str:
         """``"sha256:"`` and the first 16 hex digits of the SHA-256 of the profile's content
-        (:meth:`to_dict` as canonical JSON: keys sorted, no whitespace): the same for a file
-        and the :class:`Profile` it loads to, whatever its path, name or layout, and different
-        for any changed figure. Not ``sha256sum`` of the file (a file re-indented keeps its
-        digest). Every JSON output names the profile it used by it (``profile.digest``)."""
-        return digest_of(self.to_dict())
+        (:meth:`to_dict` as canonical JSON: keys sorted, no whitespace), its ``name`` and
+        ``notes`` left out: the same for a file and the :class:`Profile` it loads to, whatever
+        its path, name, notes or layout, and different for any changed figure. Not
+        ``sha256sum`` of the file (a file re-indented keeps its digest). Every JSON output names
+        the profile it used by it (``profile.digest``). Computed once per object: a profile
+        is not edited in place (:func:`load_profile` shares one object a file; edit a copy,
+        ``Profile.from_dict(p.to_dict())``)."""
+        content = self.to_dict()
+        for words in ("name", "notes"):
+            content.pop(words)
+        return digest_of(content)
 
     @property
     def source_digest(self) -> str:
