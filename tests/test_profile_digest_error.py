@@ -51,6 +51,20 @@ def test_an_edited_copy_gets_no_readme_figure(tmp_path):
     assert "fit-h100-sxm-sglang's" in src  # the residuals it carries are the shipped fit's
 
 
+def test_a_copy_of_an_earlier_shipped_fit_is_caught_by_its_classes(tmp_path):
+    """A copy made before a class of the shipped profile was refitted holds the other classes'
+    residuals unchanged: not its own."""
+    prof = load_profile(str(_halved(tmp_path)[0]))
+    mine = dict(prof.residuals["H100-SXM"])
+    first = sorted(mine)[0]
+    mine[first] = {**mine[first], "median_abs_error": 0.5}  # one class refitted since
+    route = prediction_route(
+        dataclasses.replace(prof, residuals={"H100-SXM": mine}), H100, "sglang"
+    )
+    assert route["expected_error"] is None
+    assert "fit-h100-sxm-sglang's" in route["expected_error_source"]
+
+
 def test_a_profile_with_residuals_of_its_own_is_scored_by_them(tmp_path):
     prof = load_profile(str(_halved(tmp_path)[0]))
     own = {"gemm:bf16": {"rows": 40, "median_abs_error": 0.081, "p90_abs_error": 0.25}}
