@@ -52,6 +52,7 @@ def test_validate_and_calibrate_name_theirs(tmp_path, run):
     table = pq.read_table(source / "gemm_perf.parquet")
     pq.write_table(table.take(list(range(0, table.num_rows, 400))), folder / "gemm_perf.parquet")
     v = mlacalc.validate(measured=tmp_path / "a100_sxm", profile="fit-b200-sxm").to_dict()
+    assert list(v)[:2] == ["schema", "mlacalc_version"] and v["schema"] == "mlacalc.validate/1"
     assert v["mlacalc_version"] == mlacalc.__version__
     assert v["profile_digests"] == {"A100-SXM-80GB": load_profile("fit-b200-sxm").digest}
     assert pa is not None

@@ -43,7 +43,7 @@ from mlacalc.timemodel.profile import (
 from mlacalc.words.engines import DEFAULT_ENGINE, SHARED, check_engine
 from mlacalc.words.errors import ConfigError, InvalidArgumentError, MlacalcError
 from mlacalc.words.kernels import COMM_KINDS
-from mlacalc.words.vocab import stamped
+from mlacalc.words.vocab import VALIDATE_SCHEMA, stamped
 
 __all__ = [
     "DTYPE_SPLIT_TABLES",
@@ -273,6 +273,7 @@ class MeasuredValidation:
         """The JSON of ``mlacalc validate --measured`` (errors as fractions); with ``rows``,
         every row as well."""
         doc: dict[str, Any] = {
+            "schema": VALIDATE_SCHEMA,
             "overall": self.overall,
             "tables": [t.summary() for t in self.tables],
             "by_kind": self.by_kind,
