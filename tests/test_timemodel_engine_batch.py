@@ -168,8 +168,9 @@ def test_a_served_sglang_step_runs_its_block_scaled_gemms_at_the_per_tensor_clas
     tiles; its FLOPs and bytes are the step's. The stand-alone table's row of that shape (it
     states its quantization) keeps the block-scaled class (its scale packing or pad nodes;
     its time 10.6 us from the step's at this shape from 63e26d2, 15 us more before, within
-    0.01 us since b3cf4e9c's refit of the per-tensor class it borrows on B200); a vLLM step
-    keeps the block-scaled class."""
+    0.01 us since b3cf4e9c's refit of the per-tensor class it borrows on B200, within 5% since
+    the block-scaled class's refit with ``write_share``); a vLLM step keeps the block-scaled
+    class."""
     from mlacalc.timemodel.kernel_time import engine_batch
 
     prof = "fit-b200-sxm-sglang"
@@ -190,9 +191,12 @@ def test_a_served_sglang_step_runs_its_block_scaled_gemms_at_the_per_tensor_clas
     assert engine_batch(alone, "sglang", B200) is alone
     # the two classes' times at this shape: 10.6 us apart a call until b3cf4e9c refitted
     # SGLang's B200 per-tensor class (CUTLASS's Blackwell tiles and K-block floor), whose
-    # parameters the block-scaled class of that profile borrows: now 758.378 and 758.386 us a
-    # step, the class the row keeps still its own (the line above)
-    assert abs(predict_batch(alone, "B200", prof)[0] - t.seconds) < 1e-6
+    # parameters the block-scaled class of that profile borrows: 758.378 and 758.386 us a
+    # step; 793.60 and 758.38 us since the block-scaled class was refitted with its output
+    # write at a rate of its own (gemm_time._streams, ``write_share``; its ``eff_memory``
+    # 0.889 -> 0.843 at this weight-bound shape), the class the row keeps still its own (the
+    # line above)
+    assert predict_batch(alone, "B200", prof)[0] == pytest.approx(t.seconds, rel=0.05)
     assert engine_batch(served, "vllm", B200) is served
 
 

@@ -114,6 +114,20 @@ def test_epilogue_share_adds_the_output_write():
     assert unhidden["seconds"][0] > hidden["seconds"][0] + 0.5 * out
 
 
+def test_write_share_slows_the_output_write_alone():
+    """``write_share``: the output write at that share of the operand stream's rate, its
+    unhidden part (``epilogue_share``) and the rest in the stream; at 1, the write as before."""
+    batch = _gemm("bf16", 8192, 8192, 128)
+    fig = device_figures(load_hardware("A100-SXM-80GB"))
+    out = 8192 * 8192 * 2.0 / (default_params("gemm")["eff_memory"] * fig.hbm_bytes_per_s)
+    same = _terms(batch, epilogue_share=0.4)
+    assert same["extra_s"][0] == pytest.approx(0.4 * out, rel=1e-6)
+    half = _terms(batch, epilogue_share=0.4, write_share=0.5)
+    assert half["extra_s"][0] == pytest.approx(0.8 * out, rel=1e-6)
+    # the operands' reads keep their rate: only the write's time doubles
+    assert half["memory_s"][0] - same["memory_s"][0] == pytest.approx(0.6 * out, rel=1e-6)
+
+
 def test_block_scaled_fp8_pays_the_promotion_per_k_block():
     """The block-scaled fp8 GEMM rescales each tile's partial product per 128-deep K block on
     the CUDA cores; per-tensor fp8 has no such term."""

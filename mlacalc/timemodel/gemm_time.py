@@ -5,13 +5,13 @@ count, in waves over the SMs; the tensor time at ``eff_compute`` of the dtype's 
 small tile reaches less of it, :func:`~mlacalc.timemodel.shared.tile_rate`); the operand stream
 at the bandwidth the busy SMs draw, weights a warm replay keeps in the L2 (and the input its
 weight copies share, ``SHARED_INPUT_FIELD``) read at ``l2_speedup``; a cost per wave of tiles
-(``tile_s``); the unhidden share of the output write (``epilogue_share``); split-K's fp32
-partial sums through HBM and its reduce kernel. GEMV kernels take the few-row calls where a
-library has them. fp8 GEMMs add the quantization of their bf16 input (``quant_fixed_s``,
-``quant_bytes``; nvfp4's and SGLang's fp8 a CTA a row too, ``quant_row_cycles``), block-scaled
-fp8 the CUDA-core rescale of each K block (``promote_cycles``), weight-only GEMMs the
-conversion of each weight (``dequant_s``). The figures behind each rule are in
-docs/decisions.md ("Time model").
+(``tile_s``); the output write at its own rate (``write_share``) and its unhidden share
+(``epilogue_share``); split-K's fp32 partial sums through HBM and its reduce kernel. GEMV
+kernels take the few-row calls where a library has them. fp8 GEMMs add the quantization of
+their bf16 input (``quant_fixed_s``, ``quant_bytes``; nvfp4's and SGLang's fp8 a CTA a row too,
+``quant_row_cycles``), block-scaled fp8 the CUDA-core rescale of each K block
+(``promote_cycles``), weight-only GEMMs the conversion of each weight (``dequant_s``). The
+figures behind each rule are in docs/decisions.md ("Time model").
 """
 
 from __future__ import annotations
@@ -843,15 +843,21 @@ def _streams(
     c: _Call, units: np.ndarray, nbytes: np.ndarray, out: np.ndarray, resident: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """The HBM time of the operands (those resident in the L2 at ``l2_speedup``) and of the
-    unhidden epilogue write, at the bandwidth ``units`` concurrent work units draw."""
+    unhidden epilogue write, at the bandwidth ``units`` concurrent work units draw; the output
+    write at ``write_share`` of that rate (a kernel's epilogue stores slower than its loads
+    read: docs/time-model.md, "A GEMM's output write at a rate of its own")."""
     prm, fig = c.prm, c.fig
     # a block-scaled stand-in (BLOCK_STAND_IN) hides its output write
     epi = np.where(col(c.batch, "block_stand_in", 0) > 0, 0.0, prm["epilogue_share"])
     bw = prm["eff_memory"] * fig.hbm_bytes_per_s * memory_share(units, fig, prm)
-    memory = (nbytes - resident - epi * out) / bw + resident / (
-        prm["l2_speedup"] * fig.hbm_bytes_per_s
+    # the output write at ``write_share`` of the operands' rate (1 where no fit saw it)
+    write = out / (bw * prm.get("write_share", 1.0))
+    memory = (
+        (nbytes - resident - out) / bw
+        + (1.0 - epi) * write
+        + resident / (prm["l2_speedup"] * fig.hbm_bytes_per_s)
     )
-    return memory, epi * out / bw
+    return memory, epi * write
 
 
 def _persistent(c: _Call) -> np.ndarray | bool:

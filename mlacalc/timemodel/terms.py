@@ -171,6 +171,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "call_latency_s": (1e-7, 2e-4, "seconds of a prefill call's launches and waits, not clocked"),
     "pre_latency_s": (0.0, 2e-5, "seconds of a prefill call's RoPE pre-kernel, not clocked"),
     "epilogue_share": (0.0, 1.0, "share of a GEMM's output write no tile's mainloop hides"),
+    "write_share": (0.2, 1.0, "a GEMM's output write's rate, x its operand stream's"),
     "token_copies": (0.0, 20.0, "SM work per token of a DeepEP normal kernel, in copies"),
     "reduce_s": (0.0, 1e-8, "seconds a DeepEP normal combine's warp takes an element it sums"),
     "walk_overlap": (1.0, 16.0, "p of the p-norm of a decode kernel walking a cache on one SM"),
@@ -306,6 +307,8 @@ DEFAULTS: dict[str, float] = {
     "pre_latency_s": 0.0,
     # a tile's epilogue writes its output after its mainloop, unhidden
     "epilogue_share": 1.0,
+    # the output written at the operands' rate where no fit saw it (gemm_time)
+    "write_share": 1.0,
     "token_copies": 0.0,
     # a combine class fitted before the reduction term (comm_time) has none
     "reduce_s": 0.0,
@@ -420,6 +423,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "sm_bandwidth",
         "epilogue_share",
         "tile_s",
+        "write_share",
     ),
     "attention_prefill": (
         "eff_compute",
