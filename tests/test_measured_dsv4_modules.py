@@ -811,3 +811,112 @@ def test_the_compressor_switch_is_a_fixed_cost_the_limiter_reads_as_latency(run)
     assert jumps == pytest.approx([31 * step, 60 * step], rel=0.02)
     assert [o["limited_by"] for o in pools[129]] == ["latency", "latency"]
     assert all(o["fixed_s"] > 31 * step for o in pools[129])
+
+
+def _ragged_core_ratios(system: str, profile: str, split: bool):
+    """Per new-token count (4-128, one sequence after 1,000,000 cached tokens), the median over
+    SGLang's HCA prompt rows of the core as measured (the row less the profile's prediction of
+    its other kernels and the call) over the core as predicted; ``split=False`` predicts the
+    core with ``split_tokens`` 0 (its CTAs not splitting their keys)."""
+    import dataclasses
+
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.measured.dsv4_modules import RAGGED_CORE
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_batch
+    from mlacalc.timemodel.profile import load_profile
+
+    t = _table(system, "sglang", "dsv4_hca_context_module_perf")
+    c = t.columns
+    tokens = (4, 8, 16, 32, 64, 128)
+    keep = (c["batch_size"] == 1) & (c["step"] == 1_000_000) & np.isin(c["isl"], tokens)
+    t = dataclasses.replace(t, columns={k: v[keep] for k, v in c.items()}, seconds=t.seconds[keep])
+    mapped, prof, hw = map_table(t), load_profile(profile), load_hardware(t.device)
+    n = len(t)
+    core, others = np.zeros(n), np.zeros(n)
+    for part in mapped.parts:
+        batch = part.batch
+        if batch.variant == RAGGED_CORE and not split:
+            off = np.zeros(len(batch))
+            batch = dataclasses.replace(batch, shape={**batch.shape, "split_tokens": off})
+        pred = np.bincount(part.rows, weights=predict_batch(batch, hw, prof), minlength=n)
+        if part.batch.variant == RAGGED_CORE:
+            core += pred
+        else:
+            others += pred
+    call = mapped.call_for(prof.fitted_devices)
+    measured = t.seconds - others - (0.0 if call is None else call)
+    out = {}
+    for q in tokens:
+        at = (t.columns["isl"] == q) & mapped.modelled
+        assert at.sum() >= 8, (system, q)
+        out[q] = float(np.median(measured[at] / core[at]))
+    return out
+
+
+@pytest.mark.parametrize(
+    "system, profile, low, high",
+    [
+        ("b200_sxm", "fit-b200-sxm-sglang", 0.95, 1.3),
+        ("h100_sxm", "fit-h100-sxm-sglang", 1.0, 1.75),
+    ],
+)
+def test_sglang_ragged_core_splits_its_ctas_keys_over_idle_sms(system, profile, low, high):
+    """SGLang's ragged V4 prompt core (attention_time._split_token_ctas): at 4-128 new tokens
+    after 1,000,000 cached, the core as the rows give it over the predicted reads 1.06-1.16 on
+    B200 and 1.13-1.59 on H100 (docs/time-model.md: 1.02-1.15 and 1.12-1.57 when it came in),
+    where a 128-query tile of each padded head walking every key (``split_tokens`` 0) read
+    0.34-0.59 and 0.44-0.61: the bounds hold the first and fail the second."""
+    pytest.importorskip("pyarrow")
+    split = _ragged_core_ratios(system, profile, True)
+    assert all(low <= r <= high for r in split.values()), split
+    whole = _ragged_core_ratios(system, profile, False)
+    assert all(r < 0.65 for r in whole.values()), whole
+
+
+def test_split_tokens_moves_only_sglangs_ragged_core():
+    """``split_tokens`` is read of the ragged core's variant alone: the same batch as vLLM's
+    sparse prompt core (variant ``sparse``, a CTA a token) predicts the same with the field or
+    without, and the ragged core with it 0 as without it."""
+    import dataclasses
+
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.measured.dsv4_modules import RAGGED_CORE
+    from mlacalc.measured.observations import predict_batch
+    from mlacalc.timemodel import attention_time
+    from mlacalc.timemodel.device import device_figures
+
+    pytest.importorskip("pyarrow")
+    from mlacalc.measured.mapping import map_table
+
+    t = _table("b200_sxm", "sglang", "dsv4_hca_context_module_perf")
+    keep = np.flatnonzero(
+        (t.columns["batch_size"] == 1)
+        & (t.columns["step"] == 1_000_000)
+        & (t.columns["isl"] <= 128)
+    )[:40]
+    t = dataclasses.replace(
+        t, columns={k: v[keep] for k, v in t.columns.items()}, seconds=t.seconds[keep]
+    )
+    (core,) = [p.batch for p in map_table(t).parts if p.batch.variant == RAGGED_CORE]
+    assert np.all(np.asarray(core.shape["split_tokens"]) == 1)
+    hw = load_hardware("B200")
+    bare = {k: v for k, v in core.shape.items() if k != "split_tokens"}
+    zero = {**bare, "split_tokens": np.zeros(len(core))}
+    for name, variant in (("fit-b200-sxm-vllm", "sparse"), ("fit-b200-sxm-sglang", RAGGED_CORE)):
+        with_field = dataclasses.replace(core, variant=variant)
+        off = zero if variant == RAGGED_CORE else core.shape
+        a = predict_batch(dataclasses.replace(with_field, shape=off), hw, name)
+        b = predict_batch(dataclasses.replace(with_field, shape=bare), hw, name)
+        assert np.array_equal(a, b), variant
+    # (where it is read, it moves the core: the equalities above are not of a field no one reads)
+    on = predict_batch(core, hw, "fit-b200-sxm-sglang")
+    assert np.all(
+        on < 0.8 * predict_batch(dataclasses.replace(core, shape=bare), hw, "fit-b200-sxm-sglang")
+    )
+    fig = device_figures(hw)
+    one = np.ones(len(core))
+    args = (one, one, one * 64, one * 7940)
+    sparse = dataclasses.replace(core, variant="sparse")
+    assert attention_time._split_token_ctas(sparse, fig, *args) is None
+    assert attention_time._split_token_ctas(core, fig, *args) is not None
