@@ -9,7 +9,7 @@ profile had not listed is added) and restates the device figure notes (``"B200:
 link_latency_s = ..."``) from the current catalogue; the rest of each file is unchanged.
 
     python benchmarks/refit_classes.py --classes 'attention_decode:*' [--profiles NAME,...]
-        [--stage] [--dry-run] [--drop-unfitted] [--record-only]
+        [--stage] [--dry-run] [--drop-unfitted] [--record-only] [--rescore]
 
 ``--classes``: comma-separated class keys or shell patterns (``moe:*``, ``gemm:fp8_block``).
 ``--profiles``: shipped profile names (default: every shipped profile). ``--stage``: also put,
@@ -24,6 +24,9 @@ matching class no row of the tables times any more keeps its old values, or with
 profile then looks the kernel up as any unfitted one).
 ``--record-only`` fits nothing: it gathers the same rows and writes only ``fitted_on`` and the
 device figure notes (a record that an earlier refit left behind).
+``--rescore`` fits nothing either: each class keeps its values (pooled and per device) and only
+its ``residuals`` are scored anew on the rows it is fitted on, by the fit's own scoring (a class
+whose parameters were fitted one at a time by hand, whose residuals are the earlier fit's).
 """
 
 from __future__ import annotations
@@ -93,11 +96,15 @@ def refit(
     use_scipy: bool = True,
     record_only: bool = False,
     start_current: bool = False,
+    rescore: bool = False,
 ) -> dict:
     """The classes of profile ``name`` matching ``patterns``, refitted: a dict with ``classes``,
     ``devices`` and ``residuals`` holding only those classes, and ``fitted_on``, the record
     (:func:`mlacalc.timemodel.fit.fitted_record`) of the rows they were fitted on. With
-    ``record_only`` nothing is fitted: only ``fitted_on`` is filled, from the same rows."""
+    ``record_only`` nothing is fitted: only ``fitted_on`` is filled, from the same rows. With
+    ``rescore`` nothing is fitted either: each class keeps the profile's values and its
+    residuals are scored on the same rows (:func:`mlacalc.timemodel.fit.fit_profile`'s
+    ``held``)."""
     from mlacalc.measured.calibrate import _mapped_of
     from mlacalc.measured.observations import (
         RESIDUAL_VARIANTS,
@@ -135,11 +142,12 @@ def refit(
     fitted = {}
     # --start-current: each class's fit also starts from the profile's current values
     starts = dict(prof.classes) if start_current else None
+    held = prof if rescore else None
     if obs:
         obs, _ = usable_observations(obs)
         if not record_only:
             fitted = fit_profile(
-                obs, name=name, use_scipy=use_scipy, engine=prof.engine, starts=starts
+                obs, name=name, use_scipy=use_scipy, engine=prof.engine, starts=starts, held=held
             ).to_dict()
     direct = {class_key(o.batch.kind, o.batch.dtype, o.batch.variant) for o in obs}
     # classes the profile fitted on composite rows' residuals (its notes say which: vLLM's MLA)
@@ -193,7 +201,7 @@ def refit(
             used = [o for k, o in keyed if k not in done] + robs
         if robs and not record_only:
             extra = fit_profile(
-                robs, name=name, use_scipy=use_scipy, engine=prof.engine, starts=starts
+                robs, name=name, use_scipy=use_scipy, engine=prof.engine, starts=starts, held=held
             )
             extra_d = extra.to_dict()
             if not fitted:
@@ -331,8 +339,15 @@ def merged(text: str, new: dict, patterns: list[str]) -> str:
     that the refit no longer finds keeps its old values, :func:`main` names it; where
     ``new["drop"]`` is true such classes are removed), its ``fitted_on`` merged in
     (:func:`merged_record`) and the device figure notes made current (:func:`refreshed_notes`).
-    Where ``new["record_only"]`` is true, the classes are left as they are."""
+    Where ``new["record_only"]`` is true, the classes are left as they are; where
+    ``new["rescore"]`` is, only the classes' ``residuals`` are put in (the values, the record
+    and the notes as they are)."""
     data = json.loads(text)
+    if new.get("rescore"):
+        for device, table in data.get("residuals", {}).items():
+            fresh = {k: v for k, v in new["residuals"].get(device, {}).items() if k in table}
+            data["residuals"][device] = {k: fresh.get(k, v) for k, v in table.items()}
+        return json.dumps(data, indent=1, sort_keys=False) + "\n"
     every = all(_matches(k, patterns) for k in data["classes"])
     own = new.get("own", own_devices(data, new, patterns))
     # (a record-only pass mends a record the residuals have outrun: theirs cannot pin it)
@@ -435,6 +450,12 @@ def main(argv: list[str] | None = None) -> int:
         "defaults and the middle of the ranges): the best of the three is kept",
     )
     ap.add_argument(
+        "--rescore",
+        action="store_true",
+        help="fit nothing: score the classes' current values on the rows they are fitted on "
+        "and write their residuals (a class whose parameters were set one at a time)",
+    )
+    ap.add_argument(
         "--drop-unfitted",
         action="store_true",
         help="remove matching classes that no row times any more (default: keep old values)",
@@ -450,17 +471,27 @@ def main(argv: list[str] | None = None) -> int:
             print(f"refit_classes: no shipped profile {name!r}", file=sys.stderr)
             return 2
         t0 = time.time()
-        new = refit(name, patterns, record_only=args.record_only, start_current=args.start_current)
+        new = refit(
+            name,
+            patterns,
+            record_only=args.record_only,
+            start_current=args.start_current,
+            rescore=args.rescore,
+        )
         lent = stand_in_classes(load_profile(name).notes) & set(new["classes"])
         if lent:  # a stand-in stays what it was lent as: its notes say where it came from
             print(f"  kept (stand-ins, not refitted): {sorted(lent)}")
             new = without_classes(new, lent)
         new["record_only"] = args.record_only
+        new["rescore"] = args.rescore
         keys = sorted(new["classes"])
         if args.record_only:
             print(f"{name}: rows of {new['found']} gathered in {time.time() - t0:.0f} s")
         else:
-            print(f"{name}: {len(keys)} class(es) refitted in {time.time() - t0:.0f} s: {keys}")
+            print(
+                f"{name}: {len(keys)} class(es) {'rescored' if args.rescore else 'refitted'} "
+                f"in {time.time() - t0:.0f} s: {keys}"
+            )
         for e in new["fitted_on"]:
             print(f"  {e['device']} fitted on: {e['tables']}")
         for device, table in new["residuals"].items():
@@ -472,6 +503,12 @@ def main(argv: list[str] | None = None) -> int:
                         f"{r['median_abs_error']:.1%}, p90 {r['p90_abs_error']:.1%}"
                     )
         old = load_profile(name)
+        for device, table in new["residuals"].items() if args.rescore else ():
+            had = old.residuals.get(device, {})
+            moved = {k: (had[k]["rows"], r["rows"]) for k, r in table.items() if k in had}
+            moved = {k: v for k, v in moved.items() if v[0] != v[1]}
+            if moved:  # fitted_on is left as it is: its per-table counts are the user's to mend
+                print(f"  {device} rows scored differ from the record's (before, now): {moved}")
         kept = sorted(k for k in old.classes if _matches(k, patterns) and k not in new["found"])
         new["drop"] = args.drop_unfitted
         if kept and args.drop_unfitted:

@@ -100,6 +100,27 @@ def test_read_back_and_calibrate(tiny_set, tmp_path):
     assert list(np.argsort(pred)) == list(np.argsort(gemm.seconds))
 
 
+def test_a_held_class_is_scored_not_fitted(tiny_set):
+    # fit_profile(held=): a class the held profile has keeps its values and gets the residuals
+    # of them (refit_classes.py --rescore: a class whose parameters were set one at a time);
+    # the fit's own values scored so give the fit's own residuals (one scorer)
+    import dataclasses
+
+    obs = read_kernel_set(tiny_set[1])
+    prof = fit_profile(obs, name="cpu-tiny")
+    same = fit_profile(obs, name="cpu-tiny", held=prof)
+    assert same.classes == prof.classes and same.residuals == prof.residuals
+    key = next(k for k in prof.classes if k.startswith("gemm"))
+    moved = {**prof.classes[key], "fixed_s": 10.0 * max(prof.classes[key].get("fixed_s", 0), 1e-4)}
+    held = dataclasses.replace(prof, classes={key: moved}, devices={})
+    out = fit_profile(obs, name="cpu-tiny", held=held)
+    assert out.classes[key] == moved
+    ((device, table),) = out.residuals.items()
+    assert table[key]["median_abs_error"] > prof.residuals[device][key]["median_abs_error"] + 0.5
+    others = [k for k in prof.classes if k != key]
+    assert {k: out.classes[k] for k in others} == {k: prof.classes[k] for k in others}
+
+
 def test_gpu_names_map_onto_the_catalogue(tmp_path):
     for name, entry in (
         ("NVIDIA H100 80GB HBM3", "H100-SXM"),

@@ -270,11 +270,14 @@ def fit_profile(
     progress=None,
     engine: str = DEFAULT_ENGINE,
     starts: dict[str, dict[str, float]] | None = None,
+    held: Profile | None = None,
 ) -> Profile:
     """Fit a profile on kernel observations (:func:`mlacalc.measured.calibrate.calibrate` gathers
     them from measured sets). Records what it was fitted on and the residuals per device and
     kernel class, with the device's own fit and the pooled one. ``starts``: per class key, a
-    further start of its fit (:func:`fit_class`'s ``also``)."""
+    further start of its fit (:func:`fit_class`'s ``also``). ``held``: a profile whose classes
+    are not fitted but scored as they stand (pooled and per device, its values), so a class
+    whose parameters were set one at a time gets the residuals of what it holds."""
     starts = starts or {}
     by_class: dict[str, list[Observations]] = {}
     for o in obs:
@@ -286,12 +289,18 @@ def fit_profile(
     for key, group in sorted(by_class.items()):
         if progress:
             progress(f"fitting {key} on {len(group)} table(s)")
-        pooled = fit_class(group, use_scipy=use_scipy, also=starts.get(key))
+        keep = held is not None and key in held.classes
+        if keep:
+            pooled = dict(held.classes[key])
+        else:
+            pooled = fit_class(group, use_scipy=use_scipy, also=starts.get(key))
         classes[key] = pooled
         kind = group[0].batch.kind
         for device in sorted({o.device for o in group}):
             mine = [o for o in group if o.device == device]
-            if len({o.device for o in group}) == 1:
+            if keep:
+                own = dict(held.devices.get(device, {}).get(key, pooled))
+            elif len({o.device for o in group}) == 1:
                 own = pooled
             else:
                 start = default_params(kind)
