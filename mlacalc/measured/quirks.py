@@ -156,16 +156,32 @@ SWEEPS: dict[str, tuple[str, tuple[str, ...]]] = {
 
 
 def _group_ids(columns: dict[str, np.ndarray], names: tuple[str, ...], n: int) -> np.ndarray:
-    """One integer per row, equal for rows equal in every column of ``names``."""
+    """One integer per row, equal for rows equal in every column of ``names`` (the groups
+    alone carry meaning, not the order of their numbers)."""
     key = np.zeros(n, dtype=np.int64)
     for c in names:
         if c not in columns:
             continue
-        values, codes = np.unique(columns[c], return_inverse=True)
-        key = key * len(values) + codes.ravel()
-        if len(values) > 1 and key.max() > 2**40:  # keep the mixed-radix key small
+        codes, count = _codes(columns[c])
+        key = key * count + codes
+        if count > 1 and key.max() > 2**40:  # keep the mixed-radix key small
             key = np.unique(key, return_inverse=True)[1].ravel()
     return np.unique(key, return_inverse=True)[1].ravel()
+
+
+def _codes(col: np.ndarray) -> tuple[np.ndarray, int]:
+    """Per row a code of its value in ``col``, equal for equal values (in no particular
+    order), and how many codes there are: a column of one value costs one comparison, a
+    column of text one pass (a sort of strings, ``np.unique``, took most of
+    :func:`_group_ids`)."""
+    if col.size and bool((col == col[0]).all()):
+        return np.zeros(col.size, dtype=np.int64), 1
+    if col.dtype.kind in "US":
+        seen: dict = {}
+        codes = np.fromiter((seen.setdefault(v, len(seen)) for v in col.tolist()), np.int64)
+        return codes, len(seen)
+    values, codes = np.unique(col, return_inverse=True)
+    return codes.ravel(), len(values)
 
 
 def _first_by(group: np.ndarray, order_key: np.ndarray, candidates: np.ndarray) -> np.ndarray:
@@ -224,8 +240,9 @@ def slower_than_more_work(
         return out
     idx = np.nonzero(candidates)[0]
     group = _group_ids(columns, _MOE_CALL, n)
-    if path is not None:
-        group = np.unique(np.stack([group, np.asarray(path)]), axis=1, return_inverse=True)[1]
+    if path is not None:  # the rows of one group and one path (a mixed-radix key of the two)
+        path = np.asarray(path, dtype=np.int64)
+        group = np.unique(group * (int(path.max(initial=0)) + 1) + path, return_inverse=True)[1]
         group = group.ravel()
     order = idx[np.argsort(group[idx], kind="stable")]
     g = group[order]
@@ -269,7 +286,7 @@ def moe_kernel_paths(mapped: MappedTable) -> np.ndarray:
         for i, c in enumerate(MOE_PATH_COLUMNS):
             if c in p.batch.shape:
                 values[i, p.rows] = p.batch.shape[c]
-    return np.unique(values, axis=1, return_inverse=True)[1].ravel()
+    return _group_ids(dict(zip(MOE_PATH_COLUMNS, values)), MOE_PATH_COLUMNS, n)
 
 
 def _flag_repeats(
