@@ -333,8 +333,8 @@ def _obs(kind="gemm", dtype="bf16", n=40, seconds=None, device="H100-SXM") -> Ob
     return Observations(device, "gemm_perf", batch, secs)
 
 
-def test_calibrate_refuses_nine_parameters_on_one_row_as_underdetermined():
-    with pytest.raises(InvalidArgumentError, match=r"underdetermined: 1 row\(s\) for the 9 "):
+def test_calibrate_refuses_ten_parameters_on_one_row_as_underdetermined():
+    with pytest.raises(InvalidArgumentError, match=r"underdetermined: 1 row\(s\) for the 10 "):
         mlacalc.calibrate([_obs(n=1)], use_scipy=False)
 
 

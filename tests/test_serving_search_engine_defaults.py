@@ -39,8 +39,10 @@ def test_api_search_takes_the_engine_s_defaults_as_the_cli_to_the_digit(run):
     # (gemm_time.QUANT_ROW_STRIDE, gemm:fp8 refitted: the fp8 GEMMs' inputs of k = 4,096 and
     # 14,336 are two and seven steps); 41.56 ms since vLLM's FlashAttention-3 decode on Hopper
     # runs its split combine only up to 992 sequences (attention_decode.
-    # FA3_DYNAMIC_SPLIT_MAX_BATCH: the best point's 1,024 run none)
-    assert r.best["batch_per_group"] == 1024 and r.best["tpot_s"] == pytest.approx(0.04156, 1e-3)
+    # FA3_DYNAMIC_SPLIT_MAX_BATCH: the best point's 1,024 run none); 41.65 ms after round 27's
+    # vLLM rules (FlashAttention-3's decode unit and head-dim wait refitted on H100, the custom
+    # all-reduce's wait a peer and two-shot switch)
+    assert r.best["batch_per_group"] == 1024 and r.best["tpot_s"] == pytest.approx(0.04165, 1e-3)
     assert r.scheduler_defaults == "vllm"
     assert r.scheduler_defaults_applied == {
         "max_running": 1024,

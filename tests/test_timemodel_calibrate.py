@@ -85,7 +85,7 @@ def test_read_back_and_calibrate(tiny_set, tmp_path):
     assert load_hardware(obs[0].device).origin == str(json_path.resolve())
     # the tiny grid has fewer rows per class than the parameters each fit adjusts (3 GEMMs for
     # 9): calibrate refuses it as underdetermined (it reported residuals of about zero)
-    with pytest.raises(InvalidArgumentError, match=r"underdetermined: 3 row\(s\) for the 9 "):
+    with pytest.raises(InvalidArgumentError, match=r"underdetermined: 3 row\(s\) for the 10 "):
         calibrate([str(json_path)], name="cpu-tiny")
     # the fitter itself still runs on it: the read-back and the fit's mechanics
     prof = fit_profile(obs, name="cpu-tiny")
