@@ -336,9 +336,11 @@ def measured_device_name(json_path: str | Path) -> str:
     name = f"measured:{path.stem}"
     if not path.is_file():  # nothing to name it by: read as the path says (and refused there)
         return name
-    digest = _set_digest(path)
     committed = _measurements_dir() / f"{path.stem}.json"
-    if committed.is_file() and (committed.resolve() == path or _set_digest(committed) == digest):
+    if committed.is_file() and committed.resolve() == path:
+        return name
+    digest = _set_digest(path)
+    if committed.is_file() and _set_digest(committed) == digest:
         return name
     name = f"{name}-{digest[:8]}"
     _NAMED_SETS[name] = path  # the latest file of these contents (an earlier may be deleted)
@@ -742,8 +744,10 @@ def _check_sweep(sweep: Any, origin: str, where: str) -> None:
         raise _sidecar_error(origin, f"{where}.seconds", "a positive time for each m")
 
 
-def hardware_from_measurements(json_path: str | Path) -> HardwareSpec:
-    """The device of a measurement set, with its measured ceilings as peaks."""
+def hardware_from_measurements(json_path: str | Path, name: str | None = None) -> HardwareSpec:
+    """The device of a measurement set, with its measured ceilings as peaks; ``name`` where the
+    caller knows it (a committed set's, one read by its path before), else
+    :func:`measured_device_name`'s (which hashes its files)."""
     path = Path(json_path)
     meta = read_sidecar(path)
     device, ceilings = meta["device"], meta["ceilings"]
@@ -751,7 +755,7 @@ def hardware_from_measurements(json_path: str | Path) -> HardwareSpec:
     if memory is None and device["kind"] == "cpu":
         memory = _host_memory()
     return HardwareSpec(
-        name=measured_device_name(path),
+        name=name or measured_device_name(path),
         display_name=f"{device['name']} (measured)",
         kind="gpu" if device["kind"] == "cuda" else "cpu",
         peak_flops_per_s={
@@ -810,7 +814,7 @@ def load_hardware(name_or_path: str | os.PathLike | HardwareSpec) -> HardwareSpe
         set_name = text.split(":", 1)[1]
         named = _NAMED_SETS.get(f"measured:{set_name}")
         if named is not None:  # a set given by its path in this process
-            return hardware_from_measurements(named)
+            return hardware_from_measurements(named, f"measured:{set_name}")
         path = _measurements_dir() / f"{set_name}.json"
         if not path.is_file() and re.search(r"-[0-9a-f]{8}$", set_name):
             raise InvalidArgumentError(
@@ -830,7 +834,7 @@ def load_hardware(name_or_path: str | os.PathLike | HardwareSpec) -> HardwareSpe
             raise UnknownHardwareError(
                 text, [f"measured:{s}" for s in measured_sets()] + shipped_hardware()
             )
-        return hardware_from_measurements(path)
+        return hardware_from_measurements(path, f"measured:{set_name}")
     path = Path(text).expanduser()
     if path.is_file() and path.suffix == ".json":
         try:

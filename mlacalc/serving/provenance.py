@@ -23,7 +23,6 @@ from mlacalc.timemodel.profile import (
     assumed_figures,
     load_profile,
     other_cpu_warning,
-    shipped_match,
     shipped_profiles,
 )
 from mlacalc.timemodel.terms import class_key
@@ -581,7 +580,8 @@ def kernel_error_words(route: dict) -> str:
     if e.get("of") == "own_residuals":
         of = (
             f"profile {(route.get('profile') or {}).get('name', '')}'s own residuals, on the "
-            "rows it was fitted on, the worst class's; not README.md's; "
+            "rows it was fitted on, the median over its classes weighted by their rows; not "
+            "README.md's; "
         )
     elif e.get("of") == "fitted":
         held = e.get("held_out") or {}
@@ -795,7 +795,7 @@ def prediction_route(
     # edited or fitted by a user is scored by its own residuals where it records them, else
     # not at all (a copy of fit-h100-sxm-sglang with its GEMMs halved moved TPOT 24 -> 36 ms
     # and kept the shipped 5.2% median, a trial found)
-    shipped = shipped_match(prof) is not None
+    shipped = prof.shipped
     measured = ROUTE_ERRORS.get((theirs, fit or "")) if shipped else None
     out["profile"] = prof.identity()
     if engine_note:

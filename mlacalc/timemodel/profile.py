@@ -891,15 +891,9 @@ def digest_of(data: Any) -> str:
 
 
 @functools.lru_cache(maxsize=1)
-def _shipped_digests() -> dict[str, str]:
-    """digest -> name of every shipped profile (read once per process)."""
-    return {load_profile(name).digest: name for name in shipped_profiles()}
-
-
-def shipped_match(profile: Profile) -> str | None:
-    """The shipped profile whose content ``profile`` is (its name), matched by
-    :attr:`Profile.digest`, not by name or path; None for any other profile."""
-    return _shipped_digests().get(profile.source_digest)
+def _shipped_digests() -> frozenset[str]:
+    """The digest of every shipped profile (read once per process)."""
+    return frozenset(load_profile(name).digest for name in shipped_profiles())
 
 
 _CACHE: dict[tuple[str, str], Profile] = {}
