@@ -36,9 +36,8 @@ from mlacalc.words.vocab import (
     REPORT_SCHEMA,
     STANDARD_IMPL,
     VARIANTS,
-    VERSION_KEY,
     caches_latent,
-    tool_version,
+    stamped,
 )
 
 __all__ = [
@@ -366,49 +365,50 @@ def model_report(
     attention = _attention_section(
         m, seq_len, batch, kv_dtype, weight_dtype, phases, impl, causal, q_len
     )
-    return {
-        "schema": SCHEMA,
-        VERSION_KEY: tool_version(),
-        "model": model_summary(m),
-        "layers": layer_pattern(m).to_dict(),
-        "settings": {
-            "seq_len": seq_len,
-            "batch": batch,
-            "kv_dtype": layout.name,
-            "state_dtype": recurrent_state_dtype(m, layout),
-            "weight_dtype": w_dtype,
-            "act_dtype": "bf16",
-            "impl": impl,
-            "causal": causal,
-            "phases": phases,
-            "q_len": q_len,
-        },
-        "parameters": {**counts.to_dict(), "attention_by_kind": attention_by_kind(m)},
-        "weights": _weights_section(m, weight_dtype),
-        "kv_cache": kv_rows(m, seq_len, batch, kv_dtype, impl),
-        **attention,
-        # the whole model's forward FLOPs of one token at seq_len keys, weights' products by
-        # part and attention's over the context (mlacalc.cost.forward: a decode step's kernels)
-        "forward_flops_per_token": forward_flops_per_token(m, seq_len).to_dict(),
-        # what the figures are not, said once: a checkpoint's own fp8 cache sized otherwise
-        # and a DSA model's fp8 cache as vLLM and SGLang store it (plan's fp8_ds_mla)
-        "notes": [
-            n
-            for n in (
-                checkpoint_kv_note(m, layout.name, layout.bits),
-                engine_fp8_cache_note(m, layout, seq_len, batch),
-                topk_note(m, seq_len),
-            )
-            if n
-        ],
-        # what loading the model warns (an MLA width above hidden_size, a declared part no
-        # layer holds, a quantized checkpoint sized 16-bit), as plan's and search's JSON carry
-        # theirs: a trial's --set kv_lora_rank=8192 said it on stderr and not in the JSON
-        "warnings": [
-            *count_warnings(m),
-            *filter(None, [unread_quantization_warning(m, weight_dtype)]),
-        ],
-    }
+    return stamped(
+        {
+            "schema": SCHEMA,
+            "model": model_summary(m),
+            "layers": layer_pattern(m).to_dict(),
+            "settings": {
+                "seq_len": seq_len,
+                "batch": batch,
+                "kv_dtype": layout.name,
+                "state_dtype": recurrent_state_dtype(m, layout),
+                "weight_dtype": w_dtype,
+                "act_dtype": "bf16",
+                "impl": impl,
+                "causal": causal,
+                "phases": phases,
+                "q_len": q_len,
+            },
+            "parameters": {**counts.to_dict(), "attention_by_kind": attention_by_kind(m)},
+            "weights": _weights_section(m, weight_dtype),
+            "kv_cache": kv_rows(m, seq_len, batch, kv_dtype, impl),
+            **attention,
+            # the whole model's forward FLOPs of one token at seq_len keys, weights' products by
+            # part and attention's over the context (mlacalc.cost.forward: a decode step's kernels)
+            "forward_flops_per_token": forward_flops_per_token(m, seq_len).to_dict(),
+            # what the figures are not, said once: a checkpoint's own fp8 cache sized otherwise
+            # and a DSA model's fp8 cache as vLLM and SGLang store it (plan's fp8_ds_mla)
+            "notes": [
+                n
+                for n in (
+                    checkpoint_kv_note(m, layout.name, layout.bits),
+                    engine_fp8_cache_note(m, layout, seq_len, batch),
+                    topk_note(m, seq_len),
+                )
+                if n
+            ],
+            # what loading the model warns (an MLA width above hidden_size, a declared part no
+            # layer holds, a quantized checkpoint sized 16-bit), as plan's and search's JSON carry
+            # theirs: a trial's --set kv_lora_rank=8192 said it on stderr and not in the JSON
+            "warnings": [
+                *count_warnings(m),
+                *filter(None, [unread_quantization_warning(m, weight_dtype)]),
+            ],
+        }
+    )
 
 
 def _indexer_flops(m: ModelConfig, cost: Any) -> dict[str, Any]:

@@ -92,7 +92,7 @@ from mlacalc.words.kernels import (
     limiter,
     roofline_bound,
 )
-from mlacalc.words.vocab import MODES, SCOPES, VARIANTS, VERSION_KEY, cache_kind, tool_version
+from mlacalc.words.vocab import MODES, SCOPES, VARIANTS, cache_kind, stamped
 from mlacalc.words.workload import Workload
 
 __all__ = [
@@ -384,45 +384,46 @@ class Prediction:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            VERSION_KEY: tool_version(),
-            "model": self.model,
-            "hardware": self.hardware,
-            "phase": self.phase,
-            "seq_len": self.seq_len,
-            "batch": self.batch,
-            "q_len": self.q_len,
-            "impl": self.impl,
-            "cache": self.cache,
-            "mode": self.mode,
-            "scope": self.scope,
-            "layer": self.layer,
-            "dtype": self.dtype,
-            "weights": self.weights,
-            "seconds": self.seconds,
-            "bound": self.bound,
-            "flops": self.flops,
-            "bytes": self.bytes,
-            "arithmetic_intensity_flops_per_byte": self.arithmetic_intensity,
-            "launch_s": self.launch_s,
-            "roofline_s": self.roofline_s,
-            "run_flops": self.run_flops,
-            "run_bytes": self.run_bytes,
-            "figures": FIGURES_WORDS,
-            "engine": self.engine,
-            "profile": self.profile,
-            "profile_digest": self.profile_digest,
-            "kv_dtype": self.kv_dtype,
-            "expected_error": self.expected_error,
-            "calibration": self.calibration,
-            "calibrated": self.calibrated,
-            "device_fitted": self.device_fitted,
-            "peak_flops_per_s": self.peak_flops_per_s,
-            "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s,
-            "stage_seconds": self.stage_seconds(),
-            "warnings": list(self.warnings),
-            "ops": [o.to_dict() for o in self.ops],
-        }
+        return stamped(
+            {
+                "model": self.model,
+                "hardware": self.hardware,
+                "phase": self.phase,
+                "seq_len": self.seq_len,
+                "batch": self.batch,
+                "q_len": self.q_len,
+                "impl": self.impl,
+                "cache": self.cache,
+                "mode": self.mode,
+                "scope": self.scope,
+                "layer": self.layer,
+                "dtype": self.dtype,
+                "weights": self.weights,
+                "seconds": self.seconds,
+                "bound": self.bound,
+                "flops": self.flops,
+                "bytes": self.bytes,
+                "arithmetic_intensity_flops_per_byte": self.arithmetic_intensity,
+                "launch_s": self.launch_s,
+                "roofline_s": self.roofline_s,
+                "run_flops": self.run_flops,
+                "run_bytes": self.run_bytes,
+                "figures": FIGURES_WORDS,
+                "engine": self.engine,
+                "profile": self.profile,
+                "profile_digest": self.profile_digest,
+                "kv_dtype": self.kv_dtype,
+                "expected_error": self.expected_error,
+                "calibration": self.calibration,
+                "calibrated": self.calibrated,
+                "device_fitted": self.device_fitted,
+                "peak_flops_per_s": self.peak_flops_per_s,
+                "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s,
+                "stage_seconds": self.stage_seconds(),
+                "warnings": list(self.warnings),
+                "ops": [o.to_dict() for o in self.ops],
+            }
+        )
 
 
 # ------------------------------------------------------------------------------------
