@@ -137,6 +137,7 @@ from mlacalc.timemodel.comm_time import (
 from mlacalc.timemodel.device import device_figures, mla_decode_kernel
 from mlacalc.timemodel.dsa_time import (
     DECODE_SPARSE_VARIANT,
+    FLASHINFER_WIDE_PICKS,
     FP8_SPARSE_PROMPT,
     ONE_SPARSE_KERNEL,
     WALK_HEADS,
@@ -175,6 +176,7 @@ from mlacalc.timemodel.gemm_time import (
 from mlacalc.timemodel.host_floor import floor_sources, host_floor_seconds
 from mlacalc.timemodel.mla_time import (
     GEN_SPARSE_VARIANT,
+    GEN_SPARSE_WIDE_VARIANT,
     OPERANDS_UNDER_PRODUCTS,
     WALK_VARIANT,
     decode_path_tokens,
@@ -2747,19 +2749,22 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     own_unit, small = sparse_unit_heads(t.engine, src), sparse_small_units(t.engine, src)  # units
     # TensorRT-LLM-gen's sparse kernel attends a prompt token's causal picks (dsa_time.causal_picks)
     gen_sparse = own_unit > 0
-    kv = np.where(gen_sparse, causal_picks(isl, keys, topk), kv)
+    gen_variant = gen_sparse_variant(t.engine, src, tok)
+    wide = gen_sparse & (gen_variant == GEN_SPARSE_WIDE_VARIANT)  # FLASHINFER_WIDE_PICKS a token
+    top = np.where(wide, np.minimum(topk, FLASHINFER_WIDE_PICKS), topk)
+    kv = np.where(wide, np.minimum(keys, top), kv)
+    kv = np.where(gen_sparse, causal_picks(isl, keys, top), kv)
     kv, hk = np.where(walks, w["kv_len"], kv), np.where(walks, w["n_heads"], h)
     flops = np.where(walks, w["flops"], 2.0 * h * tok * kv * (lat + g["kv_lora"]))
     if context:
         split = np.where(own, kern["kv_split"], 0.0 if t.system == "h100_sxm" else 1.0)
         gen, f8 = _prompt_core_in_cache_dtype(t, src, kvb)
         eb = np.where(gen | f8, kvb, 2.0)
-        a = absorbed_prompt_core(bs, isl, keys, h, topk, lat, g["kv_lora"], eb, gen_sparse)
+        a = absorbed_prompt_core(bs, isl, keys, h, topk, lat, g["kv_lora"], eb, gen_sparse, wide)
         flops, nbytes = (np.where(walks, w[k], a[k]) for k in ("flops", "bytes"))
         b.add_by_dtype("sparse_mla", "mla_decode", np.where(gen | own | f8, kvd, "bf16")[sp], r,
                        flops[sp], nbytes[sp],
-                       variant=_core_variant(walks, own, ~gen, gen_sparse,
-                                             gen_sparse_variant(t.engine, src, tok))[sp],
+                       variant=_core_variant(walks, own, ~gen, gen_sparse, gen_variant)[sp],
                        batch=tok[sp], q_len=1, kv_len=kv[sp], n_heads=hk[sp], n_kv=1,
                        head_dim_qk=lat[sp], head_dim_v=g["kv_lora"][sp], window=0, causal=1,
                        page_size=_PAGE, kv_bytes=np.where(gen | own | f8, kvb, 2.0)[sp],

@@ -28,6 +28,7 @@ from mlacalc.words.kernels import KernelBatch
 __all__ = [
     "DECODE_SPARSE_VARIANT",
     "DENSE_PROMPT",
+    "FLASHINFER_WIDE_PICKS",
     "FLASHINFER_WIDE_TOKENS",
     "FP8_SPARSE_PROMPT",
     "KV_CACHE_WALK",
@@ -166,6 +167,20 @@ DECODE_SPARSE_VARIANT = "sparse"
 #: the tables (2^16 is a CUDA grid dimension's limit past 65,535: a guess, not checked).
 FLASHINFER_WIDE_TOKENS = 65536
 
+#: Key slots a prompt token's query attends on vLLM's FlashInfer sparse path past
+#: :data:`FLASHINFER_WIDE_TOKENS` (:func:`absorbed_prompt_core`'s ``wide``), whatever its causal
+#: picks: there a token's core takes the same time at every prompt length. Evidence, vLLM's B200
+#: ``dsa_context_module_perf`` FlashInfer rows, each less its other kernels' predictions, ns a
+#: token at 65,536 and 131,072 tokens: 8 heads, bf16 cache 113-131 from 256 to 16,384 tokens a
+#: sequence (a token's mean picks 128 -> 2,048), fp8 cache 145-164 (16 heads 207-226, 32 heads
+#: 277-349, 128 heads 256-289), where under the switch the same rows grow 3.2x with the prompt
+#: (8 heads, bf16, 32,768 tokens: 160 ns at 128 tokens a sequence, 515 at 32,768) and a token's
+#: wide time is below the narrow path's at its fewest picks (160 ns at 64). So the wide path's
+#: time does not follow the picks; which work it does per token the tables do not say (a guess:
+#: the top-k indices past 2^16 rows are not the ones the narrow path reads). The class
+#: (``sparse_gen_wide``) is fitted on those rows with each token at this many slots.
+FLASHINFER_WIDE_PICKS = 1
+
 
 def gen_sparse_variant(engine: str, kernel_source: Any, tokens: Any) -> np.ndarray:
     """Per call the class variant of TensorRT-LLM-gen's sparse MLA kernel: vLLM's FlashInfer
@@ -297,19 +312,24 @@ def absorbed_prompt_core(
     latent_v: Any,
     elem_bytes: Any,
     causal: Any = False,
+    wide: Any = False,
 ) -> dict[str, np.ndarray]:
     """The absorbed sparse prompt kernel's work where it walks the slots the keys fill:
     ``seqs`` sequences of ``new`` tokens with ``keys`` keys each (the new ones included), every
     token one query of ``heads`` heads over ``min(keys, topk)`` latent rows (``kv_len``); FLOPs
     of the score and value products over them; bytes: the query and the sequence's latent rows
     the queries pick among (each read once, at most its keys) in ``elem_bytes``, the bf16
-    output. The module tables' prompt rows are mapped with it (:mod:`mlacalc.measured.mapping`)."""
+    output. ``wide``: vLLM's FlashInfer path past :data:`FLASHINFER_WIDE_TOKENS`, each token at
+    :data:`FLASHINFER_WIDE_PICKS` slots whatever its picks. The module tables' prompt rows are
+    mapped with it (:mod:`mlacalc.measured.mapping`)."""
     seqs, new, keys = (np.asarray(a, np.float64) for a in (seqs, new, keys))
     heads = np.asarray(heads, np.float64)
     tokens = seqs * new
-    kv = np.minimum(keys, np.maximum(np.asarray(topk, np.float64), 1.0))
+    top = np.maximum(np.asarray(topk, np.float64), 1.0)
+    top = np.where(wide, np.minimum(top, FLASHINFER_WIDE_PICKS), top)
+    kv = np.minimum(keys, top)
     rows = seqs * np.minimum(keys, kv * new)  # a sequence's tokens pick among its rows
-    kv = np.where(causal, causal_picks(new, keys, topk), kv)
+    kv = np.where(causal, causal_picks(new, keys, top), kv)
     return {
         "kv_len": kv,
         "flops": 2.0 * heads * tokens * kv * (latent_qk + latent_v),
@@ -341,7 +361,9 @@ def _absorbed_prompt(
     unit = float(sparse_unit_heads(engine, source))
     small = float(sparse_small_units(engine, source))
     window = col(batch, "window", 0)
-    core = absorbed_prompt_core(b, q, keys, heads, window, lqk, lv, eb, causal=unit > 0)
+    variant = "" if gen else _absorbed_variant(batch, engine, source, b * q, unit)
+    wide = variant == GEN_SPARSE_WIDE_VARIANT
+    core = absorbed_prompt_core(b, q, keys, heads, window, lqk, lv, eb, unit > 0, wide)
     n, ones = len(batch), np.ones(len(batch))
     shape = dict(batch.shape)
     shape.update(
@@ -358,7 +380,7 @@ def _absorbed_prompt(
         flops=core["flops"],
         bytes=core["bytes"],
         shape=shape,
-        variant="" if gen else _absorbed_variant(batch, engine, source, b * q, unit),
+        variant=variant,
     )
 
 
