@@ -269,7 +269,9 @@ def test_the_caches_spare_work_and_change_nothing(monkeypatch):
     """The search times a stage's kernels once for every layout sharing them (step._SECONDS)
     and builds a micro-batch's forward kernels once (flops._FORWARD), both dropped at its end:
     the same search with both caches keeping nothing gives the same result, with more kernel
-    timings and builds."""
+    timings and builds. (On 4 GPUs and 8 sequences a step: 102 timings and 5 builds against
+    491 and 390 without the caches; on 8 GPUs and 16 it was 354 and 6 against 3,392 and
+    3,148, the same checks, 10.5 s of a CI worker.)"""
     from mlacalc.training import flops, layout_search, step
 
     calls = Counter()
@@ -286,7 +288,7 @@ def test_the_caches_spare_work_and_change_nothing(monkeypatch):
 
     def search():
         calls.clear()
-        out = training_search("deepseek-v2-lite", "H100", 8, 16, 4096, top=5)
+        out = training_search("deepseek-v2-lite", "H100", 4, 8, 4096, top=5)
         return json.dumps(out.to_dict(), sort_keys=True, default=str), dict(calls)
 
     cached, spent = search()
