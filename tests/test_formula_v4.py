@@ -51,12 +51,19 @@ def _kinds(m):
 @pytest.mark.parametrize("m", [PRO, SWA], ids=["pro", "pro-with-swa"])
 def test_v4_formulas_are_report_and_the_reference_rules(m):
     c = v4.config_of(m)
+    # each formula built once and substituted at every length (built at each length, the
+    # sympy factoring took over half of the file's 13.4 s of a CI worker)
+    cache = {k: formula("kv_cache_bytes", k) for k in _kinds(m)}
+    flops = {
+        (k, phase, stage): formula("attention_flops", k, phase=phase, stage=stage)
+        for k in _kinds(m)
+        for phase in ("prefill", "decode")
+        for stage in STAGES
+    }
     for seq in LENGTHS:
         batch = 3
         doc = model_report(m, seq_len=seq, batch=batch, kv_dtype="bf16")
-        kv = {
-            k: int(formula("kv_cache_bytes", k).subs(_values(m, k, seq, batch))) for k in _kinds(m)
-        }
+        kv = {k: int(cache[k].subs(_values(m, k, seq, batch))) for k in _kinds(m)}
         for kind, got in kv.items():  # each kind: the reference's rows, layer by layer
             rows = sum(sum(cc.layer_cache(c, t, seq, "engine").values())
                        for t in c.layer_types if t == KINDS[kind])  # fmt: skip
@@ -67,10 +74,8 @@ def test_v4_formulas_are_report_and_the_reference_rules(m):
             stages = doc["attention"][[a["phase"] for a in doc["attention"]].index(phase)]
             for stage in STAGES:
                 got = sum(
-                    int(formula("attention_flops", k, phase=phase, stage=stage)
-                        .subs(_values(m, k, seq, batch)))
-                    for k in _kinds(m)
-                )  # fmt: skip
+                    int(flops[k, phase, stage].subs(_values(m, k, seq, batch))) for k in _kinds(m)
+                )
                 assert got == stages["stage_flops"][stage], (seq, phase, stage)
 
 
