@@ -270,31 +270,31 @@ def _kept_as_stored(kernels: list[Kernel], model: str, heads: int) -> list[Kerne
     ``weights_proj`` (one weight per indexer head, which no quantized format converts:
     :data:`mlacalc.cost.quant._NEVER`); the module rows had timed it as an fp8 GEMM with its
     input's quantize. Every other kernel as built."""
-    # only a narrower GEMM can change, and whether it does rests on its name and class alone
-    # (as_stored reads each kernel on its own, its dtype from the checkpoint's tensor of that
-    # name): those read as stored
-    kept = [
-        i
-        for i, k in enumerate(kernels)
-        if k.kind == "gemm" and k.dtype != "bf16" and _stored_bf16(model, heads, k)
-    ]
-    stored = as_stored([kernels[i] for i in kept], _model(model, heads), "bf16")
+    # only a narrower GEMM can change, and how rests on its name and class alone (as_stored
+    # reads each kernel on its own, its dtype from the checkpoint's tensor of that name, its
+    # weights' bytes swapped for the checkpoint's: the same difference at any shape)
     out = list(kernels)
-    for i, s in zip(kept, stored, strict=True):
-        out[i] = s
+    for i, k in enumerate(kernels):
+        if k.kind == "gemm" and k.dtype != "bf16":
+            stored = _stored_bf16(model, heads, k)
+            if stored is not None:
+                dtype, delta = stored
+                out[i] = Kernel(k.name, k.kind, dtype, k.flops, k.bytes + delta, k.calls, k.shape)
     return out
 
 
-_STORED_BF16: dict[tuple[str, int, str, str, str], bool] = {}
+_STORED_BF16: dict[tuple[str, int, str, str, str], tuple[str, int] | None] = {}
 
 
-def _stored_bf16(model: str, heads: int, k: Kernel) -> bool:
-    """Whether :func:`~mlacalc.cost.model_step.as_stored` reads ``k`` (a GEMM of the row's
-    model at ``heads`` local heads) as a bf16 GEMM: asked once a (model, heads, name, kind,
+def _stored_bf16(model: str, heads: int, k: Kernel) -> tuple[str, int] | None:
+    """Where :func:`~mlacalc.cost.model_step.as_stored` reads ``k`` (a GEMM of the row's
+    model at ``heads`` local heads) as a bf16 GEMM, its dtype and the bytes it adds (its
+    weights as stored less as built), else None: asked once a (model, heads, name, kind,
     dtype) for the process."""
     key = (model, heads, k.name, k.kind, k.dtype)
     if key not in _STORED_BF16:
-        _STORED_BF16[key] = as_stored([k], _model(model, heads), "bf16")[0].dtype == "bf16"
+        s = as_stored([k], _model(model, heads), "bf16")[0]
+        _STORED_BF16[key] = (s.dtype, s.bytes - k.bytes) if s.dtype == "bf16" else None
     return _STORED_BF16[key]
 
 
@@ -324,11 +324,13 @@ def dsv4_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
     keys = np.stack([isl, step, decode.astype(np.int64)], axis=1)
     slots = KernelSlots()  # the kernels of each (name, kind, dtype), one vector per row
     for (model, g), rows in _groups(models, gemm, ok):
-        uniq, inverse = np.unique(keys[rows], axis=0, return_inverse=True)
-        inverse = inverse.reshape(-1)
-        # the rows of each distinct key, in the table's order (one sort, not a pass a key)
-        order = np.argsort(inverse, kind="stable")
-        bounds = np.searchsorted(inverse[order], np.arange(len(uniq) + 1))
+        # the rows of each distinct key (in the keys' order), in the table's order: one stable
+        # sort of the keys (np.unique's order and rows; its axis=0 sort took longer)
+        mine = keys[rows]
+        order = np.lexsort(mine.T[::-1])
+        sk = mine[order]
+        starts = np.flatnonzero(np.append(True, (sk[1:] != sk[:-1]).any(axis=1)))
+        uniq, bounds = sk[starts], np.append(starts, len(order))
         for u, (q, s, d) in enumerate(uniq.tolist()):
             at = rows[order[bounds[u] : bounds[u + 1]]]
             corners = [dsv4_module_kernels(model, kind, hh, g, bb, q, s, bool(d), t.engine)
@@ -347,10 +349,14 @@ def dsv4_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
     h_pad = (np.ceil(h_all / HEAD_TILE) * HEAD_TILE - _H1) / (_H2 - _H1)
     h_own = (h_all - _H1) / (_H2 - _H1)
 
-    def bilinear(slot: tuple[str, str, str], at: np.ndarray, c: np.ndarray) -> np.ndarray:
+    def bilinear(
+        slot: tuple[str, str, str], at: np.ndarray, c: np.ndarray, which: np.ndarray
+    ) -> np.ndarray:
         b, h = b_all[at], (h_pad if slot[0] in ("attention", "q_pad") else h_own)[at]
         v11, v21, v12, v22 = c[:, 0], c[:, 1], c[:, 2], c[:, 3]
-        return v11 + b * (v21 - v11) + h * (v12 - v11) + b * h * (v22 - v21 - v12 + v11)
+        # the corners' differences once a key, then each row's (the same figures as row by row)
+        d_b, d_h, d_bh = v21 - v11, v12 - v11, v22 - v21 - v12 + v11
+        return v11[which] + b * d_b[which] + h * d_h[which] + b * h * d_bh[which]
 
     slots.interpolate(bilinear)
     return slots.parts(t.engine)

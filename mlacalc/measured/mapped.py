@@ -248,18 +248,22 @@ class KernelSlots:
         vectors = [[c.flops, c.bytes, c.calls, *(c.shape[f] for f in fields)] for c in corners]
         self._pending.setdefault((k.name, k.kind, k.dtype), []).append((rows, vectors))
 
-    def interpolate(self, combine: Callable[[tuple[str, str, str], np.ndarray, np.ndarray],
-                                            np.ndarray]) -> None:  # fmt: skip
+    def interpolate(
+        self,
+        combine: Callable[[tuple[str, str, str], np.ndarray, np.ndarray, np.ndarray], np.ndarray],
+    ) -> None:
         """Every slot's rows given by :meth:`add_corners`, added (:meth:`add`) in the order
-        given at ``combine(slot, rows, corners)``: the rows' values from their corners'
-        vectors (shape ``(rows, corners, fields)``), element by element."""
+        given at ``combine(slot, rows, corners, which)``: the rows' values from the corners'
+        vectors of each call of :meth:`add_corners` (shape ``(calls, corners, fields)``), row
+        ``i`` of ``rows`` from ``corners[which[i]]``, element by element (a combine that works
+        on the corners before it picks each row's gives the same figures, with less work)."""
         for key, items in self._pending.items():
             rows = np.concatenate([r for r, _ in items])
             corners = np.array([v for _, v in items], dtype=np.float64)
-            per_row = corners[np.repeat(np.arange(len(items)), [len(r) for r, _ in items])]
+            which = np.repeat(np.arange(len(items)), [len(r) for r, _ in items])
             _, idx, vals = self._slots[key]
             idx.extend(rows.tolist())
-            vals.append(combine(key, rows, per_row))
+            vals.append(combine(key, rows, corners, which))
         self._pending.clear()
 
     def parts(self, engine: str = "") -> list[KernelPart]:

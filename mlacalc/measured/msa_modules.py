@@ -195,10 +195,12 @@ def msa_module_parts(t: MeasuredTable, reason: np.ndarray) -> list[KernelPart]:
                 slots.name_variant(k1, CORE_VARIANTS[k1.name])
     b_all = bs[:, None] - 1.0
 
-    def affine(slot: tuple[str, str, str], at: np.ndarray, v: np.ndarray) -> np.ndarray:
+    def affine(
+        slot: tuple[str, str, str], at: np.ndarray, v: np.ndarray, which: np.ndarray
+    ) -> np.ndarray:
         """Affine in the batch between the lists of batch 1 and 2 (the same arithmetic,
         element by element, as key by key)."""
-        return v[:, 0] + b_all[at] * (v[:, 1] - v[:, 0])
+        return v[which, 0] + b_all[at] * (v[:, 1] - v[:, 0])[which]
 
     slots.interpolate(affine)
     return slots.parts(t.engine)

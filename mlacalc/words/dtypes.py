@@ -209,6 +209,10 @@ def resolve_kv_layout(kv_dtype: str | int | KVLayout) -> KVLayout:
     """Turn a dtype name, bit width, layout name or :class:`KVLayout` into a layout."""
     if isinstance(kv_dtype, KVLayout):
         return kv_dtype
+    if isinstance(kv_dtype, str):
+        hit = _RESOLVED.get(kv_dtype)
+        if hit is not None:  # a name resolved before (the layouts are frozen): speed only
+            return hit
     if isinstance(kv_dtype, str) and kv_dtype.strip().lower() in KV_LAYOUTS:
         return KV_LAYOUTS[kv_dtype.strip().lower()]
     if isinstance(kv_dtype, int) and not isinstance(kv_dtype, bool):
@@ -216,11 +220,19 @@ def resolve_kv_layout(kv_dtype: str | int | KVLayout) -> KVLayout:
             raise InvalidArgumentError("kv_dtype", f"a bit width must be positive, got {kv_dtype}")
         return KVLayout.uniform(kv_dtype)
     try:
-        return KVLayout.uniform(kv_dtype)
+        layout = KVLayout.uniform(kv_dtype)
     except UnknownDtypeError:
         raise UnknownDtypeError(
             kv_dtype, list(DTYPE_BITS) + list(KV_LAYOUTS), what="KV dtype or layout"
         ) from None
+    if isinstance(kv_dtype, str) and len(_RESOLVED) < 256:
+        _RESOLVED[kv_dtype] = layout
+    return layout
+
+
+#: the plain dtype names :func:`resolve_kv_layout` has resolved (a model step resolves its
+#: cache's name once a kernel list: the module tables' mapping builds 17,248 lists)
+_RESOLVED: dict[str, KVLayout] = {}
 
 
 def state_layout(kv_dtype: str | int | KVLayout) -> KVLayout:
