@@ -1204,11 +1204,33 @@ def _host_floor(c: _Call) -> np.ndarray:
     return np.where(wrapped, host, 0.0)
 
 
+#: Rows :func:`gemm_terms` times at a time: every candidate of a cuBLAS-style class is a
+#: row of its arrays (tiles x split counts, x rows), which past about a thousand rows no longer
+#: fit in a core's cache. Speed only: every row's terms are its own (a fit of 12,000 bf16 or
+#: fp8 rows took 100-140 ms a prediction whole, 50-55 ms in slices of 1,024 rows; the
+#: block-scaled and fp4 classes, of a few candidates, 9-13 ms either way).
+SLICE_ROWS = 1024
+
+
 def gemm_terms(
     batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]
 ) -> dict[str, np.ndarray]:
     """``compute_s``, ``memory_s`` and ``extra_s`` of a batch of GEMMs: the kernel the
-    library runs (its tile, split and GEMV rules), then its streams and extra work."""
+    library runs (its tile, split and GEMV rules), then its streams and extra work
+    (:data:`SLICE_ROWS` rows at a time)."""
+    n = len(batch)
+    if n <= SLICE_ROWS:
+        return _gemm_terms(batch, fig, prm)
+    sliced = [
+        _gemm_terms(batch.take(slice(i, i + SLICE_ROWS)), fig, prm) for i in range(0, n, SLICE_ROWS)
+    ]
+    return {name: np.concatenate([s[name] for s in sliced]) for name in sliced[0]}
+
+
+def _gemm_terms(
+    batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]
+) -> dict[str, np.ndarray]:
+    """:func:`gemm_terms` of one slice of rows."""
     c = _call(batch, fig, prm)
     at = _candidates(c, c.m, batch.bytes)
     best = _best(c, at)
