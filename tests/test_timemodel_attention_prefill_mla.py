@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
+import pytest
 from _helpers import causal_prompt_batch
 
 from mlacalc.hardware.catalogue import load_hardware
@@ -523,3 +526,92 @@ def test_a_causal_band_starts_as_a_causal_triangle():
         return kernel_terms(batch, fig, prm)["compute_s"][0]
 
     assert 0.85 < compute(8192.0) / compute(0.0) < 1.0
+
+
+def _short_prompts(q: list[float], group: list[float], hd: list[float], pack: float = 0.0):
+    """Prompts of ``q`` tokens, ``group`` query heads on one KV head, head dim ``hd``
+    (broadcast), two sequences, FlashAttention-3's packing (``head_pack`` 0) by default."""
+    q, group, hd = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (q, group, hd)))
+    n = q.size
+    shape = {
+        "batch": np.full(n, 2.0),
+        "q_len": q,
+        "kv_len": q,
+        "n_heads": group,
+        "n_kv": np.ones(n),
+        "head_dim_qk": hd,
+        "head_dim_v": hd,
+        "window": np.zeros(n),
+        "causal": np.ones(n),
+        "head_pack": np.full(n, pack),
+    }
+    flops = 2.0 * 2.0 * group * q * (q + 1) / 2 * 2 * hd
+    return KernelBatch("attention_prefill", "bf16", flops, np.full(n, 1e5), np.ones(n), shape)
+
+
+def test_flash_attention_3s_prompt_of_few_packed_rows_runs_one_warpgroup():
+    # FlashAttention-3's prompt tile is one MMA warpgroup's 64 rows where the packed rows
+    # (tokens x query heads a KV head) are at most 64 and the head dim at most 128: such a call
+    # waits one_wg_s less; 65 rows and more, head dims 192 and 256, the one-head tiles
+    # (head_pack 1), a variant, MLA's prompt kind and Blackwell's kernels wait as before
+    from mlacalc.timemodel import attention_time
+    from mlacalc.timemodel.terms import fit_params
+
+    h100 = device_figures(load_hardware("H100-SXM"))
+    b200 = device_figures(load_hardware("B200"))
+    save = 1.5e-6
+    prm = default_params("attention_prefill")
+    prm.update(unit_latency_s=2e-6, call_latency_s=6e-6)
+    q = [16.0, 16.0, 32.0, 64.0, 1.0, 1.0, 16.0, 16.0, 65.0]
+    group = [4.0, 5.0, 2.0, 1.0, 64.0, 96.0, 4.0, 4.0, 1.0]
+    hd = [128.0, 128.0, 64.0, 64.0, 128.0, 128.0, 192.0, 256.0, 128.0]
+    want = np.array([1, 0, 1, 1, 1, 0, 0, 0, 0], dtype=bool)
+    rows = _short_prompts(q, group, hd)
+    assert np.array_equal(attention_time.fa3_one_warpgroup(rows, h100, 0.0), want)
+    off = kernel_terms(rows, h100, prm)["extra_s"]
+    on = kernel_terms(rows, h100, dict(prm, one_wg_s=save))["extra_s"]
+    assert off - on == pytest.approx(want * save, rel=1e-9, abs=1e-15)
+    # a class without it (the default) waits as before
+    assert default_params("attention_prefill")["one_wg_s"] == 0.0
+    assert "one_wg_s" in fit_params("attention_prefill", "bf16")
+    for fig, batch in (
+        (h100, _short_prompts(q, group, hd, pack=1.0)),
+        (h100, dataclasses.replace(rows, variant="triton")),
+        (h100, dataclasses.replace(rows, kind="mla_prefill")),
+        (b200, rows),
+    ):
+        assert not np.any(attention_time.fa3_one_warpgroup(batch, fig, batch.shape["head_pack"]))
+
+
+def test_sglangs_h100_prompts_of_few_packed_rows_read_as_the_rest():
+    # SGLang's H100 FlashAttention-3 prompts at head dims 64 and 128, 16-128 tokens, no window
+    # and up to 32 sequences x KV heads: those of at most 64 packed rows (one warpgroup's tile,
+    # 175 rows a dtype) read +13.0% / +19.8% signed (bf16 / fp8) where the rest (865) read
+    # +0.4% / +1.0% before one_wg_s (1.07 us bf16, 1.85 us fp8); with it +2.7% / +1.5%
+    from reference_data import MEASURED
+
+    from mlacalc.measured.mapping import map_table
+    from mlacalc.measured.observations import predict_mapped
+    from mlacalc.measured.tables import load_measured
+    from mlacalc.timemodel.profile import load_profile
+
+    tables = load_measured(MEASURED / "h100_sxm", engine="sglang").tables
+    t = next(x for x in tables if x.table == "context_attention_perf")
+    c = t.columns
+    rows = c["isl"] * c["num_heads"] / c["num_key_value_heads"]
+    sel = (
+        (c["kernel_source"].astype(str) == "fa3")
+        & np.isin(c["head_dim"], [64, 128])
+        & (c["isl"] >= 16)
+        & (c["isl"] <= 128)
+        & (c["window_size"] == 0)
+        & (c["batch_size"] * c["num_key_value_heads"] <= 32)
+    )
+    pred = predict_mapped(map_table(t), "H100-SXM", load_profile("fit-h100-sxm-sglang"))
+    err = pred / t.seconds - 1.0
+    for dt in ("bfloat16", "fp8"):
+        mine = sel & (c["kv_cache_dtype"].astype(str) == dt)
+        one, rest = err[mine & (rows <= 64)], err[mine & (rows > 64)]
+        assert len(one) >= 150 and len(rest) >= 150
+        assert abs(np.median(one) - np.median(rest)) < 0.04, dt
+        assert np.median(np.abs(one)) < 0.07, dt

@@ -61,6 +61,8 @@ __all__ = [
     "FA3_FP8_FIRST_V_CLOCKS",
     "FA3_FP8_PROMPT_BUILDS",
     "FA3_MAX_SPLITS",
+    "FA3_ONE_WG_HEAD_DIM",
+    "FA3_ONE_WG_ROWS",
     "FA3_PARTIAL_BYTES",
     "FA3_QUERY_CAST_KERNELS",
     "FA3_SPLIT_EFFICIENCY",
@@ -123,6 +125,7 @@ __all__ = [
     "engine_attention_kernel",
     "fa3_dynamic_split",
     "fa3_hd_wait_s",
+    "fa3_one_warpgroup",
     "fa3_prompt_splits",
     "hd192_side_call_s",
     "paired_tile_waves",
@@ -1030,7 +1033,7 @@ def prefill_terms(
         # (an unfused attention's exponentials are its softmax pass's, under its bytes)
         sfu=None if batch.variant in UNFUSED_PREFILL_VARIANTS else sfu,
         latency=prm["unit_latency_s"] * resident * unit_scale + transpose + operand,
-        call=prm["call_latency_s"],
+        call=_prefill_call_s(batch, fig, prm, pack),
         compute_units=tokens,
     )
     occupancy = np.maximum(units / (np.ceil(units / fig.sm_count) * fig.sm_count), 1e-9)
@@ -1103,6 +1106,42 @@ def logits_row_slowdown(batch: KernelBatch, fig: DeviceFigures, units: np.ndarra
         return np.ones(len(batch))
     waves = np.maximum(np.ceil(units / fig.sm_count), 1.0)
     return 1.0 + (waves - 1.0) / waves * MQA_LOGIT_BYTES * keys / fig.l2_bytes
+
+
+#: FlashAttention-3's prompt on Hopper runs a tile of one MMA warpgroup (64 query rows, where
+#: its usual tile has two) when the call's packed query rows, the prompt's tokens times the
+#: query heads a KV head carries, are at most :data:`FA3_ONE_WG_ROWS` and its head dim at most
+#: :data:`FA3_ONE_WG_HEAD_DIM` (recalled of its ``use_one_mma_wg`` dispatch, not checked
+#: against a stored copy; :func:`fa3_one_warpgroup`). The tables show the step at those two
+#: limits on SGLang's and vLLM's H100 rows alike (docs/time-model.md, "FlashAttention-3's prompt
+#: of at most 64 packed rows runs one warpgroup")
+FA3_ONE_WG_ROWS = 64.0
+FA3_ONE_WG_HEAD_DIM = 128.0
+
+
+def fa3_one_warpgroup(batch: KernelBatch, fig: DeviceFigures, pack: np.ndarray) -> np.ndarray:
+    """Rows of ``batch`` whose FlashAttention-3 prompt tile is one MMA warpgroup's: the packing
+    prompt kernel of no variant on Hopper (``head_pack`` 0, ``kernel_generation`` ``sm90``) at a
+    head dim of at most :data:`FA3_ONE_WG_HEAD_DIM` whose packed rows (tokens x query heads a
+    KV head) are at most :data:`FA3_ONE_WG_ROWS`. Such a call waits ``one_wg_s`` less than the
+    class's ``call_latency_s`` (:func:`prefill_terms`; 0 where a class has no fit of it)."""
+    if batch.kind != "attention_prefill" or batch.variant:
+        return np.zeros(len(batch), dtype=bool)
+    if fig.kernel_generation != "sm90" or fig.tcgen05:
+        return np.zeros(len(batch), dtype=bool)
+    a = attention_shape(batch)
+    hd = np.maximum(col(batch, "head_dim_qk", 128), col(batch, "head_dim_v", 128))
+    rows = a["q"] * a["group"]
+    return (np.asarray(pack) <= 0) & (hd <= FA3_ONE_WG_HEAD_DIM) & (rows <= FA3_ONE_WG_ROWS)
+
+
+def _prefill_call_s(
+    batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float], pack: np.ndarray
+) -> np.ndarray:
+    """A prompt call's fixed wait (``call_latency_s``), ``one_wg_s`` less where its tiles are
+    FlashAttention-3's of one MMA warpgroup (:func:`fa3_one_warpgroup`), never below 0."""
+    save = np.where(fa3_one_warpgroup(batch, fig, pack), prm.get("one_wg_s", 0.0), 0.0)
+    return np.maximum(prm["call_latency_s"] - save, 0.0)
 
 
 #: FlashAttention-3's causal forward tiles on Hopper, (query rows, keys), by the head dim it is

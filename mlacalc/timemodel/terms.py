@@ -187,6 +187,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "spill_s": (0.0, 3e-5, "seconds Hopper's fp8 XQA call waits once its cache misses the L2"),
     "seq_unit": (0.0, 4.0, "FlashAttention-3 decode work a sequence, in a unit's (seq_s)"),
     "fa3_hd_wait_s": (0.0, 5e-6, "seconds a FlashAttention-3 decode call waits a 128 of head dim"),
+    "one_wg_s": (0.0, 5e-6, "seconds a call of FlashAttention-3's 64-row prompt tiles saves"),
     # at most 1: the factor 1 + unit_hd x (hd / 128 - 1) stays above 0 at every head dim
     # (2 let it reach 0 at head dim 64 and go negative at 32)
     "unit_hd": (0.0, 1.0, "share of a decode unit's fixed work that grows with the head dim"),
@@ -328,6 +329,9 @@ DEFAULTS: dict[str, float] = {
     # no work a sequence beside its units' where no fit saw it (attention_time.decode_terms)
     "seq_unit": 0.0,
     "fa3_hd_wait_s": 0.0,
+    # a call of FlashAttention-3's one-warpgroup prompt tiles waits as one of two-warpgroup
+    # tiles where no fit saw it (attention_time.fa3_one_warpgroup)
+    "one_wg_s": 0.0,
     # a decode unit's fixed work the same at every head dim where no fit saw it
     "unit_hd": 0.0,
     # a class fitted without them: the class's overlap whatever the units an SM runs in turn
@@ -437,6 +441,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
         "eff_exp",
         "token_row_s",
         "fa3_hd_wait_s",
+        "one_wg_s",
     ),
     "mla_prefill": (
         "eff_compute",
