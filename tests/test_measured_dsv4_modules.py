@@ -103,8 +103,11 @@ def test_sglang_prompt_top_k_is_the_v1_flat_logit_kernel_where_a_query_selects()
     than the top-k (query j of a sequence sees (step + j) // 4 keys); the step's top-k
     elsewhere. vLLM's rows run its own prompt top-k (``topk_vllm_prompt``, one unit a query
     that selects: cost.compressed.ROW_TOPK_PROMPT) where a query selects and a sequence has
-    more than one new token, the step's elsewhere."""
+    more than one new token, the step's elsewhere; of its three paths the one the call's
+    longest row picks (``_short`` up to ROW_TOPK_SHORT_KEYS pooled keys, ``_wide`` past
+    ROW_TOPK_WIDE_KEYS)."""
     pytest.importorskip("pyarrow")
+    from mlacalc.cost.compressed import ROW_TOPK_SHORT_KEYS, ROW_TOPK_WIDE_KEYS
     from mlacalc.measured.dsv4_modules import LONG_ROW, PROMPT_LONG_TOPK, PROMPT_TOPK
     from mlacalc.measured.mapping import map_table
 
@@ -127,15 +130,24 @@ def test_sglang_prompt_top_k_is_the_v1_flat_logit_kernel_where_a_query_selects()
     assert flat.batch.shape["units"][row] == pytest.approx(want)
     v = _table("h100_sxm", "vllm", "dsv4_csa_context_module_perf")
     parts = {p.batch.variant: p for p in map_table(v).parts if p.name == "indexer_topk"}
-    assert set(parts) == {"topk_vllm_prompt", ""}
+    paths = ("topk_vllm_prompt_short", "topk_vllm_prompt", "topk_vllm_prompt_wide")
+    assert set(parts) == {*paths, ""}
     topk = np.where(np.char.find(v.column("model").astype(str), "Pro") >= 0, 1024, 512)
     last = (v.column("step").astype(np.int64) + v.column("isl").astype(np.int64)) // 4
-    sel = parts["topk_vllm_prompt"]
     # a row of one new token a sequence runs the decode kernels, the step's top-k among them
     one = v.column("isl").astype(np.int64) == 1
     assert one[last > topk].any()
-    assert set(sel.rows.tolist()) == set(np.flatnonzero((last > topk) & ~one).tolist())
-    assert set(parts[""].rows.tolist()) == set(np.flatnonzero((last <= topk) | one).tolist())
+    selecting = (last > topk) & ~one
+    assert set(parts[""].rows.tolist()) == set(np.flatnonzero(~selecting).tolist())
+    edges = (
+        (0, ROW_TOPK_SHORT_KEYS),
+        (ROW_TOPK_SHORT_KEYS, ROW_TOPK_WIDE_KEYS),
+        (ROW_TOPK_WIDE_KEYS, np.inf),
+    )
+    for path, (lo, hi) in zip(paths, edges, strict=True):
+        want = selecting & (last > lo) & (last <= hi)
+        assert want.any() and set(parts[path].rows.tolist()) == set(np.flatnonzero(want).tolist())
+    sel = parts["topk_vllm_prompt"]
     i = sel.rows[0]
     b, q, s, k = (*(v.column(c)[i] for c in ("batch_size", "isl", "step")), topk[i])
     want = b * sum(1 for j in range(1, q + 1) if (s + j) // 4 > k)

@@ -51,7 +51,9 @@ from mlacalc.words.dtypes import dtype_bits, gemm_class, resolve_kv_layout
 from mlacalc.words.kernels import (
     DSA_TOPK_CODE,
     OWN_DECODE_TOPK_CODE,
+    ROW_PROMPT_SHORT_CODE,
     ROW_PROMPT_TOPK_CODE,
+    ROW_PROMPT_WIDE_CODE,
     Kernel,
 )
 from mlacalc.words.vocab import NORM_FLOPS_PER_ELEMENT, STAGES
@@ -77,6 +79,8 @@ __all__ = [
     "RAGGED_LOGITS_BYTES",
     "RAGGED_LOGITS_ENGINES",
     "ROW_TOPK_PROMPT",
+    "ROW_TOPK_SHORT_KEYS",
+    "ROW_TOPK_WIDE_KEYS",
     "SELECTING_LOGITS",
     "SPLIT_KEY_LOGITS_ENGINES",
     "TOKEN_UNIT_CORE",
@@ -757,13 +761,34 @@ def near_topk_rows(batch: Any, q: Any, prefix: Any, topk: int, decode: Any, engi
 EVERY_DECODE_TOPK = frozenset({"vllm"})
 
 
+#: vLLM's CSA prompt top-k (:data:`ROW_TOPK_PROMPT`) takes one of three paths by the pooled
+#: keys of the call's longest row (its last query's, ``(prefix + q) // rate``): up to this many
+#: (``topk_vllm_prompt_short``, :data:`~mlacalc.words.kernels.ROW_PROMPT_SHORT_CODE`), more than
+#: :data:`ROW_TOPK_WIDE_KEYS` (``topk_vllm_prompt_wide``), else ``topk_vllm_prompt``: three
+#: classes of one form (a fixed cost, a wait a wave of selecting queries over the SMs, the
+#: logits read), each fitted on the module rows' residuals. The rows show it on both devices:
+#: each CSA prompt row less its other kernels' predictions (the implied top-k), fitted as a
+#: fixed cost and a cost a wave of selecting queries, one per range of the call's longest row,
+#: gives a wave 7.9 us up to 1,024 keys, 29.6 from 1,025 to 4,096 and 13.8 past it on B200
+#: (H100 11.1, 39.2, 14.7), where one cost a wave for all (the shipped form) gives 19.2
+#: (24.7); the lower edge is a CTA of 1,024 threads holding one key a thread (a row of at most
+#: 1,024 keys sorts in registers), the upper one read from the rows (4,096 to 6,144 keys fit
+#: alike; the rows hold no call between). Split by the call's mean keys a selecting query the
+#: fits read the same (B200 5.31% against 5.36% median), so the call's longest row, which the
+#: kernel's launch knows (its logits' width), is taken. docs/time-model.md ("vLLM's CSA prompt
+#: top-k takes three paths by the call's longest row").
+ROW_TOPK_SHORT_KEYS = 1024
+ROW_TOPK_WIDE_KEYS = 4096
+
+
 def v4_topk(
     engine: str, batch: Any, q: Any, prefix: Any, rate: int, topk: int, decode: Any
 ) -> tuple[dict[str, Any], Any]:
     """The CSA top-k of ``engine`` (numbers or numpy arrays, as :func:`engine_topk`): SGLang's
     transform over flat logits (:data:`FLAT_TOPK_ENGINES`), or under :data:`ROW_TOPK_PROMPT` a
     prompt's selecting queries in the engine's own prompt top-k (``topk_kernel``
-    :data:`~mlacalc.words.kernels.ROW_PROMPT_TOPK_CODE`; 0, the step's pass, where none selects
+    :data:`~mlacalc.words.kernels.ROW_PROMPT_TOPK_CODE`, or its short or wide path by the
+    call's longest row, :data:`ROW_TOPK_SHORT_KEYS`; 0, the step's pass, where none selects
     and in decode)."""
     # deferred: the numeric path imports no numpy (as engine_topk)
     import numpy as np
@@ -771,7 +796,10 @@ def v4_topk(
     shape, nbytes = engine_topk(batch, q, prefix, rate, topk, decode)
     if engine in ROW_TOPK_PROMPT:
         row = np.logical_and(np.asarray(shape["topk_kernel"]) > 0, np.logical_not(decode))
-        shape["topk_kernel"] = np.where(row, ROW_PROMPT_TOPK_CODE, 0)
+        longest = (np.asarray(prefix) + np.asarray(q)) // rate
+        code = np.where(longest <= ROW_TOPK_SHORT_KEYS, ROW_PROMPT_SHORT_CODE, ROW_PROMPT_TOPK_CODE)
+        code = np.where(longest > ROW_TOPK_WIDE_KEYS, ROW_PROMPT_WIDE_CODE, code)
+        shape["topk_kernel"] = np.where(row, code, 0)
     return shape, nbytes
 
 

@@ -41,7 +41,9 @@ from mlacalc.words.errors import ConfigError
 from mlacalc.words.kernels import (
     KERNEL_SET_SHAPE,
     OWN_DECODE_TOPK_CODE,
+    ROW_PROMPT_SHORT_CODE,
     ROW_PROMPT_TOPK_CODE,
+    ROW_PROMPT_WIDE_CODE,
     TOPK_KERNEL_VARIANTS,
     KernelBatch,
 )
@@ -143,7 +145,14 @@ RESIDUAL_SHARE = 0.25
 #: vLLM's DeepSeek-V4 CSA prompt top-k (``topk_vllm_prompt``) too: at a quarter its fit took
 #: only the rows where the stand-in was shortest (1,471 of 5,840 on B200) and put the table
 #: +11% over (13.2% / 35.5% fitted); at a tenth (2,698 rows) 11.5% / 26.2%.
-RESIDUAL_SHARES = {"topk_trtllm_decode": 0.10, "sparse_gen": 0.10, "topk_vllm_prompt": 0.10}
+#: Its two other paths by the call's longest row (``cost.compressed.ROW_TOPK_SHORT_KEYS``) alike.
+RESIDUAL_SHARES = {
+    "topk_trtllm_decode": 0.10,
+    "sparse_gen": 0.10,
+    "topk_vllm_prompt": 0.10,
+    "topk_vllm_prompt_short": 0.10,
+    "topk_vllm_prompt_wide": 0.10,
+}
 
 
 #: The sparse MLA kernel's class (``mla_decode`` variant ``sparse``): in a profile without it
@@ -164,6 +173,8 @@ RESIDUAL_VARIANTS = frozenset(
         GEN_SPARSE_WIDE_VARIANT,
         TOPK_KERNEL_VARIANTS[OWN_DECODE_TOPK_CODE - 1],
         TOPK_KERNEL_VARIANTS[ROW_PROMPT_TOPK_CODE - 1],
+        TOPK_KERNEL_VARIANTS[ROW_PROMPT_SHORT_CODE - 1],
+        TOPK_KERNEL_VARIANTS[ROW_PROMPT_WIDE_CODE - 1],
     }
 )
 

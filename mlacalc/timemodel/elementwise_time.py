@@ -66,6 +66,8 @@ TOPK_VARIANTS = (
     "topk_v2_long",  # the v2 transform's path past 16,384 keys a row (any logits)
     "topk_trtllm_decode",  # TensorRT-LLM's decode top-k of a DSA layer (cost.compressed)
     "topk_vllm_prompt",  # vLLM's DeepSeek-V4 CSA prompt top-k (cost.compressed.ROW_TOPK_PROMPT)
+    "topk_vllm_prompt_short",  # its path for a call of rows up to 1,024 keys (ROW_TOPK_SHORT_KEYS)
+    "topk_vllm_prompt_wide",  # its path for a call of a row past 4,096 keys (ROW_TOPK_WIDE_KEYS)
 )
 
 #: SGLang's DeepSeek-V4 prompt top-k (``topk_transform_v1``, the classes named here) scales
@@ -89,7 +91,7 @@ SLOT_DRAW_VARIANTS = ("topk_v1_flat", "topk_v1_top_last", "topk_v1_flat_long")
 #: read pass 33.5 -> 67 MB on H100 (50 MB of L2) and 67 -> 134 MB on B200 (126 MB), at every
 #: row length (pooled keys x queries a constant). The residual-fitted variants keep none.
 WARM_TOPK_VARIANTS = tuple(
-    v for v in TOPK_VARIANTS if v not in ("topk_trtllm_decode", "topk_vllm_prompt")
+    v for v in TOPK_VARIANTS if v != "topk_trtllm_decode" and not v.startswith("topk_vllm_prompt")
 )
 
 #: Streaming kernels whose bandwidth follows the SMs, not the HBM: the causal conv1d kernels

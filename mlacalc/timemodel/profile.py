@@ -151,6 +151,8 @@ _PARENT_VARIANTS = {
     "sparse_gen_wide": "sparse_gen",
     "topk_trtllm_decode": "topk_flat",
     "topk_vllm_prompt": "topk_flat",
+    "topk_vllm_prompt_short": "topk_vllm_prompt",
+    "topk_vllm_prompt_wide": "topk_vllm_prompt",
     "topk_v2_long": "topk_v2_top_last",
 }
 

@@ -92,7 +92,9 @@ __all__ = [
     "LINEAR_VARIANTS",
     "MIN_LATENCY_MOE",
     "OWN_DECODE_TOPK_CODE",
+    "ROW_PROMPT_SHORT_CODE",
     "ROW_PROMPT_TOPK_CODE",
+    "ROW_PROMPT_WIDE_CODE",
     "TOPK_KERNEL_VARIANTS",
     "TRTLLM_GEN_MOE",
     "V4_POOL_DECODE",
@@ -318,12 +320,16 @@ V4_TOPK_VARIANTS = ("topk_v2_flat", "topk_v2_long", "topk_v1_flat", "topk_v1_fla
 #: rows are mapped (:func:`mlacalc.cost.compressed.dsa_topk`); TensorRT-LLM's own decode top-k
 #: (``topk_trtllm_decode``: :data:`mlacalc.cost.compressed.OWN_DECODE_TOPK`); vLLM's
 #: DeepSeek-V4 CSA prompt top-k (``topk_vllm_prompt``:
-#: :data:`mlacalc.cost.compressed.ROW_TOPK_PROMPT`).
+#: :data:`mlacalc.cost.compressed.ROW_TOPK_PROMPT`) and its two other paths by the call's longest
+#: row (``topk_vllm_prompt_short``, ``topk_vllm_prompt_wide``:
+#: :data:`mlacalc.cost.compressed.ROW_TOPK_SHORT_KEYS`, ``ROW_TOPK_WIDE_KEYS``).
 TOPK_KERNEL_VARIANTS = (
     *V4_TOPK_VARIANTS,
     "topk_flat",
     "topk_trtllm_decode",
     "topk_vllm_prompt",
+    "topk_vllm_prompt_short",
+    "topk_vllm_prompt_wide",
 )
 
 #: The shape column of a model step's routed experts that TensorRT-LLM runs on
@@ -340,6 +346,11 @@ DSA_TOPK_CODE = len(V4_TOPK_VARIANTS) + 1
 OWN_DECODE_TOPK_CODE = DSA_TOPK_CODE + 1
 #: The ``topk_kernel`` code of vLLM's DeepSeek-V4 CSA prompt top-k (``topk_vllm_prompt``).
 ROW_PROMPT_TOPK_CODE = OWN_DECODE_TOPK_CODE + 1
+#: The ``topk_kernel`` codes of that top-k's paths for a call whose longest row holds at most
+#: ``ROW_TOPK_SHORT_KEYS`` pooled keys (``topk_vllm_prompt_short``) and more than
+#: ``ROW_TOPK_WIDE_KEYS`` (``topk_vllm_prompt_wide``): :func:`mlacalc.cost.compressed.v4_topk`.
+ROW_PROMPT_SHORT_CODE = ROW_PROMPT_TOPK_CODE + 1
+ROW_PROMPT_WIDE_CODE = ROW_PROMPT_TOPK_CODE + 2
 
 
 #: The class variant of SGLang's DeepSeek-V4 decode compressor pooling (shape ``pool_switch``:
