@@ -1005,17 +1005,31 @@ def test_vllm_per_tensor_quantize_walks_a_row_in_steps_of_2048():
 
 def test_nvfp4_quantize_costs_each_input_row_its_cta():
     """The nvfp4 GEMM's input quantize gives each row its own small CTA: ``quant_row_cycles``
-    SM cycles a row (of every group) over all the SMs, beside its bytes, whatever k; an fp8
+    SM cycles a CTA (of every group) over all the SMs, beside its bytes. Where the engine's
+    kernel caps its grid (``fp4_quant_grid``: SGLang's) the CTAs are
+    ``gemm_time.fp4_quant_ctas`` (every SM's 2,048 threads in CTAs of k / 8 threads, 512 at
+    most; past that a CTA loops over rows); else (vLLM's, TensorRT-LLM's) one a row. An fp8
     GEMM's quantize has no such term, nor an nvfp4 call that quantizes nothing."""
     fig = device_figures(load_hardware("B200"))
     cyc = 160.0
-    m = np.asarray([4096.0, 4096.0, 32768.0])
-    k = np.asarray([128.0, 4096.0, 128.0])
-    fp4 = _gemm("nvfp4", m, 1024, k, quantize_input=1)
-    with_rows = _terms(fp4, "B200", quant_row_cycles=cyc)["extra_s"]
-    without = _terms(fp4, "B200", quant_row_cycles=0.0)["extra_s"]
-    want = m * cyc / (fig.clock_hz * fig.sm_count)
-    assert with_rows - without == pytest.approx(want, rel=1e-9)
+    m = np.asarray([4096.0, 4096.0, 32768.0, 32768.0])
+    k = np.asarray([128.0, 4096.0, 128.0, 512.0])
+    # k = 128: CTAs of 16 threads, 128 an SM's worth; k = 4,096 and 512: 512 and 64 threads,
+    # 4 and 32 a SM; B200's 148 SMs
+    ctas = np.asarray([4096.0, 4.0 * 148, 128.0 * 148, 32.0 * 148])
+    assert fig.sm_count == 148
+    assert model.fp4_quant_ctas(m, k, fig.sm_count) == pytest.approx(ctas)
+    per_cta = cyc / (fig.clock_hz * fig.sm_count)
+    for grid, want in ((1, ctas), (0, m)):
+        fp4 = _gemm("nvfp4", m, 1024, k, quantize_input=1, fp4_quant_grid=grid)
+        with_rows = _terms(fp4, "B200", quant_row_cycles=cyc)["extra_s"]
+        without = _terms(fp4, "B200", quant_row_cycles=0.0)["extra_s"]
+        assert with_rows - without == pytest.approx(want * per_cta, rel=1e-9)
+    # a served step's nvfp4 GEMM takes its engine's quantize
+    step = _gemm("nvfp4", m, 1024, k, quantize_input=1)
+    for engine, grid in (("sglang", 1.0), ("trtllm", 0.0), ("vllm", 0.0)):
+        ran = model.engine_gemm_kernel(step, engine, fig)
+        assert (ran.shape[model.FP4_QUANT_GRID_FIELD] == grid).all(), engine
     # grouped rows: every group's rows
     grouped = _gemm("nvfp4", 512, 1024, 128, quantize_input=1, groups=8)
     extra = _terms(grouped, "B200", quant_row_cycles=cyc)["extra_s"]

@@ -160,6 +160,8 @@ from mlacalc.timemodel.fit import Observations
 from mlacalc.timemodel.gemm_time import (
     CUTLASS_SM100_ENGINES,
     CUTLASS_SM100_FIELD,
+    FP4_QUANT_GRID_ENGINES,
+    FP4_QUANT_GRID_FIELD,
     GROUP_QUANT_CTA_ENGINES,
     GROUP_QUANT_CTA_FIELD,
     MLA_QUANT_CTAS,
@@ -568,6 +570,8 @@ def _gemm_kernels(
             "quant_passes": 1,
             "quant_permute": 0,
             WIDE_FP4_TILE_FIELD: wide * np.ones_like(m),
+            # its quantize's grid of CTAs (gemm_time.FP4_QUANT_GRID_ENGINES)
+            FP4_QUANT_GRID_FIELD: float(b.engine in FP4_QUANT_GRID_ENGINES) * np.ones_like(m),
         }
     b.add(
         name,

@@ -45,6 +45,8 @@ __all__ = [
     "CUTLASS_SM100_FP8_TILES",
     "CUTLASS_SM100_KBLOCK",
     "CUTLASS_SM100_KBLOCK_CYCLES",
+    "FP4_QUANT_GRID_ENGINES",
+    "FP4_QUANT_GRID_FIELD",
     "GEMM_TILES",
     "GROUP_QUANT_CTA_CYCLES",
     "GROUP_QUANT_CTA_ENGINES",
@@ -608,6 +610,32 @@ GROUP_QUANT_MOST_GROUPS = 16
 GROUP_QUANT_CTA_CYCLES = 250.0
 
 
+#: The nvfp4 input quantize's launch in the engines whose rows show it
+#: (FP4_QUANT_GRID_ENGINES; from recall of TensorRT-LLM's ``invokeFP4Quantization``, not read
+#: from a source here): a thread converts FP4_QUANT_THREAD_ELEMENTS elements of a row, a CTA
+#: is a row's threads up to FP4_QUANT_CTA_THREADS, and the grid is at most the CTAs that fill
+#: every SM's FP4_QUANT_SM_THREADS threads; past that a CTA walks several rows in a loop. So a
+#: call launches min(m, SMs x (2,048 // threads)) CTAs: every row its own at k <= 512 and m up
+#: to 4,736 on B200, fewer as k grows (592 at k >= 4,096). SGLang's alone: vLLM's rows keep a
+#: cost a row past that grid (its own quantize kernel), and TensorRT-LLM's, whose rows show the
+#: grid too, lost with it leaving the device out (a rule tried and not kept). docs/time-model.md,
+#: "SGLang's nvfp4 quantize: its CTAs are its grid's, not its rows".
+FP4_QUANT_THREAD_ELEMENTS = 8.0
+FP4_QUANT_CTA_THREADS = 512.0
+FP4_QUANT_SM_THREADS = 2048.0
+FP4_QUANT_GRID_ENGINES = frozenset({"sglang"})
+#: The shape field of an nvfp4 GEMM whose input quantize launches that grid (set by the
+#: mapping on those engines' rows and by :func:`engine_gemm_kernel` on their steps' GEMMs)
+FP4_QUANT_GRID_FIELD = "fp4_quant_grid"
+
+
+def fp4_quant_ctas(m: np.ndarray, k: np.ndarray, sms: int) -> np.ndarray:
+    """CTAs the nvfp4 input quantize of an (m x k) input launches (FP4_QUANT_CTA_THREADS)."""
+    threads = np.clip(np.ceil(k / FP4_QUANT_THREAD_ELEMENTS), 1.0, FP4_QUANT_CTA_THREADS)
+    per_sm = np.maximum(1.0, np.floor(FP4_QUANT_SM_THREADS / threads))
+    return np.minimum(m, sms * per_sm)
+
+
 def group_quant_ctas(m: np.ndarray, k: np.ndarray) -> np.ndarray:
     """CTAs of the 1x128 group quantize of an ``m`` x ``k`` input
     (:data:`GROUP_QUANT_CTA_ENGINES`): one per ``g`` groups, ``g`` the largest power of two up to
@@ -678,9 +706,12 @@ def engine_gemm_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> K
     ``cutlass_dispatch`` where its engine's is CUTLASS's ``scaled_mm``
     (:data:`CUTLASS_FP8_ENGINES`): the step is timed with the tiles its class was fitted on."""
     if batch.kind == "gemm" and batch.dtype == "nvfp4" and WIDE_FP4_TILE_FIELD not in batch.shape:
-        # the engine's nvfp4 kernel: TensorRT-LLM's its one wide tile (WIDE_FP4_TILE)
+        # the engine's nvfp4 kernel: TensorRT-LLM's its one wide tile (WIDE_FP4_TILE); its
+        # quantize's grid (FP4_QUANT_GRID_ENGINES)
         wide = float(engine in WIDE_FP4_TILE_ENGINES) * np.ones(len(batch))
-        return dataclasses.replace(batch, shape={**batch.shape, WIDE_FP4_TILE_FIELD: wide})
+        grid = float(engine in FP4_QUANT_GRID_ENGINES) * np.ones(len(batch))
+        shape = {**batch.shape, WIDE_FP4_TILE_FIELD: wide, FP4_QUANT_GRID_FIELD: grid}
+        return dataclasses.replace(batch, shape=shape)
     if "quantize_input" not in batch.shape:
         batch = per_tensor_bmm(step_block_fp8(batch, engine), engine)
     if batch.kind != "gemm" or batch.dtype != "fp8" or batch.variant:
@@ -1146,7 +1177,10 @@ def _input_quantization(c: _Call) -> np.ndarray:
     # block), as SGLang's fp8 quantize does (QUANT_ROW_CTA_ENGINES): each row costs its CTA's
     # life, ``quant_row_cycles`` SM cycles over all the SMs, beside the bytes it moves
     row_ctas = (col(batch, QUANT_ROW_CTA_FIELD, 0) > 0) | (batch.dtype == "nvfp4")
-    rows_s = c.groups * c.m * prm.get("quant_row_cycles", 0.0) / (fig.clock_hz * fig.sm_count)
+    # the nvfp4 quantize's CTAs are its grid's where its engine caps it (FP4_QUANT_GRID_ENGINES)
+    grid = (col(batch, FP4_QUANT_GRID_FIELD, 0) > 0) & (batch.dtype == "nvfp4")
+    row_units = np.where(grid, fp4_quant_ctas(c.m, c.k, fig.sm_count), c.m)
+    rows_s = c.groups * row_units * prm.get("quant_row_cycles", 0.0) / (fig.clock_hz * fig.sm_count)
     passes_s = qbytes * per_byte + l2_s + np.where(row_ctas, rows_s, 0.0)
     # SGLang's 1x128 group quantize: a CTA per packed groups, GROUP_QUANT_CTA_CYCLES each
     grouped = col(batch, GROUP_QUANT_CTA_FIELD, 0) > 0
