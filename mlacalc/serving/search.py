@@ -1370,16 +1370,25 @@ def explain(
     count the points by reason in ``reasons``."""
     front_ids = {id(p) for p in front}
     axes = ("output_tokens_per_s_per_gpu", "output_tokens_per_s_per_user")
+    # whether a frontier point is at least as good on both axes and better on one, for the
+    # points still without a reason a block at a time (point by point over the frontier it
+    # took 0.8 of an 8.4 s search: DeepSeek-V3 on 8-64 H200, 62,463 points, 74 on the
+    # frontier; blocks of 4,096 points keep the comparison's arrays to a few MB)
+    todo = [p for p in points if p is not best and not p["reason"]]
+    fronts = np.array([[q[a] for a in axes] for q in front], dtype=np.float64).reshape(-1, 1, 2)
+    beaten_by_id: dict[int, bool] = {}
+    for start in range(0, len(todo), 4096):
+        block = todo[start : start + 4096]
+        mine = np.array([[p[a] for a in axes] for p in block], dtype=np.float64)
+        at_least = (fronts >= mine).all(axis=2)  # (frontier, block)
+        better = (fronts != mine).any(axis=2)
+        beaten_by_id.update(zip(map(id, block), (at_least & better).any(axis=0).tolist()))
     for p in points:
         p["on_frontier"] = id(p) in front_ids
         if p is best:
             p["reason"] = "best"
         elif not p["reason"]:
-            mine = tuple(p[a] for a in axes)
-            beaten = any(
-                all(q[a] >= v for a, v in zip(axes, mine)) and tuple(q[a] for a in axes) != mine
-                for q in front
-            )
+            beaten = beaten_by_id[id(p)]
             p["reason"] = (
                 "on the frontier, fewer tokens/s per GPU than the best"
                 if p["on_frontier"]
