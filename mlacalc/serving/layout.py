@@ -952,7 +952,39 @@ def kv_bytes_per_sequence_per_gpu(
     heads, their convolution channels (``kernel - 1`` columns, as the engines keep them:
     :data:`SERVED_CONV_SHORTER`) and recurrent states, on every rank; a Mamba-2 layer's
     ``ceil(H / tp)`` heads and ``ceil(G / tp)`` groups of B and C, a group replicated where
-    the ranks outnumber the groups)."""
+    the ranks outnumber the groups).
+
+    Remembered for the last :data:`_KV_BYTES_KEPT` arguments, the model by identity (a
+    search's disaggregated pairings ask for the same few hundred layouts thousands of times:
+    DeepSeek-V3 on 8-64 H200, 4,934 calls, 258 distinct, 0.32 of a 7.1 s search)."""
+    key = (id(m), layout, lay, context, page_size, include_mtp)
+    try:
+        kept = _KV_BYTES.get(key)
+    except TypeError:  # an argument that is no key (an array of contexts): computed
+        return _kv_bytes_per_sequence_per_gpu(m, layout, lay, context, page_size, include_mtp)
+    if kept is None or kept[0] is not m:
+        if len(_KV_BYTES) >= _KV_BYTES_KEPT:
+            del _KV_BYTES[next(iter(_KV_BYTES))]
+        kept = (m, _kv_bytes_per_sequence_per_gpu(m, layout, lay, context, page_size, include_mtp))
+        _KV_BYTES[key] = kept
+    return kept[1]
+
+
+#: :func:`kv_bytes_per_sequence_per_gpu`'s memory: its arguments, the model by identity ->
+#: (model, bytes); the model kept so that its id is not reused while the entry lives
+_KV_BYTES: dict[tuple, tuple] = {}
+_KV_BYTES_KEPT = 4096
+
+
+def _kv_bytes_per_sequence_per_gpu(
+    m: ModelConfig,
+    layout: KVLayout,
+    lay: Layout,
+    context: int,
+    page_size: int,
+    include_mtp: bool,
+) -> int:
+    """:func:`kv_bytes_per_sequence_per_gpu`, computed."""
     row = kv_cache(m, 1, 1, layout, None, include_mtp).row_bytes
     dsa_row = row + (indexer_row_bytes(m) if m.index_topk else 0)
     kinds = layer_pattern(m).layers
