@@ -137,6 +137,7 @@ from mlacalc.timemodel.comm_time import (
 from mlacalc.timemodel.device import device_figures, mla_decode_kernel
 from mlacalc.timemodel.dsa_time import (
     DECODE_SPARSE_VARIANT,
+    EVERY_SLOT_PROMPT,
     FLASHINFER_WIDE_PICKS,
     FP8_SPARSE_PROMPT,
     ONE_SPARSE_KERNEL,
@@ -2764,8 +2765,13 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
         split = np.where(own, kern["kv_split"], 0.0 if t.system == "h100_sxm" else 1.0)
         gen, f8 = _prompt_core_in_cache_dtype(t, src, kvb)
         eb = np.where(gen | f8, kvb, 2.0)
-        a = absorbed_prompt_core(bs, isl, keys, h, topk, lat, g["kv_lora"], eb, gen_sparse, wide)
+        # FlashMLA's sparse prompt multiplies every top-k slot, gathers the filled ones
+        kgen = device_figures(load_hardware(t.system)).kernel_generation
+        flashmla = ~walks & ~gen & ~f8 & ~gen_sparse & EVERY_SLOT_PROMPT.get(kgen, False)
+        a = absorbed_prompt_core(bs, isl, keys, h, topk, lat, g["kv_lora"], eb, gen_sparse, wide,
+                                 flashmla)  # fmt: skip
         flops, nbytes = (np.where(walks, w[k], a[k]) for k in ("flops", "bytes"))
+        kv = np.where(flashmla, a["kv_len"], kv)
         b.add_by_dtype("sparse_mla", "mla_decode", np.where(gen | own | f8, kvd, "bf16")[sp], r,
                        flops[sp], nbytes[sp],
                        variant=_core_variant(walks, own, ~gen, gen_sparse, gen_variant)[sp],
@@ -2773,7 +2779,8 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
                        head_dim_qk=lat[sp], head_dim_v=g["kv_lora"][sp], window=0, causal=1,
                        page_size=_PAGE, kv_bytes=np.where(gen | own | f8, kvb, 2.0)[sp],
                        kv_split=split[sp], operand_reads=1, preprocess_bytes=0, rope_elements=0,
-                       unit_heads=own_unit[sp], small_units=small[sp])  # fmt: skip
+                       unit_heads=own_unit[sp], small_units=small[sp],
+                       filled_keys=a["filled_keys"][sp])  # fmt: skip
     else:
         _one_kernel_decode(b, t.system, one, bs, keys, h, topk, g, own_unit, small)
         sp, r = sp & ~one, rows[sp & ~one]

@@ -28,6 +28,7 @@ from mlacalc.words.kernels import KernelBatch
 __all__ = [
     "DECODE_SPARSE_VARIANT",
     "DENSE_PROMPT",
+    "EVERY_SLOT_PROMPT",
     "FLASHINFER_WIDE_PICKS",
     "FLASHINFER_WIDE_TOKENS",
     "FP8_SPARSE_PROMPT",
@@ -182,6 +183,20 @@ FLASHINFER_WIDE_TOKENS = 65536
 FLASHINFER_WIDE_PICKS = 1
 
 
+#: Kernel generations on which a DSA module's or a served step's FlashMLA sparse prompt core
+#: (variant ``sparse``) multiplies every one of a token's top-k slots and gathers the ones its
+#: keys fill (:func:`absorbed_prompt_core`'s ``every_slot``), the form the class is fitted in on
+#: ``glm5_dsa_attn_module_perf``. Evidence, SGLang's B200 FlashMLA prompt module rows (GLM-5.2,
+#: bf16 cache, no floor), the core a token (the row less its other kernels), ns at 8 / 64 heads:
+#: 382 / 466 at 128 keys, 404 / 492 at 1,024, 416-460 / 524-578 past 2,048, where the form over
+#: the filled slots alone gave 169 at 128 keys and 499 past 2,048 (those rows 33-50% short at
+#: 128-512 keys). Not on Hopper: vLLM's H100 module rows, whose sparse class is fitted on their
+#: own residuals, go 5.0% / 13.2% -> 6.2% / 39.5% under it, refitted 11.4% / 30.7% -> 11.9% /
+#: 44.1% on the class's rows (docs/time-model.md, "FlashMLA's Blackwell sparse prompt
+#: multiplies every slot in the module rows too").
+EVERY_SLOT_PROMPT = {"tcgen05": True}
+
+
 def gen_sparse_variant(engine: str, kernel_source: Any, tokens: Any) -> np.ndarray:
     """Per call the class variant of TensorRT-LLM-gen's sparse MLA kernel: vLLM's FlashInfer
     path at :data:`FLASHINFER_WIDE_TOKENS` prompt tokens and more its own
@@ -313,6 +328,7 @@ def absorbed_prompt_core(
     elem_bytes: Any,
     causal: Any = False,
     wide: Any = False,
+    every_slot: Any = False,
 ) -> dict[str, np.ndarray]:
     """The absorbed sparse prompt kernel's work where it walks the slots the keys fill:
     ``seqs`` sequences of ``new`` tokens with ``keys`` keys each (the new ones included), every
@@ -320,8 +336,12 @@ def absorbed_prompt_core(
     of the score and value products over them; bytes: the query and the sequence's latent rows
     the queries pick among (each read once, at most its keys) in ``elem_bytes``, the bf16
     output. ``wide``: vLLM's FlashInfer path past :data:`FLASHINFER_WIDE_TOKENS`, each token at
-    :data:`FLASHINFER_WIDE_PICKS` slots whatever its picks. The module tables' prompt rows are
-    mapped with it (:mod:`mlacalc.measured.mapping`)."""
+    :data:`FLASHINFER_WIDE_PICKS` slots whatever its picks. ``every_slot``: FlashMLA's sparse
+    prompt kernel, which multiplies every one of a token's ``topk`` slots (``kv_len``, the
+    FLOPs) and gathers the ones its keys fill (``filled_keys``: a token's mean causal picks; 0
+    elsewhere), as ``glm5_dsa_attn_module_perf``'s rows are mapped (docs/time-model.md,
+    "FlashMLA's sparse prompt kernel gathers the filled slots"). The module tables' prompt
+    rows are mapped with it (:mod:`mlacalc.measured.mapping`)."""
     seqs, new, keys = (np.asarray(a, np.float64) for a in (seqs, new, keys))
     heads = np.asarray(heads, np.float64)
     tokens = seqs * new
@@ -330,8 +350,11 @@ def absorbed_prompt_core(
     kv = np.minimum(keys, top)
     rows = seqs * np.minimum(keys, kv * new)  # a sequence's tokens pick among its rows
     kv = np.where(causal, causal_picks(new, keys, top), kv)
+    filled = np.where(every_slot, causal_picks(new, keys, top), 0.0)
+    kv = np.where(every_slot, top, kv)
     return {
         "kv_len": kv,
+        "filled_keys": filled,
         "flops": 2.0 * heads * tokens * kv * (latent_qk + latent_v),
         "bytes": (tokens * heads + rows) * latent_qk * elem_bytes + tokens * heads * latent_v * 2.0,
     }
@@ -363,7 +386,11 @@ def _absorbed_prompt(
     window = col(batch, "window", 0)
     variant = "" if gen else _absorbed_variant(batch, engine, source, b * q, unit)
     wide = variant == GEN_SPARSE_WIDE_VARIANT
-    core = absorbed_prompt_core(b, q, keys, heads, window, lqk, lv, eb, unit > 0, wide)
+    # FlashMLA's sparse prompt on Blackwell (variant ``sparse``; a decode query keeps the slots
+    # it fills): :data:`EVERY_SLOT_PROMPT`
+    flashmla = EVERY_SLOT_PROMPT.get(fig.kernel_generation, False)
+    flashmla = flashmla and not gen and unit <= 0 and batch.kind == "mla_prefill"
+    core = absorbed_prompt_core(b, q, keys, heads, window, lqk, lv, eb, unit > 0, wide, flashmla)
     n, ones = len(batch), np.ones(len(batch))
     shape = dict(batch.shape)
     shape.update(
@@ -372,6 +399,7 @@ def _absorbed_prompt(
         preprocess_bytes=np.zeros(n), rope_elements=np.zeros(n), page_size=np.full(n, 64.0),
         operand_reads=ones, kv_split=np.full(n, 1.0 if blackwell else 0.0),
         unit_heads=np.full(n, unit), small_units=np.full(n, small),
+        filled_keys=core["filled_keys"],
     )  # fmt: skip
     return dataclasses.replace(
         batch,
