@@ -2338,3 +2338,69 @@ def test_flashinfer_trtllm_gen_moe_streams_its_padded_weights():
     assert held[0] == pytest.approx(held[1]) == pytest.approx(held[2]) == pytest.approx(own[2])
     assert held[3] == pytest.approx(held[4]) == pytest.approx(own[4])
     assert own[0] < own[1] < own[2] < own[3] < own[4]
+
+
+def test_flashinfer_mxfp4_moe_pads_hidden_and_intermediate_to_256():
+    """FlashInfer's TensorRT-LLM-gen MXFP4 MoE (``gen_pads``: SGLang's and vLLM's B200 rows of
+    ``w4a16_mxfp4`` and ``w4a8_mxfp4``) pads the rank's intermediate and the hidden size to 256:
+    gpt-oss's hidden 2,880 is timed and streamed as 3,072, a rank's 360 as 512; its other dtypes
+    and TensorRT-LLM's own build keep 128 and no hidden pad, as does a step of those, and a step
+    of SGLang's B200 MXFP4 class carries both pads (docs/time-model.md, "FlashInfer's MXFP4 MoE
+    pads hidden and intermediate to 256")."""
+    from mlacalc.timemodel.moe_time import (
+        GEN_TOKENS_MOE,
+        HIDDEN_PAD_MOE,
+        INTER_PAD_MOE,
+        engine_moe_tiles,
+        gen_pads,
+        moe_terms,
+    )
+
+    inter_pad, hidden_pad = gen_pads(
+        ["w4a16_mxfp4", "w4a8_mxfp4", "nvfp4", "w4a8_mxfp4", "bf16"],
+        [True, True, True, False, False],
+        [False, False, False, True, False],
+    )
+    assert inter_pad.tolist() == [256.0, 256.0, 128.0, 128.0, 0.0]
+    assert hidden_pad.tolist() == [256.0, 256.0, 0.0, 0.0, 0.0]
+
+    b200 = device_figures(load_hardware("B200"))
+    prm = default_params("moe")
+    hidden = np.array([2880.0, 3072.0, 2880.0])
+    n, tokens, inter, topk, experts = len(hidden), 4096.0, 360.0, 4.0, 128.0
+    flops = 2.0 * tokens * topk * hidden * inter * 3.0
+
+    def terms(pads: list[float]) -> dict:
+        shape = {
+            "tokens": np.full(n, tokens),
+            "hidden": hidden,
+            "inter": np.full(n, inter),
+            "topk": np.full(n, topk),
+            "experts": np.full(n, experts),
+            "active_experts": np.full(n, experts),
+            "gated": np.ones(n),
+            INTER_PAD_MOE: np.full(n, 256.0),
+            HIDDEN_PAD_MOE: np.array(pads),
+            GEN_TOKENS_MOE: np.ones(n),
+        }
+        batch = KernelBatch("moe", "w4a16_mxfp4", flops, np.full(n, 1e8), np.ones(n), shape)
+        return moe_terms(batch, b200, prm)
+
+    padded = terms([256.0, 256.0, 0.0])
+    assert padded["compute_s"][0] == padded["compute_s"][1] > padded["compute_s"][2]
+    assert padded["memory_s"][0] > padded["memory_s"][2]
+
+    step = KernelBatch(
+        "moe",
+        "w4a16_mxfp4",
+        np.ones(1),
+        np.ones(1),
+        np.ones(1),
+        {"tokens": np.ones(1), "experts": np.full(1, 128.0), "topk": np.full(1, 4.0)},
+    )
+    for engine in ("sglang", "vllm"):
+        shape = engine_moe_tiles(step, engine, b200).shape
+        assert [shape[INTER_PAD_MOE][0], shape[HIDDEN_PAD_MOE][0]] == [256.0, 256.0]
+    fp4 = dataclasses.replace(step, dtype="nvfp4")
+    shape = engine_moe_tiles(fp4, "sglang", b200).shape
+    assert shape[INTER_PAD_MOE].tolist() == [128.0] and HIDDEN_PAD_MOE not in shape

@@ -187,7 +187,6 @@ from mlacalc.timemodel.mla_time import (
 )
 from mlacalc.timemodel.moe_time import (
     FLASHINFER_HOPPER_TILE,
-    GEN_INTER_PAD,
     MARLIN_COLS,
     PAIR_STREAM_DTYPES,
     ROW_TILES_COL,
@@ -197,6 +196,7 @@ from mlacalc.timemodel.moe_time import (
     flashinfer_cutlass_moe,
     flashinfer_gen_tile,
     flashinfer_hopper_tiled,
+    gen_pads,
     marlin_experts,
     marlin_row_tile,
     triton_fused_moe,
@@ -2099,8 +2099,8 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
         bf16_rate=(flashinfer & (dt == "fp8_block"))[ok].astype(np.float64),
         gen_rows8=(flashinfer & np.isin(dt, ["bf16", "fp8"]))[ok].astype(np.float64),
         gen_tokens=flashinfer[ok].astype(np.float64),  # its pair cost (moe_time.GEN_TOKENS_MOE)
-        # TensorRT-LLM-gen's kernels pad the rank's intermediate (moe_time.INTER_PAD_MOE)
-        inter_pad=np.where(gen | flashinfer, GEN_INTER_PAD, 0.0)[ok],
+        # TensorRT-LLM-gen's padded intermediate and hidden sizes (moe_time.gen_pads)
+        **{k: v[ok] for k, v in zip(("inter_pad", "hidden_pad"), gen_pads(dt, flashinfer, gen))},
         pair_stream=(flashinfer & np.isin(dt, PAIR_STREAM_DTYPES))[ok].astype(np.float64),
         # SGLang's Triton fused MoE with a tuned config (moe_time.TUNED_MOE)
         tuned_config=tuned[ok].astype(np.float64),

@@ -47,6 +47,8 @@ __all__ = [
     "EP_MAP_MOE",
     "EP_ROW_MOE",
     "FLASHINFER_HOPPER_TILE",
+    "FLASHINFER_MXFP4_DTYPES",
+    "FLASHINFER_MXFP4_PAD",
     "FLASHINFER_TILED_KERNELS",
     "FLASHINFER_TILE_UP",
     "FUSED_SORT_TOKENS",
@@ -56,6 +58,7 @@ __all__ = [
     "GEN_ROWS8_MOE",
     "GEN_TOKENS_MOE",
     "GEN_TOKEN_KNEE",
+    "HIDDEN_PAD_MOE",
     "INTER_PAD_MOE",
     "MARLIN_CALL_EXPERTS",
     "MARLIN_COLS",
@@ -89,6 +92,7 @@ __all__ = [
     "flashinfer_cutlass_moe",
     "flashinfer_gen_tile",
     "flashinfer_hopper_tiled",
+    "gen_pads",
     "marlin_experts",
     "marlin_row_tile",
     "moe_terms",
@@ -452,6 +456,33 @@ GEN_TOKEN_KNEE = 64.0
 #: MoE pads a rank's intermediate to a multiple of 128"
 INTER_PAD_MOE = "inter_pad"
 GEN_INTER_PAD = 128.0
+
+#: FlashInfer's TensorRT-LLM-gen MoE of MXFP4 weights (the dtypes of
+#: :data:`FLASHINFER_MXFP4_DTYPES`; SGLang's and vLLM's B200 rows and steps): the engines hand it
+#: each expert's weights padded to a multiple of :data:`FLASHINFER_MXFP4_PAD` in the rank's
+#: intermediate (its :data:`INTER_PAD_MOE`) and in the hidden size (:data:`HIDDEN_PAD_MOE`: FC1's
+#: K, FC2's columns, and the padding's weight bytes, :func:`_padded_weight_bytes`), as recalled
+#: (the engines' MXFP4 weight loaders round both up to 256 for these kernels; no copy of their
+#: source at hand). Their rows at gpt-oss's hidden 2,880 take one time at 90 and 180 a rank and
+#: 1.38-1.47x that at 360, and the hidden 2,880 shapes were 8-12% fast against the 3,584 one:
+#: docs/time-model.md, "FlashInfer's MXFP4 MoE pads hidden and intermediate to 256"
+FLASHINFER_MXFP4_PAD = 256.0
+FLASHINFER_MXFP4_DTYPES = ("w4a16_mxfp4", "w4a8_mxfp4")
+HIDDEN_PAD_MOE = "hidden_pad"
+
+
+def gen_pads(dtype: Any, flashinfer: Any, gen: Any = True) -> tuple[np.ndarray, np.ndarray]:
+    """The (intermediate, hidden) pads (:data:`INTER_PAD_MOE`, :data:`HIDDEN_PAD_MOE`) of a MoE
+    of ``dtype`` (one, or one a row) on TensorRT-LLM-gen's kernels, where ``gen`` (TensorRT-LLM's
+    own) or ``flashinfer`` (FlashInfer's build): :data:`GEN_INTER_PAD` and no hidden pad, but
+    :data:`FLASHINFER_MXFP4_PAD` in both for FlashInfer's MXFP4 kernels
+    (:data:`FLASHINFER_MXFP4_DTYPES`); 0 and 0 on other kernels."""
+    fi = np.asarray(flashinfer, dtype=bool)
+    dtypes = np.broadcast_to(np.asarray(dtype, dtype=str), fi.shape)
+    mx = fi & np.isin(dtypes, FLASHINFER_MXFP4_DTYPES)
+    inter_pad = np.where(mx, FLASHINFER_MXFP4_PAD, GEN_INTER_PAD)
+    return np.where(fi | gen, inter_pad, 0.0), np.where(mx, FLASHINFER_MXFP4_PAD, 0.0)
+
 
 #: The share of the device's L2 that keeps one GEMM's expert weights between its row tiles in
 #: FlashInfer's TensorRT-LLM-gen MoE (:func:`_weights_again_s`): half, one of the L2's two
@@ -1076,8 +1107,12 @@ def engine_moe_tiles(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ker
         extra[GEN_TOKENS_MOE] = ones
     if flashinfer_gen or gen_tiled:
         # TensorRT-LLM-gen's kernels (FlashInfer's under SGLang and vLLM, TensorRT-LLM's own
-        # w4a8 MXFP4 one): the rank's intermediate padded as their rows' (:data:`INTER_PAD_MOE`)
-        extra[INTER_PAD_MOE] = ones * GEN_INTER_PAD
+        # w4a8 MXFP4 one): the rank's intermediate padded as their rows' (:data:`INTER_PAD_MOE`),
+        # FlashInfer's MXFP4 kernels' hidden size too (:data:`HIDDEN_PAD_MOE`)
+        inter_pad, hidden_pad = gen_pads(batch.dtype, flashinfer_gen)
+        extra[INTER_PAD_MOE] = ones * inter_pad
+        if hidden_pad > 0:
+            extra[HIDDEN_PAD_MOE] = ones * hidden_pad
     if extra:
         batch = dataclasses.replace(batch, shape={**batch.shape, **extra})
     own = (
@@ -1320,8 +1355,11 @@ def moe_terms(
     # :data:`INTER_PAD_MOE` rows in both GEMMs)
     pad = col(batch, INTER_PAD_MOE, 0)
     padded = np.where(pad > 0, np.ceil(inter / np.maximum(pad, 1.0)) * pad, inter)
-    n = np.array([padded * (mats - 1.0), hidden])[:, None, :]
-    k = np.array([hidden, padded])[:, None, :]
+    # (FlashInfer's MXFP4 kernels the hidden size as well, :data:`HIDDEN_PAD_MOE`)
+    h_pad = col(batch, HIDDEN_PAD_MOE, 0)
+    hidden_p = np.where(h_pad > 0, np.ceil(hidden / np.maximum(h_pad, 1.0)) * h_pad, hidden)
+    n = np.array([padded * (mats - 1.0), hidden_p])[:, None, :]
+    k = np.array([hidden_p, padded])[:, None, :]
     spread = col(batch, ROWS_SPREAD, 0)
     m_tiles = _moe_m_tiles(_MOE_TM, active, pairs, top, spread)
     for t_i, tm in enumerate(_MOE_TM[:, 0]):  # a power-law row's own count (ROW_TILES_COL)
@@ -1404,7 +1442,7 @@ def moe_terms(
     )
     share = np.where(wave_drawn(batch, col_tile), drawn_waves, share)
     # (with FlashInfer's TensorRT-LLM-gen MoE's padded weights, :func:`_padded_weight_bytes`)
-    streamed = batch.bytes + _padded_weight_bytes(batch, active, mats, padded)
+    streamed = batch.bytes + _padded_weight_bytes(batch, active, mats, padded, hidden_p)
     memory = streamed / bw * ((mats - 1.0) / share[0] + 1.0 / share[1]) / mats
     memory = memory * _drawn_per_sm(batch, fig, sync)  # the warps' loads (Marlin's, Triton's)
     extra = _around_gemms_s(batch, fig, prm, pairs, mats, bw)
@@ -1433,18 +1471,23 @@ def moe_terms(
 
 
 def _padded_weight_bytes(
-    batch: KernelBatch, active: np.ndarray, mats: np.ndarray, padded: np.ndarray
+    batch: KernelBatch,
+    active: np.ndarray,
+    mats: np.ndarray,
+    padded: np.ndarray,
+    hidden_p: np.ndarray,
 ) -> np.ndarray:
     """Bytes FlashInfer's TensorRT-LLM-gen MoE (:data:`GEN_TOKENS_MOE`, SGLang's and vLLM's B200
     rows and steps) streams beyond its row's weights: it holds each expert's FC1 and FC2 padded
-    as its GEMMs take them (:data:`INTER_PAD_MOE`, the rank's intermediate to ``padded``), so
-    the ``active`` experts' padding streams with them. 0 elsewhere (TensorRT-LLM's own
-    TensorRT-LLM-gen rows keep their bytes): docs/time-model.md, "FlashInfer's TensorRT-LLM-gen
-    MoE streams its padded weights"."""
+    as its GEMMs take them (:data:`INTER_PAD_MOE`, the rank's intermediate to ``padded``; its
+    MXFP4 kernels' hidden size to ``hidden_p``, :data:`HIDDEN_PAD_MOE`), so the ``active``
+    experts' padding streams with them. 0 elsewhere (TensorRT-LLM's own TensorRT-LLM-gen rows
+    keep their bytes): docs/time-model.md, "FlashInfer's TensorRT-LLM-gen MoE streams its padded
+    weights"."""
     held = (col(batch, GEN_TOKENS_MOE, 0) > 0) & (col(batch, INTER_PAD_MOE, 0) > 0)
-    beyond = np.maximum(padded - col(batch, "inter", 1), 0.0)
+    beyond = np.maximum(hidden_p * padded - col(batch, "hidden", 1) * col(batch, "inter", 1), 0.0)
     per_element = MOE_WEIGHT_BYTES.get(batch.dtype, 2.0)
-    return np.where(held, active * mats * col(batch, "hidden", 1) * beyond * per_element, 0.0)
+    return np.where(held, active * mats * beyond * per_element, 0.0)
 
 
 def _weights_again_s(
