@@ -113,3 +113,42 @@ def test_sglang_overlap_gains_at_ep72():
         gain = float(sm.step(**kw).seconds[0] / sm.step(overlap="tbo", **kw).seconds[0])
         assert gain == pytest.approx(measured, rel=0.08), (kw, gain)
         assert gain > 1.18
+
+
+def _times(d: object, path: str = "") -> list[tuple[str, float]]:
+    """Every time of a plan's JSON (keys ending ``_s`` or ``seconds``), with its path."""
+    out: list[tuple[str, float]] = []
+    if isinstance(d, dict):
+        for k, v in d.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                if k.endswith("_s") or k.endswith("seconds"):
+                    out.append((f"{path}{k}", float(v)))
+            else:
+                out += _times(v, f"{path}{k}.")
+    elif isinstance(d, list):
+        for i, v in enumerate(d):
+            out += _times(v, f"{path}{i}.")
+    return out
+
+
+@pytest.mark.parametrize(
+    ("hw", "gpus", "ep", "engine", "overlap"),
+    [
+        ("GB200", 72, 72, "sglang", "tbo"),  # step_comm_s was -3.1e-18 (a trial's JSON)
+        ("GB200", 8, 8, "trtllm", "tbo"),  # -6.3e-18
+        ("H200", 16, 16, "sglang", "tbo"),
+        ("H200", 16, 16, "sglang", "none"),
+    ],
+)
+def test_every_time_in_a_plans_json_is_at_least_zero(hw, gpus, ep, engine, overlap):
+    """The five-stage schedule's exposed links are what dispatch and combine leave past the
+    compute beside them, written as those excesses: never a negative time by rounding."""
+    from mlacalc.serving.plan import plan
+
+    p = plan("deepseek-v3", hw, gpus, tp=1, dp_attention=True, ep=ep, engine=engine,
+             overlap=overlap, isl=2000, osl=500, concurrency=64 * gpus,
+             redundant_experts=-256 % ep)  # fmt: skip
+    times = _times(p.to_dict())
+    assert any(k == "step_comm_s" for k, _ in times)
+    negative = [(k, v) for k, v in times if v < 0]
+    assert not negative, negative

@@ -1654,7 +1654,9 @@ class StepModel:
         if "low" in stages:  # decode rows of a two-batch-overlap step: the five stages
             sc, sk = five_stage_layer(stages)
             mc = np.where(stages["low"], sc - lc, mc)
-            mk = np.where(stages["low"], sk - lk, mk)
+            # the MoE part's links: the layer's beside the per-part rule's attention links
+            # (``lk``), never below 0 by rounding
+            mk = np.where(stages["low"], np.maximum(sk - lk, 0.0), mk)
         ec, ek = part("embed")
         hc, hk = part("head")
         pc, pk = part("p2p")
@@ -1758,8 +1760,11 @@ def five_stage_layer(pieces: dict[str, Any]) -> tuple[Any, Any]:
 
     prep, core, shared, experts = get("prep"), get("core"), get("shared"), get("experts")
     compute = 2 * (prep + core + shared + experts)
-    half = np.maximum(shared + prep, get("dispatch")) + experts + np.maximum(core, get("combine"))
-    links = 2 * half - compute
+    # each half's links: what its dispatch and combine leave past the compute beside them
+    # (``2 half - compute`` as such: written as the two excesses, never below 0 by rounding,
+    # where ``2 half - compute`` gave -3.1e-18 s on GB200 EP72, a trial's JSON)
+    links = 2 * np.maximum(get("dispatch") - (shared + prep), 0.0)
+    links = links + 2 * np.maximum(get("combine") - core, 0.0)
     # the TP all-reduces of the attention and of the shared experts: the per-part rule
     links = links + 2 * np.maximum(get("layer_links") - (prep + core), 0.0)
     links = links + 2 * np.maximum(get("moe_ffn_links") - (shared + experts), 0.0)
