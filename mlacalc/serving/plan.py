@@ -713,7 +713,45 @@ def plan(
     )
     if req.isl is None:
         return with_tp_network_warning(req, with_tbo_warning(capacity_plan(req, cap, common, sm)))
-    return with_tp_network_warning(req, with_tbo_warning(serving_plan(req, cap, common, sm)))
+    served = with_prompt_interference(req, serving_plan(req, cap, common, sm))
+    return with_tp_network_warning(req, with_tbo_warning(served))
+
+
+#: The binding of an aggregated plan whose TPOT is mostly other requests' prompts in the steps
+PROMPT_INTERFERENCE = "prompts in the decode steps"
+
+
+def with_prompt_interference(req: PlanRequest, p: Plan) -> Plan:
+    """An aggregated plan whose TPOT is mostly other requests' prompts run inside the decode
+    steps (their share over the decode step's, :meth:`Plan.tpot_parts`) is bound by them, not
+    by the decode step's roof: its binding says so (:data:`PROMPT_INTERFERENCE`, and the
+    synchronised attention groups where several meet at every MoE layer: a step any of them
+    runs a prompt in lasts as the prompt's pass on all), and a warning points to
+    disaggregated serving, which keeps prompts out of the decode steps, with the commands (a
+    trial: DeepSeek-V3 on 64 H200, EP64 DP-attention, 364 of a 420 ms TPOT prompts, read
+    "binding resource: memory bandwidth" and no hint). Only where the binding is the step's
+    roof: a queue, a prefill pool or chunked prefill binding says its own."""
+    extra = p.tpot_others_prompts_s
+    roof = {"memory": "memory bandwidth"}.get(p.decode_bound or "", p.decode_bound)
+    if extra is None or p.binding != roof or extra <= p.decode_step_s / p.tokens_per_step:
+        return p
+    groups = synced_groups(req.m, req.lay)
+    on = f"any of the {groups:,} synchronised attention groups" if groups > 1 else "its group"
+    binding = PROMPT_INTERFERENCE + (
+        f" ({groups:,} synchronised attention groups)" if groups > 1 else ""
+    )
+    step = p.decode_step_s / p.tokens_per_step
+    said = (
+        f"other requests' prompts make {extra * 1e3:,.1f} of the {p.tpot_s * 1e3:,.1f} ms "
+        f"TPOT ({extra / p.tpot_s:.0%}; the decode step a token {step * 1e3:,.1f} ms): every "
+        f"step that carries a prompt on {on} lasts as the prompt's "
+        "pass. Disaggregated serving runs the prompts on a prefill pool of their own, out of "
+        f"the decode steps: mlacalc plan {req.m.name} -H {req.hw.name} --gpus {req.gpus} ... "
+        "--mode disaggregated --prefill-gpus N; or let search weigh both: mlacalc search "
+        f"{req.m.name} -H {req.hw.name} --gpus {req.gpus} --isl {req.isl} --osl {req.osl} "
+        "--tpot TARGET"
+    )
+    return dataclasses.replace(p, binding=binding, warnings=(*p.warnings, said))
 
 
 def _cache_figures(req: PlanRequest) -> Any:
@@ -763,6 +801,7 @@ def with_tp_network_warning(req: PlanRequest, p: Plan) -> Plan:
             f"{node}, with pipeline, data or expert parallelism across them"
         )
     said += _moe_tp_network_words(req, node)
+    said += _ep_network_words(req, node, p)
     return dataclasses.replace(p, warnings=(*p.warnings, *said)) if said else p
 
 
@@ -790,6 +829,43 @@ def _moe_tp_network_words(req: PlanRequest, node: int | None) -> list[str]:
             f"{node} {req.hw.name} GPUs: every MoE layer's tensor-parallel reduction crosses "
             f"the network; expert parallelism keeps each expert whole on a GPU: {flag} {ep}"
             + ("" if whole else " (with --redundant-experts to make it divide the experts)")
+        )
+    return out
+
+
+def _ep_network_words(req: PlanRequest, node: int | None, p: Plan) -> list[str]:
+    """A warning for each pool whose expert group (the MoE group: every GPU of a stage under
+    DP-attention) spans more GPUs than one scale-up domain holds, its experts whole or split
+    within a domain (a wider split :func:`_moe_tp_network_words` says, a wider TP
+    :func:`with_tp_network_warning`): every MoE layer's dispatch and combine cross the
+    network, with the decode step's link time where it was timed (a trial: GB200 x144 at
+    EP72 over two NVL72 racks, 17.3 ms of links in a 34.8 ms step against 4.3 in one rack's,
+    no word). The layout inside one domain: a replica of a domain's GPUs, as many replicas."""
+    out: list[str] = []
+    if node is None or not req.m.n_routed_experts:
+        return out
+    for pool, lay, flag in (("", req.lay, "--gpus"), ("the prefill pool's ", req.p_lay,
+                                                      "--prefill-gpus")):  # fmt: skip
+        if lay is None or lay.moe_group <= node or lay.moe_tp > node or lay.tp > node:
+            continue
+        links = ""
+        if not pool and p.step_links_s is not None and p.decode_step_s:
+            links = (
+                f" ({p.step_links_s * 1e3:,.1f} ms of links in the "
+                f"{p.decode_step_s * 1e3:,.1f} ms decode step)"
+            )
+        group = f"EP{lay.ep}" + (f" over DP-attention{lay.dp}" if lay.dp_attention else "")
+        inside = (
+            f"replicas of {node} GPUs ({flag} {node}, its --ep within it), "
+            f"{lay.gpus // node} of them"
+            if lay.gpus % node == 0
+            else f"replicas of at most {node} GPUs ({flag} {node} or fewer)"
+        )
+        out.append(
+            f"{pool}expert group of {lay.moe_group} GPUs ({group}) spans "
+            f"{-(-lay.moe_group // node)} NVLink domains (a node's or rack's GPU fabric) of "
+            f"{node} {req.hw.name} GPUs: every MoE layer's dispatch and combine cross the "
+            f"network{links}; a layout inside one domain: {inside}"
         )
     return out
 

@@ -1,0 +1,86 @@
+"""Wide expert-parallel plans as a new user sizing DeepSeek-V3 serving reads them (a trial,
+round 28): what binds a DP-attention plan whose TPOT is mostly prompts, the expert layout's
+assumptions said, MoE tensor-parallel degrees refused, groups across NVLink domains."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from mlacalc.serving.plan import PROMPT_INTERFERENCE, plan
+
+
+@functools.cache
+def _dpa(gpus: int = 16, isl: int = 2000, osl: int = 500, **kw):
+    """DeepSeek-V3 on H200 at TP1 DP-attention, EP over every GPU, SGLang with TBO, 128
+    requests in flight a GPU (the trial's)."""
+    return plan("deepseek-v3", "H200", gpus, tp=1, dp_attention=True, ep=gpus,
+                engine="sglang", overlap="tbo", isl=isl, osl=osl, concurrency=128 * gpus,
+                **kw)  # fmt: skip
+
+
+def test_prompts_in_the_steps_bind_and_point_to_disaggregated_serving():
+    """The trial: 104 of 172 ms TPOT other requests' prompts (EP16), read "binding resource:
+    memory bandwidth" with no hint."""
+    p = _dpa()
+    assert p.tpot_others_prompts_s > p.decode_step_s
+    assert p.binding.startswith(PROMPT_INTERFERENCE)
+    assert "16 synchronised attention groups" in p.binding
+    (said,) = [w for w in p.warnings if "prompts make" in w]
+    assert "--mode disaggregated" in said
+    assert "mlacalc search deepseek-v3 -H H200 --gpus 16 --isl 2000 --osl 500" in said
+
+
+def test_a_decode_bound_mix_keeps_the_roof_as_its_binding():
+    """Short prompts, long outputs: the decode step is most of TPOT, the roof binds."""
+    p = _dpa(isl=200, osl=4000)
+    assert p.tpot_others_prompts_s < p.decode_step_s
+    assert p.binding == "memory bandwidth"
+    assert not [w for w in p.warnings if "prompts make" in w]
+
+
+@pytest.mark.parametrize(
+    ("hw", "gpus", "ep", "why", "works"),
+    [
+        ("H200", 24, 8, "2,048 intermediate columns do not split 3 ways", "--ep 3 "),
+        ("GB200", 72, 8, "do not split 9 ways", "72 (with --redundant-experts 32)"),
+        ("H200", 64, 2, "64-column shards are narrower than", "--ep 4 or 8"),
+    ],
+)
+def test_a_moe_tp_degree_that_cannot_split_the_experts_is_refused(hw, gpus, ep, why, works):
+    """The trial's EP8 MoE-TP3 (2,048 / 3), MoE-TP9 and MoE-TP32 (64-wide shards under the
+    checkpoint's 128x128 fp8 blocks) were planned silently."""
+    from mlacalc.words.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError) as exc:
+        plan("deepseek-v3", hw, gpus, tp=1, dp_attention=True, ep=ep, seq_len=4096)
+    assert exc.value.argument == "ep"
+    assert why in exc.value.message and works in exc.value.message
+
+
+def test_search_offers_no_layout_whose_experts_do_not_split():
+    """Search's layouts of 24 GPUs: every MoE-TP degree splits DeepSeek-V3's experts."""
+    from mlacalc.cost.engine import as_model
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.serving.search_space import candidate_layouts
+
+    m = as_model("deepseek-v3")
+    lays = candidate_layouts(m, load_hardware("H200"), 24, None, 1 << 60)
+    assert lays
+    assert all(m.moe_intermediate_size % lay.moe_tp == 0 for lay in lays)
+    assert all((m.moe_intermediate_size // lay.moe_tp) % 128 == 0 for lay in lays)
+
+
+def test_an_expert_group_over_two_nvlink_domains_is_said():
+    """The trial's GB200 x144 at EP72 over two NVL72 racks (17.3 ms of links in a 34.8 ms
+    step, one rack's 4.3) read no warning; one rack's layout reads none."""
+    two = plan("deepseek-v3", "GB200", 144, tp=1, dp_attention=True, ep=72,
+               redundant_experts=32, seq_len=2048, batch=18432)  # fmt: skip
+    (said,) = [w for w in two.warnings if "NVLink domains" in w]
+    assert "spans 2 NVLink domains" in said and "of 72 GB200 GPUs" in said
+    assert "replicas of 72 GPUs (--gpus 72" in said
+    assert f"{two.step_links_s * 1e3:,.1f} ms of links" in said
+    one = plan("deepseek-v3", "GB200", 72, tp=1, dp_attention=True, ep=72,
+               redundant_experts=32, seq_len=2048, batch=9216)  # fmt: skip
+    assert not [w for w in one.warnings if "NVLink domains" in w]
