@@ -316,6 +316,8 @@ def make_layout(
             f"of {group} GPUs over ep={ep}), more than its {m.moe_intermediate_size} "
             "intermediate columns; raise ep (--ep) or use fewer GPUs per MoE group",
         )
+    if m.is_moe and not _moe_tp_splits(m, group // ep):
+        raise InvalidArgumentError("ep", _moe_tp_words(m, group, ep, redundant_experts))
     return Layout(
         gpus=gpus,
         tp=tp,
@@ -354,6 +356,59 @@ def _tp_choices(m: ModelConfig, stage: int) -> str:
         words += f", or tp {listed + ' or ' if listed else ''}{elsewhere[-1]} on a GPU count "
         words += "it divides"
     return words
+
+
+def _expert_block(m: ModelConfig) -> tuple[int, int] | None:
+    """The checkpoint's weight block (rows, columns) its routed experts' scales are kept by
+    (``quantization_config.weight_block_size``: DeepSeek-V3's and Kimi-K2's fp8 128x128), or
+    None where the checkpoint keeps none (unquantized, per-tensor or group scales)."""
+    q = m.quantization
+    return getattr(q, "block", None) if q is not None else None
+
+
+def _moe_tp_splits(m: ModelConfig, moe_tp: int) -> bool:
+    """Whether ``moe_tp`` ranks split each routed expert's intermediate width into whole
+    shards the engines load: the width a whole multiple of ``moe_tp``, and where the
+    checkpoint keeps block scales, each shard a whole number of blocks (vLLM's and SGLang's
+    fp8 block MoE refuse a gate/up shard not a multiple of the block's rows or a down shard
+    not a multiple of its columns, from recall of their weight loaders' checks)."""
+    width = m.moe_intermediate_size
+    if moe_tp <= 1 or not width:
+        return True
+    if width % moe_tp:
+        return False
+    block = _expert_block(m)
+    return block is None or not ((width // moe_tp) % block[0] or (width // moe_tp) % block[1])
+
+
+def _moe_tp_words(m: ModelConfig, group: int, ep: int, redundant: int) -> str:
+    """Why ``ep`` over a MoE group of ``group`` GPUs splits ``m``'s routed experts into shards
+    the engines cannot load (:func:`_moe_tp_splits`), and the expert-parallel degrees that
+    work, each with the replicas that round the expert slots up to it (a trial: DeepSeek-V3 on
+    24 H200 at ep 8 was planned as MoE-TP3, 2,048 columns over 3)."""
+    width, moe_tp = m.moe_intermediate_size, group // ep
+    block = _expert_block(m)
+    why = (
+        f"its {width:,} intermediate columns do not split {moe_tp} ways"
+        if width % moe_tp
+        else f"{width // moe_tp}-column shards are narrower than (or not whole) "
+        f"{block[0]}x{block[1]} weight blocks (the checkpoint's quantization_config."
+        "weight_block_size)"
+    )
+    ok = []
+    for e in (e for e in range(2, group + 1) if group % e == 0 and _moe_tp_splits(m, group // e)):
+        more = redundant + (-(m.n_routed_experts + redundant)) % e
+        ok.append(f"{e}" + (f" (with --redundant-experts {more})" if more != redundant else ""))
+    use = (
+        f"use --ep {' or '.join(ok[:6])}"
+        if ok
+        else f"no expert-parallel degree of the {group}-GPU MoE group does"
+    )
+    return (
+        f"expert parallel degree {ep} over the MoE group of {group} GPUs splits each routed "
+        f"expert of {m.label} {moe_tp} ways (MoE-TP{moe_tp}), and {why}: the engines load "
+        f"whole shards; {use}"
+    )
 
 
 def _ep_choices(experts: int, redundant: int, gpus: int) -> str:
