@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -746,7 +747,7 @@ def _serving_plan(sc: Scenario, inputs: PlanInputs):
         conc = float(load.concurrency) if load else None
         return mlacalc.plan(sc.model, sc.hardware, inputs.gpus, **args, concurrency=conc), load
     except mlacalc.MlacalcError as exc:
-        st.error(str(exc) + _section_of(getattr(exc, "argument", "")))
+        st.error(app_error_text(exc))
         return None, None
 
 
@@ -767,6 +768,31 @@ SECTION_BOXES = {
     "prefix_cache_hit": "prefix cache hit (share of a prompt)",
     "output_lag_steps": "output lag (steps, aggregated)",
 }
+
+
+#: A fix an error gives as an argument and its CLI flag: ``redundant_experts=48
+#: (--redundant-experts 48)``
+_GIVEN_FIX = re.compile(r"(\w+)=(\S+?) \(--[\w-]+ [^)]*\)")
+
+
+def app_error_text(exc: Exception) -> str:
+    """An error as the page says it: a fix given as an argument and its CLI flag
+    (``redundant_experts=48 (--redundant-experts 48)``) as the value in its box, where the
+    page has one, and the box of the argument the fix sets pointed to (else the one the error
+    names): a trial's Kimi-K2 at ep 72 was sent to the 'expert parallel' box with the CLI's
+    ``--redundant-experts 48``."""
+    text, fixed = str(exc), None
+
+    def box_value(match: re.Match) -> str:
+        nonlocal fixed
+        box = SECTION_BOXES.get(match.group(1))
+        if box is None:
+            return match.group(0)
+        fixed = fixed or match.group(1)
+        return f"{match.group(2)} in the {box!r} box"
+
+    text = _GIVEN_FIX.sub(box_value, text)
+    return text + _section_of(fixed or getattr(exc, "argument", ""))
 
 
 def _section_of(argument: str) -> str:
@@ -906,7 +932,10 @@ def prediction_line(route: dict) -> str:
     e = route.get("expected_error")
     shape = f" But {route['geometry_note']}." if route.get("geometry_note") else ""
     # the kernel tables' error is each kernel's; the served figures' is beside it
-    served = f" Not TTFT's or TPOT's: {serving_error_words()}." if route else ""
+    # the devices they were measured on, and none on this one, as the CLI says them
+    served = (
+        f" Not TTFT's or TPOT's: {serving_error_words(route.get('device', ''))}." if route else ""
+    )
     if not e:
         return (
             f"Expected error of these times: not measured for this route ({words}).{served}{shape}"

@@ -826,3 +826,19 @@ def test_times_on_a_device_no_fit_vouches_for_are_not_called_calibrated():
     assert "times are the kernel model's" in amd and "unvalidated" in amd
     assert "calibrated kernel model's" not in amd
     assert "times are the calibrated kernel model's" in captions(_run())
+
+
+def test_an_error_gives_its_fix_as_the_apps_box_and_the_cli_s_device_clause():
+    """A trial: Kimi-K2 on 72 GB200 at ep 72 was sent to the 'expert parallel' box with the
+    CLI's ``--redundant-experts 48``; the fix's box and value are said instead. And the
+    expected-error line on GB200 omitted the CLI's ", none of them on GB200"."""
+    from appviews.planner import app_error_text, prediction_line
+
+    with pytest.raises(mlacalc.MlacalcError) as exc:
+        mlacalc.plan("kimi-k2", "GB200", 72, tp=1, dp_attention=True, ep=72)
+    text = app_error_text(exc.value)
+    assert "give 48 in the 'redundant experts' box" in text
+    assert "--redundant-experts" not in text and "expert parallel' box" not in text
+    assert text.endswith("(the 'redundant experts' box, in 'Layout, memory and engine' below)")
+    p = mlacalc.plan("deepseek-v3", "GB200", 8, tp=8, seq_len=4096)
+    assert ", none of them on GB200" in prediction_line(p.prediction)
