@@ -131,7 +131,9 @@ def layout_text(p: dict, pool: str = "") -> str:
     """A searched deployment's layout (``pool="prefill_"``: its prefill pool's) with its
     redundant experts, as ``mlacalc search`` writes it."""
     layout, extra = p[f"{pool}layout"], p.get(f"{pool}redundant_experts")
-    return f"{layout} ({extra} redundant expert{'s' if extra > 1 else ''})" if extra else layout
+    if not extra or layout.endswith(("redundant experts)", "redundant expert)")):
+        return layout  # Layout.describe() says them
+    return f"{layout} ({extra} redundant expert{'s' if extra > 1 else ''})"
 
 
 def gib(n: float) -> str:

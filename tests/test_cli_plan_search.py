@@ -650,10 +650,14 @@ def test_search_layout_shows_the_redundant_experts_its_plan_line_gives(run):
     best = doc["best"]
     assert best["redundant_experts"] == 4 and "--redundant-experts 4" in doc["plan_command"]
     table = run(*args, "--format", "markdown")[0]
-    assert f"| {best['layout']} (4 redundant experts) |" in table
+    # the layout says its replicas itself (Layout.describe), once
+    assert best["layout"].endswith(" (4 redundant experts)")
+    assert f"| {best['layout']} |" in table
+    assert "redundant experts) (4 redundant experts)" not in table
     for p in doc["frontier"]:  # every frontier row with its replicas, decode and prefill
         if p["redundant_experts"]:
-            assert f"{p['layout']} ({p['redundant_experts']} redundant experts)" in table
+            assert p["layout"].endswith(f" ({p['redundant_experts']} redundant experts)")
+            assert p["layout"] in table
 
 
 def test_calibration_names_every_class_a_note_marks_a_stand_in_in_plan_and_search():

@@ -84,3 +84,32 @@ def test_an_expert_group_over_two_nvlink_domains_is_said():
     one = plan("deepseek-v3", "GB200", 72, tp=1, dp_attention=True, ep=72,
                redundant_experts=32, seq_len=2048, batch=9216)  # fmt: skip
     assert not [w for w in one.warnings if "NVLink domains" in w]
+
+
+def test_a_plan_records_its_expert_layout_assumptions():
+    """The trial's plan at --redundant-experts 32 said "TP1 DP-attention16 EP16", its JSON had
+    no redundant_experts nor routing keys, and no line named the exchange's kernels."""
+    import json
+
+    from mlacalc.serving.layout import make_layout
+
+    p = plan("deepseek-v3", "H200", 16, tp=1, dp_attention=True, ep=16, redundant_experts=32,
+             engine="trtllm", seq_len=4096, batch=1024)  # fmt: skip
+    assert p.layout == "TP1 DP-attention16 EP16 (32 redundant experts)"
+    d = json.loads(json.dumps(p.to_dict()))
+    assert d["redundant_experts"] == 32
+    assert (d["routing"], d["expert_skew"], d["routing_imbalance"], d["rebalance"]) == (
+        "random", 0.0, 1.0, True)  # fmt: skip
+    assert d["expert_rank_load_from"].startswith("random routing")
+    assert "DeepEP's kernels" in d["ep_exchange"]
+    assert "standing in for TensorRT-LLM's own" in d["ep_exchange"]
+    sg = plan("deepseek-v3", "H200", 8, tp=1, dp_attention=True, ep=8, engine="sglang",
+              seq_len=4096, batch=512)  # fmt: skip
+    assert "SGLang's own" in sg.ep_exchange and "one-node DeepEP tables" in sg.ep_exchange
+    tp8 = plan("deepseek-v3", "H200", 8, tp=8, seq_len=4096, batch=8)
+    assert tp8.ep_exchange is None and tp8.routing is None and tp8.redundant_experts == 0
+    from mlacalc.cost.engine import as_model
+
+    lay = make_layout(as_model("deepseek-v3"), 16, tp=1, ep=16, dp_attention=True,
+                      redundant_experts=32)  # fmt: skip
+    assert lay.describe().endswith("(32 redundant experts)")

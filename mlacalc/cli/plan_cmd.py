@@ -738,6 +738,10 @@ def plan_rows(p, compressed: bool = False, copied: bool = False) -> list[list[st
         rows.append(
             [f"hottest expert rank's copies over the even share{per}", f"{p.expert_rank_load:.3f}x"]
         )
+        if p.expert_rank_load_from:
+            rows.append(["  from", p.expert_rank_load_from])
+    if p.ep_exchange:
+        rows.append(["expert exchange (dispatch / combine)", p.ep_exchange])
     if p.decode_step_s is not None:
         at = decode_at(p)
         rows.append(

@@ -106,8 +106,8 @@ def duration_text(seconds: float) -> str:
 def _with_replicas(layout: str, redundant: Any) -> str:
     """A layout with its redundant experts, which its plan line gives as
     ``--redundant-experts`` (``TP1 DP-attention13 EP13 (4 redundant experts)``)."""
-    if not redundant:
-        return layout
+    if not redundant or layout.endswith(("redundant experts)", "redundant expert)")):
+        return layout  # Layout.describe() says them
     return f"{layout} ({redundant} redundant expert{'s' if redundant > 1 else ''})"
 
 

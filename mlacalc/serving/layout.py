@@ -94,6 +94,11 @@ class Layout:
             # the experts split otherwise than the attention: "TP1 DP-attention8" alone read as
             # each GPU holding whole experts where each is split 8 ways (trial 6)
             parts.append(f"MoE-TP{self.moe_tp}")
+        if self.redundant_experts:
+            # the replicas the plan was sized and timed with (a trial: "TP1 DP-attention16
+            # EP16" of a plan at --redundant-experts 32 said none), as search's lines say them
+            n = self.redundant_experts
+            parts.append(f"({n} redundant expert{'s' if n > 1 else ''})")
         return " ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:

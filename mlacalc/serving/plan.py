@@ -395,6 +395,21 @@ class Plan:
     #: :mod:`mlacalc.timemodel.moe_backend`)
     moe_backend: str | None = None
     moe_kernel: str | None = None
+    #: the expert layout's assumptions (None, or 0, without routed experts shared over
+    #: ranks): the replicas of busy experts placed (EPLB), how a step's routed copies spread
+    #: over the ranks (``routing``: random, the sampling spread, or balanced), the experts'
+    #: popularity (``expert_skew``, a Zipf exponent), ``routing_imbalance`` (the user's
+    #: busiest-expert factor), whether the placement is rebalanced (EPLB; the default: with
+    #: redundant experts), and :attr:`expert_rank_load`'s origin in words
+    redundant_experts: int = 0
+    routing: str | None = None
+    expert_skew: float | None = None
+    routing_imbalance: float | None = None
+    rebalance: bool | None = None
+    expert_rank_load_from: str | None = None
+    #: the kernels the routed experts' dispatch and combine are timed as, in words, and for
+    #: which engine they stand in (None: no expert-parallel exchange, :func:`ep_exchange_words`)
+    ep_exchange: str | None = None
     #: the dtype a linear or Mamba layer's recurrent state is kept in (``fp32``, or ``bf16``
     #: with ``state_dtype``); None: the model keeps none (:attr:`kv_layout`: the cache's rows)
     state_dtype: str | None = None
@@ -1144,6 +1159,7 @@ def plan_fields(req: PlanRequest, cap: Capacity) -> dict[str, Any]:
         pp=lay.pp,
         dp_attention=lay.dp_attention,
         layout=lay.describe(),
+        **expert_fields(req),
         mode=req.mode,
         overlap=req.overlap,
         prefill_pass=req.prefill_pass,
@@ -1158,6 +1174,85 @@ def plan_fields(req: PlanRequest, cap: Capacity) -> dict[str, Any]:
         warnings=req.warnings + cap.warnings,
         admission=cap.admission,
         prediction=prediction_route(req.profile, req.hw, req.engine, req.engine_note, req.m),
+    )
+
+
+def _shares_experts(req: PlanRequest) -> bool:
+    """Whether the decode pool shares its routed experts over expert-parallel ranks."""
+    return bool(req.m.num_moe_layers) and req.lay.ep > 1
+
+
+def expert_fields(req: PlanRequest) -> dict[str, Any]:
+    """The :class:`Plan` fields of the expert layout's assumptions (a trial: a plan at
+    ``--redundant-experts 32`` kept no record of them, nor of the routing behind its hottest
+    rank's 1.054x, nor of the exchange's kernels): none without experts over ranks."""
+    if not _shares_experts(req):
+        return {"redundant_experts": req.lay.redundant_experts}
+    lay = req.lay
+    rebalance = lay.redundant_experts > 0 if req.rebalance is None else bool(req.rebalance)
+    return dict(
+        redundant_experts=lay.redundant_experts,
+        routing=req.routing,
+        expert_skew=req.expert_skew,
+        routing_imbalance=req.imbalance,
+        rebalance=rebalance,
+        ep_exchange=ep_exchange_words(req),
+    )
+
+
+#: What each engine runs for its expert-parallel exchange, and whether DeepEP's kernels (the
+#: only exchange the shared tables measure) are its own or stand in (from recall of the
+#: engines' options, not a stored copy)
+_EP_EXCHANGE_ENGINE = {
+    "sglang": "SGLang's own (--moe-a2a-backend deepep, --deepep-mode auto)",
+    "vllm": "vLLM's own (its deepep_low_latency / deepep_high_throughput all-to-all backends)",
+    "trtllm": "standing in for TensorRT-LLM's own wide-EP all-to-all, which no shared table "
+    "measures",
+}
+
+
+def ep_exchange_words(req: PlanRequest) -> str | None:
+    """The kernels the routed experts' dispatch and combine are timed as, in words: DeepEP's
+    low-latency kernels in decode steps and its normal kernels in steps with prompt tokens,
+    by the kernel model's fit of the measured one-node DeepEP tables within a scale-up domain
+    or by the link model across domains; and whether they are the engine's own or stand in
+    (:data:`_EP_EXCHANGE_ENGINE`). None where the experts are exchanged by no all-to-all
+    (a TP group's all-reduce)."""
+    lay = req.lay
+    if not _shares_experts(req) or lay.moe_group == lay.tp:
+        return None
+    node = req.hw.scale_up_gpus or lay.moe_group
+    how = (
+        "the kernel model's fit of the measured one-node DeepEP tables (wideep_deepep_*), "
+        "over the scale-up link"
+        if lay.moe_group <= node
+        else f"the link model across the network ({-(-lay.moe_group // node)} domains: "
+        "low-latency sends every routed copy over RDMA, normal one copy a remote node)"
+    )
+    engine = _EP_EXCHANGE_ENGINE.get(req.engine, f"standing in for {req.engine}'s own")
+    return (
+        f"DeepEP's kernels: low-latency in decode steps, normal in steps with prompt tokens; "
+        f"timed by {how}; {engine}"
+    )
+
+
+def expert_load_words(sm: StepModel, load: float | None) -> str | None:
+    """Where the hottest expert rank's factor (:attr:`Plan.expert_rank_load`) comes from, in
+    words: the routing's spread of a step's copies over the ranks, the placement's factor
+    (the experts' popularity, rebalanced or not, their replicas) and ``routing_imbalance``."""
+    if load is None:
+        return None
+    spread = (
+        "random routing (the sampling spread of a step's routed copies over the ranks)"
+        if sm.routing == "random"
+        else "balanced routing (an even share of copies a rank)"
+    )
+    placed = "rebalanced (EPLB)" if sm.rebalance else "not rebalanced"
+    red = sm.lay.redundant_experts
+    return (
+        f"{spread}, times the placement's {sm.placement:.3f}x (expert_skew {sm.expert_skew:g}, "
+        f"{placed}, {red} redundant expert{'' if red == 1 else 's'}), times routing_imbalance "
+        f"{sm.imbalance:g}"
     )
 
 
@@ -1246,6 +1341,9 @@ def capacity_plan(req: PlanRequest, cap: Capacity, common: dict[str, Any], sm: S
         decode_tokens_per_s=run_batch * req.tau / step,
         tokens_per_step=req.tau,
         expert_rank_load=sm.expert_rank_load(timed_tokens(micro * q, overlap)),
+        expert_rank_load_from=expert_load_words(
+            sm, sm.expert_rank_load(timed_tokens(micro * q, overlap))
+        ),
         decode_bound=bound,
         prefill_s=prefill_s,
         prefill_what=prefill_pass_words(synced_groups(req.m, lay), False),
@@ -1484,6 +1582,9 @@ def serving_record(
         decode_step_s=f["t_dec"],
         decode_tokens_per_s=f["running"] * mix.tau / f["t_dec"],
         expert_rank_load=mix.sm.expert_rank_load(timed_tokens(micro * mix.q, req.overlap)),
+        expert_rank_load_from=expert_load_words(
+            mix.sm, mix.sm.expert_rank_load(timed_tokens(micro * mix.q, req.overlap))
+        ),
         decode_bound=bound,
         prefill_s=mix.prefill_alone,
         prefill_what=prefill_pass_words(
