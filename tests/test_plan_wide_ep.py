@@ -113,3 +113,38 @@ def test_a_plan_records_its_expert_layout_assumptions():
     lay = make_layout(as_model("deepseek-v3"), 16, tp=1, ep=16, dp_attention=True,
                       redundant_experts=32)  # fmt: skip
     assert lay.describe().endswith("(32 redundant experts)")
+
+
+def test_a_plan_breaks_its_decode_step_down_by_component():
+    """The trial found no summary of a step's shares, and under two-batch overlap a kernel
+    table of one micro-batch (22.47 ms) beside a 38.85 ms step: the components add up to the
+    step (and the prompts a step carries to TPOT), each compute part twice its rows there."""
+    import json
+
+    p = _dpa()
+    parts = dict(p.step_parts())
+    assert {"attention", "dense GEMMs", "routed experts"} <= set(parts)
+    assert "dispatch / combine (exposed links)" in parts
+    prompts = parts.pop("other requests' prompts in the step")
+    assert sum(parts.values()) == pytest.approx(p.decode_step_s, rel=1e-9)
+    assert prompts + p.decode_step_s == pytest.approx(p.tpot_s * p.tokens_per_step, rel=1e-9)
+    rows = sum(k["seconds"] for k in p.kernels if k["kind"] == "moe")
+    assert parts["routed experts"] == pytest.approx(2 * rows)  # both micro-batches
+    assert "one of the two micro-batches" in p.step_parts_note()
+    d = json.loads(json.dumps(p.to_dict()))
+    assert [r["component"] for r in d["step_parts"]][:2] == ["attention", "dense GEMMs"]
+    assert d["step_parts_note"] == p.step_parts_note()
+    one = plan("deepseek-v3", "H200", 8, tp=8, seq_len=4096, batch=8)
+    assert sum(t for _, t in one.step_parts()) == pytest.approx(one.decode_step_s, rel=1e-9)
+    assert "whole step of one GPU" in one.step_parts_note()
+
+
+def test_the_cli_prints_the_step_by_component(run):
+    """`mlacalc plan`'s text has the section, with its note, and the exchange's row."""
+    out = run("plan", "deepseek-v3", "-H", "H200", "--gpus", 8, "--tp", 1, "--dp-attention",
+              "--ep", 8, "--seq-len", "4k", "--batch", 512, "--overlap", "tbo",
+              "--format", "markdown")[0]  # fmt: skip
+    assert "### Decode step by component" in out
+    assert "| dispatch / combine (exposed links) |" in out
+    assert "| expert exchange (dispatch / combine) |" in out
+    assert "each compute part here is twice its rows" in out

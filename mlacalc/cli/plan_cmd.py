@@ -697,9 +697,26 @@ def sections(p, model=None, hardware: Any = None) -> list[Section]:
     ]
     if p.ttft_s is not None:
         out.append(Section("Serving", ["figure", "value"], serving_rows(p)))
+    if p.step_parts():
+        out.append(step_parts_section(p))
     if p.kernels:
         out.append(kernels_section(p, model))
     return out
+
+
+def step_parts_section(p) -> Section:
+    """The decode step by component (:meth:`mlacalc.serving.plan.Plan.step_parts`), each with
+    its share of what they add to (the step, and the prompts a step carries where said), and
+    how they make the step (under two-batch overlap: of the two micro-batches)."""
+    parts = p.step_parts()
+    total = sum(s for _, s in parts)
+    rows = [[name, f"{s * 1e3:,.2f}", f"{s / total:.1%}"] for name, s in parts]
+    return Section(
+        "Decode step by component",
+        ["component", "ms a step", "share"],
+        rows,
+        note=f"The parts sum to {total * 1e3:,.2f} ms; {p.step_parts_note()}.",
+    )
 
 
 def plan_rows(p, compressed: bool = False, copied: bool = False) -> list[list[str]]:

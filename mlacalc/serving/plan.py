@@ -454,6 +454,64 @@ class Plan:
             ("of which other requests' prompts in the steps", extra),
         ]
 
+    def step_parts(self) -> list[tuple[str, float]]:
+        """A decode step's time by component, seconds each, in the order a reader adds them:
+        attention (every kernel of the attention core and its own kernels: not a GEMM, the
+        routed experts or an elementwise op), the dense GEMMs (projections, shared experts,
+        router, head), the routed experts, elementwise ops (norms, activations, quantize),
+        the expert dispatch and combine links and the other communication (exposed: the
+        share the step waits for, split between the two by their kernel time under two-batch
+        overlap), then the host, launches and the rest of the step (MTP drafts, a pipeline's
+        stages) and, aggregated, the other requests' prompts a step carries (TPOT's share a
+        token, times the tokens a step yields). The kernel rows are one micro-batch's under
+        two-batch overlap (:attr:`kernels_scope`): its compute counts twice, as the step runs
+        both. Empty where no step was timed, or under pipeline parallelism (the rows are one
+        micro-batch through every stage). :meth:`step_parts_note` says how they add up."""
+        if self.decode_step_s is None or not self.kernels or self.pp > 1:
+            return []
+        twice = 2.0 if self.overlap == "tbo" else 1.0
+        compute = {"gemm": "dense GEMMs", "moe": "routed experts", "elementwise": "elementwise"}
+        sums = dict.fromkeys(["attention", *compute.values()], 0.0)
+        exchange, other = "dispatch / combine (exposed links)", "other communication (exposed)"
+        links = {exchange: 0.0, other: 0.0}
+        for k in self.kernels:
+            t = float(k["seconds"])
+            if k["communication"]:
+                links[exchange if k["kind"] in ("dispatch", "combine") else other] += t
+            else:
+                sums[compute.get(k["kind"], "attention")] += twice * t
+        total = sum(links.values())
+        for key, t in links.items():  # what the step waits for, split by their kernel time
+            sums[key] = (self.step_comm_s or 0.0) * t / total if total else 0.0
+        # a link the overlap hides whole stays, at 0 exposed
+        out = [(name, v) for name, v in sums.items() if v > 0 or links.get(name)]
+        rest = self.decode_step_s - sum(v for _, v in out)
+        if rest > 1e-12:
+            out.append(("host, launches and the rest of the step", rest))
+        prompts = self.tpot_others_prompts_s
+        if prompts:
+            out.append(("other requests' prompts in the step", prompts * self.tokens_per_step))
+        return out
+
+    def step_parts_note(self) -> str | None:
+        """How :meth:`step_parts` makes the step, in words (None where it is empty)."""
+        if not self.step_parts():
+            return None
+        tbo = (
+            "the kernel table below is one of the two micro-batches of a two-batch-overlap "
+            "step; the step runs both, so each compute part here is twice its rows, and the "
+            "links are what each micro-batch leaves exposed past the other's compute"
+            if self.overlap == "tbo"
+            else "the kernel table below is the whole step of one GPU"
+        )
+        prompts = (
+            "; the prompts' row is what other requests' prompts add to a step on average "
+            "(aggregated), not part of the decode step's time"
+            if self.tpot_others_prompts_s
+            else ""
+        )
+        return f"{tbo}{prompts}"
+
     def prefix_cache_text(self) -> str | None:
         """The prefix cache's hit in words (None without one): the share and the tokens of a
         prompt found cached, and what the prompt computes."""
@@ -598,6 +656,9 @@ class Plan:
         )
         out["total_gpus"] = self.total_gpus
         out["tpot_others_prompts_s"] = self.tpot_others_prompts_s
+        # the decode step by component, and how they make it (Plan.step_parts)
+        out["step_parts"] = [{"component": c, "seconds": s} for c, s in self.step_parts()]
+        out["step_parts_note"] = self.step_parts_note()
         out["memory"] = dict(self.memory)
         out["warnings"] = list(self.warnings)
         out["kernels"] = [dict(k) for k in self.kernels]
