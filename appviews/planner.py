@@ -830,6 +830,11 @@ def answer_line(result, load: Load | None, inputs: PlanInputs, label: str) -> st
     return f"**Fits**: {deployment}; {mix} tokens per request, {why}.{meet}"
 
 
+#: The start of plan's warning of TPOT set by other requests' prompts (plan's
+#: ``with_prompt_interference``)
+PROMPTS_WARNING = "other requests' prompts make "
+
+
 def show_answer(result, load: Load | None, inputs: PlanInputs, label: str) -> None:
     """The answer at the top: one line, then TTFT, TPOT, tokens/s per GPU and per user and
     what binds; below them, the plan's warnings and where the times come from."""
@@ -875,6 +880,11 @@ def show_answer(result, load: Load | None, inputs: PlanInputs, label: str) -> No
         help="What limits the decode step's time.",
     )
     for w in result.warnings:
+        if w.startswith(PROMPTS_WARNING):  # the page's own boxes beside the commands
+            w += (
+                ". On this page: 'disaggregated' in the 'prefill / decode' box (in 'Layout, "
+                "memory and engine' below), or 'search deployments' below"
+            )
         st.info(w)
     # an answer inside a target only by the served figures' measured median bias, said as
     # search says it of its best point (a fleet engineer's trial: TPOT 50.00 ms for 50 ms)

@@ -842,3 +842,19 @@ def test_an_error_gives_its_fix_as_the_apps_box_and_the_cli_s_device_clause():
     assert text.endswith("(the 'redundant experts' box, in 'Layout, memory and engine' below)")
     p = mlacalc.plan("deepseek-v3", "GB200", 8, tp=8, seq_len=4096)
     assert ", none of them on GB200" in prediction_line(p.prediction)
+
+
+def test_prompts_in_the_steps_bind_the_answer_and_point_to_the_pages_boxes():
+    """A trial's 64 H200 at EP64 DP-attention (SGLang) read "binding: memory bandwidth" with
+    TPOT 35.3 of 49.5 ms other requests' prompts; the binding says what binds, a line points
+    to disaggregated serving and the page's boxes for it, and the step's components show."""
+    from appviews.planner import PROMPTS_WARNING
+
+    at = _run(model="deepseek-v3", hw="H200", engine="sglang", gpus="16", tp="1", ep="16",
+              dpa="1")  # fmt: skip
+    texts = [m.value for m in at.markdown]
+    assert any("prompts in the decode steps (16 synchronised attention groups)" in t
+               for t in texts), texts  # fmt: skip
+    (said,) = [i.value for i in at.info if i.value.startswith(PROMPTS_WARNING)]
+    assert "--mode disaggregated" in said and "'prefill / decode' box" in said
+    assert any(t == "**Decode step by component**" for t in texts)
