@@ -15,12 +15,21 @@ DISAGG = dict(tp=1, dp_attention=True, ep=72, redundant_experts=32, mode="disagg
 
 
 def test_a_prefill_pool_that_splits_its_experts_says_so():
-    # before: 'TP1 DP-attention4096 EP32 MoE-TP128', one 2,000-token prompt 9.1 s, no word
-    p = mlacalc.plan("deepseek-v3", "H200", 72, prefill_gpus=4096, prefill_ep=32, **DISAGG)
+    # before: 'TP1 DP-attention4096 EP32 MoE-TP128', one 2,000-token prompt 9.1 s, no word.
+    # DeepSeek-V3's 16-column shards under its 128x128 fp8 blocks are refused now (the
+    # engines load whole blocks, tests/test_plan_wide_ep.py); bf16 DeepSeek-V2's 12-column
+    # shards load, and are said
+    with pytest.raises(mlacalc.MlacalcError) as exc:
+        mlacalc.plan("deepseek-v3", "H200", 72, prefill_gpus=4096, prefill_ep=32, **DISAGG)
+    said = str(exc.value)
+    assert said.startswith("prefill_ep: 4096-GPU prefill pool: ") and "(MoE-TP128)" in said
+    assert "--prefill-ep 256 (with --prefill-redundant-experts 256)" in said
+    v2 = dict(DISAGG, ep=32, redundant_experts=0)
+    p = mlacalc.plan("deepseek-v2", "H200", 32, prefill_gpus=4096, prefill_ep=32, **v2)
     assert p.prefill_layout.endswith("MoE-TP128")
     said = [w for w in p.warnings if "each expert is split 128 ways" in w]
     assert said and "--prefill-ep" in said[0] and "--prefill-gpus" in said[0]
-    whole = mlacalc.plan("deepseek-v3", "H200", 72, prefill_gpus=32, prefill_ep=32, **DISAGG)
+    whole = mlacalc.plan("deepseek-v2", "H200", 32, prefill_gpus=32, prefill_ep=32, **v2)
     assert not any("each expert is split" in w for w in whole.warnings)
 
 
@@ -57,14 +66,18 @@ def test_routed_experts_split_over_the_network_say_so_with_the_ep_that_fixes_it(
     capacity planner's trial); tp 16 over two nodes was said. Now the MoE's split is said
     with the --ep that keeps experts whole, and that layout says nothing."""
     kw = dict(tp=1, dp_attention=True, isl=1000, osl=1000, concurrency=512)
-    p = mlacalc.plan("deepseek-v3", "H200", 64, **kw)
+    # DeepSeek-V3's MoE-TP64 (32-column shards under 128x128 fp8 blocks) is refused now
+    # (tests/test_plan_wide_ep.py); bf16 DeepSeek-V2's (24 columns) loads, and is said
+    with pytest.raises(mlacalc.MlacalcError, match="MoE-TP64"):
+        mlacalc.plan("deepseek-v3", "H200", 64, **kw)
+    p = mlacalc.plan("deepseek-v2", "H200", 64, **kw)
     said = [w for w in p.warnings if "(MoE-TP64) span 8 scale-up domains" in w]
-    assert len(said) == 1 and said[0].endswith("--ep 64"), p.warnings
-    for quiet in (dict(gpus=64, ep=64), dict(gpus=8)):
+    assert len(said) == 1 and said[0].endswith("--ep 32"), p.warnings  # 160 experts
+    for quiet in (dict(gpus=64, ep=32), dict(gpus=8)):
         n = quiet.pop("gpus")
-        q = mlacalc.plan("deepseek-v3", "H200", n, **quiet, **kw)
+        q = mlacalc.plan("deepseek-v2", "H200", n, **quiet, **kw)
         assert not any("scale-up domains" in w for w in q.warnings), quiet
-    out, _ = run("plan", "deepseek-v3", "-H", "H200", "--gpus", 64, "--tp", 1,
+    out, _ = run("plan", "deepseek-v2", "-H", "H200", "--gpus", 64, "--tp", 1,
                  "--dp-attention", "--isl", 1000, "--osl", 1000, "--concurrency", 512,
                  "--format", "json")  # fmt: skip
     assert any("(MoE-TP64)" in w for w in json.loads(out)["warnings"])

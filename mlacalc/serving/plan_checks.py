@@ -1515,4 +1515,9 @@ def _prefill_error(
         if redundant is not None
         else "redundant_experts",
     }.get(exc.argument, exc.argument)
-    return InvalidArgumentError(renamed, f"{gpus}-GPU prefill pool: {exc.message}")
+    message = exc.message
+    if exc.argument == "ep" and "(MoE-TP" in message:  # the degrees that work: the pool's flags
+        message = message.replace("--ep ", "--prefill-ep ").replace(
+            "--redundant-experts ", "--prefill-redundant-experts "
+        )
+    return InvalidArgumentError(renamed, f"{gpus}-GPU prefill pool: {message}")
