@@ -361,7 +361,8 @@ def test_redundant_experts_plan_ep72_on_an_nvl72_from_the_url():
     the URL parameters ep, dpa and redundant_experts give it (and go back into the URL)."""
     ask = dict(model="glm-5.1", hw="GB200", gpus="72", tp="1", ep="72", dpa="1")
     refused = _run(**ask)
-    assert any("redundant_experts=32" in e.value for e in refused.error)
+    # the fix as the page's box (app_error_text), not the CLI's flag
+    assert any("give 32 in the 'redundant experts' box" in e.value for e in refused.error)
     at = _run(**ask, redundant_experts="32")
     assert not at.error, [e.value for e in at.error]
     assert at.number_input(key="plan_redundant").value == 32
@@ -382,7 +383,7 @@ def test_redundant_experts_plan_ep72_on_an_nvl72_from_the_url():
     assert metrics(at)["largest batch at 131,072 tokens"] == f"{p.max_batch:,}"
     at.number_input(key="plan_redundant").set_value(0).run()
     assert "redundant_experts" not in at.query_params
-    assert any("redundant_experts=32" in e.value for e in at.error)
+    assert any("give 32 in the 'redundant experts' box" in e.value for e in at.error)
 
 
 def test_tpots_parts_are_shown_under_it_in_the_clis_words():
