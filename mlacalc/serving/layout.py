@@ -368,7 +368,9 @@ def _expert_block(m: ModelConfig) -> tuple[int, int] | None:
     (``quantization_config.weight_block_size``: DeepSeek-V3's and Kimi-K2's fp8 128x128), or
     None where the checkpoint keeps none (unquantized, per-tensor or group scales)."""
     q = m.quantization
-    return getattr(q, "block", None) if q is not None else None
+    if q is None or getattr(q, "expert_format", None) not in (None, "fp8"):
+        return None  # experts in another format (DeepSeek-V4's mxfp4: a scale per 32 values)
+    return getattr(q, "block", None)
 
 
 def _moe_tp_splits(m: ModelConfig, moe_tp: int) -> bool:
