@@ -506,16 +506,22 @@ def test_collectives_in_one_node_are_timed_by_the_kernel_model():
 
 def test_routing_imbalance_slows_the_expert_exchange_too():
     """The GPU with the busiest experts receives and returns imbalance x the even share of
-    routed copies: dispatch and combine bytes grow by the same factor as its expert work."""
+    routed copies: dispatch and combine bytes grow by the same factor as its expert work. The
+    measured imbalance is that GPU's whole load (it replaces the modelled one, the sample's
+    spread and the placement, rather than multiplying it: a new-user trial read 1.3 give
+    1.383)."""
     m, hw = DSV3, load_hardware("H100-SXM")
     lay = make_layout(m, 32, tp=1, ep=32, dp_attention=True, redundant_experts=32)
     kv = resolve_kv_layout("bf16")
-    even = StepModel(m, lay, "fp8", kv, hw).specs(dec_B=64, dec_S=2000)
+    modelled = StepModel(m, lay, "fp8", kv, hw)
+    even = modelled.specs(dec_B=64, dec_S=2000)
     hot = StepModel(m, lay, "fp8", kv, hw, routing_imbalance=1.5).specs(dec_B=64, dec_S=2000)
+    load = modelled.expert_rank_load(64)
+    assert 1.0 < load < 1.5
     for a, b in zip(even, hot):
         if a.kind in ("dispatch", "combine", "moe"):
             assert float(b.flops[0] if a.kind == "moe" else b.bytes[0]) == pytest.approx(
-                1.5 * float(a.flops[0] if a.kind == "moe" else a.bytes[0])
+                1.5 / load * float(a.flops[0] if a.kind == "moe" else a.bytes[0])
             ), a.name
 
 

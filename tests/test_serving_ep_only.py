@@ -39,6 +39,37 @@ def test_balanced_routing_with_an_imbalance_is_refused_naming_both():
     assert "--routing balanced" in e.value.message and "--routing random" in e.value.message
 
 
+EP32 = dict(tp=1, dp_attention=True, ep=32, isl=2000, osl=500, concurrency=1024)
+
+
+@pytest.mark.parametrize(
+    "kw, arg, words",
+    [
+        # a new-user trial (wide EP): accepted, 1.353x under 'balanced'
+        (dict(routing="balanced", expert_skew=0.5), "expert_skew", "--routing random"),
+        (dict(routing="balanced", rebalance=True), "rebalance", "--routing random"),
+        # a measured load already holds the popularity and the placement
+        (dict(routing_imbalance=1.3, expert_skew=0.5), "expert_skew", "--routing-imbalance"),
+        (dict(routing_imbalance=1.3, rebalance=False), "rebalance", "--routing-imbalance"),
+    ],
+)
+def test_routing_arguments_that_contradict_each_other_are_refused(kw, arg, words):
+    with pytest.raises(InvalidArgumentError) as e:
+        mlacalc.plan("deepseek-v3", "H200", 32, **EP32, **kw)
+    assert e.value.argument == arg and words in e.value.message
+
+
+def test_a_measured_imbalance_is_the_busiest_ranks_load_not_a_factor_on_the_models():
+    """``routing_imbalance`` is the busiest expert GPU's load over the mean as a run measures
+    it: the plan's hottest rank carries exactly that (a new-user trial read 1.3 give 1.383,
+    1.3 x the sample's 1.064); the modelled load without it is the sample's spread, above 1."""
+    modelled = mlacalc.plan("deepseek-v3", "H200", 32, **EP32)
+    measured = mlacalc.plan("deepseek-v3", "H200", 32, routing_imbalance=1.3, **EP32)
+    assert 1.0 < modelled.expert_rank_load < 1.3
+    assert measured.expert_rank_load == pytest.approx(1.3, rel=1e-12)
+    assert measured.tpot_s > modelled.tpot_s
+
+
 def test_the_same_options_with_ep_still_plan():
     p = mlacalc.plan("deepseek-v3", "H200", 8, ep=8, redundant_experts=32, expert_skew=1.0, **TP8)
     assert p.fits and p.ep == 8

@@ -95,7 +95,7 @@ def test_plan_engine_defaults_and_launch(run):
     assert doc["admission"] == "kv capacity" and doc["max_batch"] < 1024  # memory binds
     out, _ = run("plan", "deepseek-v3", "-H", "H200", "--gpus", 8, "--tp", 1, "--ep", 8,
                  "--dp-attention", "--isl", 2000, "--osl", 500, "--concurrency", 256,
-                 "--expert-skew", 0.5, "--routing", "balanced", "--mtp-tokens", 1,
+                 "--routing", "balanced", "--mtp-tokens", 1,
                  "--format", "json")  # fmt: skip
     doc = json.loads(out)
     assert doc["tokens_per_step"] == pytest.approx(1.85)

@@ -130,10 +130,11 @@ def _plan_of(r, p, **routing):
     "routing",
     [
         {},
-        dict(redundant_experts=8, expert_skew=1.0, routing_imbalance=1.2),
-        dict(routing="balanced", expert_skew=0.5, rebalance=False),
+        dict(redundant_experts=8, expert_skew=1.0, rebalance=False),
+        dict(redundant_experts=8, routing_imbalance=1.2),
+        dict(routing="balanced"),
     ],
-    ids=["plain", "redundant-skew-imbalance", "balanced"],
+    ids=["plain", "redundant-skew", "redundant-imbalance", "balanced"],
 )
 def test_one_layout_is_plan_of_it(routing):
     """A search limited to one layout (TP1 DP-attention8 EP8, fp8 weights and KV,

@@ -1329,11 +1329,10 @@ class StepModel:
         expert = expert_shape(m)
         inter = expert.inter // lay.moe_tp
         # the hottest rank's share of the copies over the even one: the experts' popularity
-        # and the step's finite sample (mlacalc.serving.ranks), times the user's measured
-        # factor where there are expert ranks (ep 1: one rank, every copy its own; a
-        # disaggregated plan's ep-1 pool beside an expert-parallel one had been loaded by it)
-        measured = self.imbalance if lay.ep > 1 else 1.0
-        hot = measured * routing_factor(T_grp * k, lay.ep, self.placement, self.routing)
+        # and the step's finite sample (mlacalc.serving.ranks), or the user's measured factor,
+        # which holds both, where there are expert ranks (ep 1: one rank, every copy its own;
+        # a disaggregated plan's ep-1 pool beside an expert-parallel one had been loaded by it)
+        hot = self._rank_factor(T_grp * k)
         assign = T_grp * k / lay.ep * hot  # routed copies this GPU computes
         active = np.minimum(local * (1 - (1 - k / slots) ** T_grp), np.maximum(assign, 1.0))
         # the model step's routed-expert kernel on this GPU's share: 2 x weights FLOPs per
@@ -1524,8 +1523,20 @@ class StepModel:
         if not m.num_moe_layers or lay.ep <= 1:
             return None
         copies = np.array([tokens * (lay.moe_group // lay.tp) * m.num_experts_per_tok])
-        hot = routing_factor(copies, lay.ep, self.placement, self.routing)
-        return float(self.imbalance * hot[0])
+        return float(self._rank_factor(copies)[0])
+
+    def _rank_factor(self, copies: np.ndarray) -> np.ndarray:
+        """The hottest expert rank's copies over the even share when ``copies`` routed copies
+        enter the MoE group: the user's measured ``routing_imbalance`` where given (a run's
+        busiest expert GPU over the mean: the popularity, the placement and the sample all in
+        it, so it replaces them rather than multiplying them), else the routing's model
+        (:func:`~mlacalc.serving.ranks.routing_factor`); 1 without expert ranks."""
+        copies = np.asarray(copies, dtype=np.float64)
+        if self.lay.ep <= 1:
+            return np.ones_like(copies)
+        if self.imbalance != 1.0:
+            return np.full_like(copies, self.imbalance)
+        return routing_factor(copies, self.lay.ep, self.placement, self.routing)
 
     def specs(self, dec_B=0, dec_q=1, dec_S=1, pf_N=0, pf_q=1, pf_pre=0, pf_moe=None) -> list[Spec]:
         """Every kernel of the step on this GPU: the model step's, sharded, the routed

@@ -370,7 +370,7 @@ class Plan:
     #: the capacity view: ``t_pf[1]``), :func:`prefill_pass_words`
     prefill_what: str = "one pass alone"
     #: the hottest expert rank's routed copies over the even share at the decode step (the
-    #: routing's sample spread, the experts' placement and ``routing_imbalance``; None without
+    #: routing's sample spread and the experts' placement, or ``routing_imbalance``; None without
     #: experts shared over ranks): the load the timed kernels apply, at the tokens one pass of
     #: the MoE layer carries (under two-batch overlap one micro-batch's, half the step's, a
     #: wider spread; one pipeline micro-batch's)

@@ -524,14 +524,20 @@ def _check_expert_ranks(
     how a GPU's tokens spread over its own experts (the busiest expert's rows)."""
     if not m.is_moe:
         return  # refused by _check_moe_only
-    check_balanced(routing, imbalance)
+    check_balanced(routing, imbalance, skew, rebalance)
     ranks = lay.ep > 1 or (p_lay is not None and p_lay.ep > 1)
     refuse_without_ranks(ranks, f"ep is 1 ({lay.describe()})", imbalance, skew, rebalance)
 
 
-def check_balanced(routing: str, imbalance: float) -> None:
-    """Refuse a measured imbalance beside ``routing="balanced"``, which gives every expert
-    rank exactly its share."""
+def check_balanced(routing: str, imbalance: float, skew: float, rebalance: bool | None) -> None:
+    """Refuse the routing arguments that contradict each other: a measured imbalance (the
+    busiest expert GPU's load over the mean, as a run measures it: the experts' popularity,
+    their placement and the step's sample all in it) beside ``routing="balanced"`` (every rank
+    exactly its share) or beside the popularity or placement it already holds
+    (``expert_skew``, ``rebalance``); and a popularity or placement beside balanced routing. A
+    new-user trial read ``--routing-imbalance 1.3`` give a load of 1.383 (1.3 x the sample's
+    1.064) and ``--routing balanced --expert-skew 0.5`` give 1.353 under 'balanced'."""
+    given = {"expert_skew": skew != 0.0, "rebalance": rebalance is not None}
     if routing == "balanced" and imbalance != 1.0:
         raise InvalidArgumentError(
             "routing_imbalance",
@@ -539,6 +545,26 @@ def check_balanced(routing: str, imbalance: float) -> None:
             "expert rank exactly its share (load 1): give routing 'random' (--routing random) "
             "with a measured imbalance, or leave routing_imbalance (--routing-imbalance) out",
         )
+    for name, asked in given.items():
+        if not asked:
+            continue
+        flag = "--" + name.replace("_", "-") + (" / --no-rebalance" if name == "rebalance" else "")
+        value = f"{skew:g}" if name == "expert_skew" else f"{rebalance}"
+        if routing == "balanced":
+            raise InvalidArgumentError(
+                name,
+                f"{value} with routing 'balanced' (--routing balanced), which gives every "
+                f"expert rank exactly its share whatever the experts' popularity or placement: "
+                f"give routing 'random' (--routing random), or leave {name} ({flag}) out",
+            )
+        if imbalance != 1.0:
+            raise InvalidArgumentError(
+                name,
+                f"{value} beside routing_imbalance {imbalance:g} (--routing-imbalance), a "
+                "measured load of the busiest expert GPU that already holds the experts' "
+                f"popularity, their placement and the step's sample: leave {name} ({flag}) "
+                "out, or routing_imbalance out to model the load from them",
+            )
 
 
 def refuse_without_ranks(

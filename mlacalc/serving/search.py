@@ -1083,7 +1083,7 @@ def _check_moe_options(
     layout searched has expert ranks (``ep`` none)."""
     imbalance, routing, skew, rebalance = check_routing_args(m, moe)
     if m.is_moe:
-        check_balanced(routing, imbalance)
+        check_balanced(routing, imbalance, skew, rebalance)
         typed = limits.options().get("--ep", "none")  # --ep 1 as given
         where = f"ep is none (--ep {typed}): no layout searched has expert ranks"
         ranks = limits.ep != "none" or (prefill is not None and prefill.ep != "none")
