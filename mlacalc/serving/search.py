@@ -1891,8 +1891,7 @@ def refined(
     first = len(found.points)
     if best is not None:
         seeds = refine_seeds(req, found.points, req.budget is not None)
-        for seed in seeds:
-            refine(req, seed, pools, found)
+        refine_all(req, seeds, pools, found)
         spend(req, found.points[first:])  # (refine_gaps weighs its gaps against them)
         mark_targets(found.points[first:], req.ttft, req.tpot)
         top = best_point(found.points, req.budget is not None)
@@ -2166,7 +2165,43 @@ def refine(
     found: Points,
     edges: tuple[int | None, int | None] | None = None,
 ) -> None:
-    """Batches between the searched ones next to the best point's (whole numbers, at most
+    """:func:`refine_all` of one point, ``edges`` the batches on each side of it instead of
+    the searched ones next to it (None: those)."""
+    refine_all(req, [best], pools, found, edges)
+
+
+def refine_all(
+    req: SearchRequest,
+    seeds: list[dict[str, Any]],
+    pools: dict[Any, list[Any]],
+    found: Points,
+    edges: tuple[int | None, int | None] | None = None,
+) -> None:
+    """:func:`refine_batches` of each seed, their candidates timed together (one
+    :func:`time_candidates` call: a 64-GPU search of deepseek-v3 refined 87 seeds of one
+    candidate each, its kernel classes timed 87 times over), their points joining ``found``
+    in the seeds' order."""
+    asked = [refine_batches(req, seed, edges) for seed in seeds]
+    asked = [(seed, *a) for seed, a in zip(seeds, asked, strict=True) if a is not None]
+    if not asked:
+        return
+    secs = time_candidates([c for _, _, cands in asked for c in cands], req.profile)
+    start = 0
+    for best, sub, cands in asked:
+        mine, start = secs[start : start + len(cands)], start + len(cands)
+        more = evaluate(sub, cands, mine, pools, Counter())
+        for point, models in zip(more.points, more.models):
+            if best["mode"] == point["mode"]:
+                found.add(point, *models)
+                if id(point) in more.pending:
+                    found.pending[id(point)] = more.pending[id(point)]
+
+
+def refine_batches(
+    req: SearchRequest, best: dict[str, Any], edges: tuple[int | None, int | None] | None
+) -> tuple[SearchRequest, list[Any]] | None:
+    """The request and candidates of :func:`refine_all` for one point (None: no batch to
+    try). Batches between the searched ones next to the best point's (whole numbers, at most
     :data:`REFINE_POINTS` on each side, spaced evenly in ratio; none below the first searched
     batch, and beyond the last up to twice it where the best is there) for the best point's decode
     layout, dtypes and overlap, its prefill pools as before; their points join ``found``.
@@ -2192,7 +2227,7 @@ def refine(
         grid |= {round(float(r)) for r in ratios} - {a, z}
     grid = {x for x in grid if 1 <= x <= MAX_BATCH}
     if not grid:
-        return
+        return None
     sub = dataclasses.replace(req, batches=tuple(sorted(grid)), overlaps=(best["overlap"],))
     lay_key = (best["tp"], best["dp"], best["pp"], best["ep"], best["dp_attention"])
 
@@ -2215,13 +2250,7 @@ def refine(
     # only the best's decode GPU count is laid out again; the pairing sees every count
     cands = candidates(dataclasses.replace(sub, gpus=(best["decode_gpus"],)), Counter(), keep)
     cands = [dataclasses.replace(c, overlaps=(best["overlap"],)) for c in cands]
-    secs = time_candidates(cands, req.profile)
-    more = evaluate(sub, cands, secs, pools, Counter())
-    for point, models in zip(more.points, more.models):
-        if best["mode"] == point["mode"]:
-            found.add(point, *models)
-            if id(point) in more.pending:
-                found.pending[id(point)] = more.pending[id(point)]
+    return sub, cands
 
 
 def _edge_note(
