@@ -217,7 +217,10 @@ def layout_options(f):
     type=click.FloatRange(1, 100),
     default=1.0,
     show_default=True,
-    help="Tokens of the busiest expert GPU over the mean, as measured (replaces the modelled sample spread, popularity and placement).",
+    help=(
+        "Tokens of the busiest expert GPU over the mean, as measured (replaces the modelled "
+        "sample spread, popularity and placement)."
+    ),
 )
 @plan_engine_options
 @launch_options

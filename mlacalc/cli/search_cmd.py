@@ -398,7 +398,10 @@ def _chunked_prefills(text: str) -> list[int] | None:
     type=click.FloatRange(1, 100),
     default=1.0,
     show_default=True,
-    help="Tokens of the busiest expert GPU over the mean, as measured (points with expert parallelism; replaces the modelled sample spread, popularity and placement).",
+    help=(
+        "Tokens of the busiest expert GPU over the mean, as measured (points with expert "
+        "parallelism; replaces the modelled sample spread, popularity and placement)."
+    ),
 )
 @click.option(
     "--prefix-cache-hit",
