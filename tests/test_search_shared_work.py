@@ -18,12 +18,12 @@ def test_remembered_cache_bytes_are_the_computed_ones(name):
     for tp, pp, ep in ((1, 1, 1), (2, 1, 2), (4, 2, 1), (8, 1, 8)):
         lay = L.make_layout(m, tp * pp, tp=tp, pp=pp, ep=ep if m.is_moe else 1)
         for context in (1, 4096, 131072):
-            exact = L._kv_bytes_per_sequence_per_gpu(m, kv, lay, context, 64)
+            exact = L._kv_bytes_per_sequence_per_gpu(m, kv, lay, context, 64, False)
             assert L.kv_bytes_per_sequence_per_gpu(m, kv, lay, context, 64) == exact
             assert L.kv_bytes_per_sequence_per_gpu(m, kv, lay, context, 64) == exact  # hit
     # a model built again is another key: its answer is its own, not the first's
     again = load_model(name)
     lay = L.make_layout(again, 2, tp=2)
     assert L.kv_bytes_per_sequence_per_gpu(again, kv, lay, 4096) == (
-        L._kv_bytes_per_sequence_per_gpu(again, kv, lay, 4096)
+        L._kv_bytes_per_sequence_per_gpu(again, kv, lay, 4096, 1, False)
     )
