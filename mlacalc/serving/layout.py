@@ -599,7 +599,7 @@ def stage_breakdowns(
     kept = _BREAKDOWNS.get(key)
     if kept is None or kept[0] is not m:
         if len(_BREAKDOWNS) >= _BREAKDOWNS_KEPT:
-            del _BREAKDOWNS[next(iter(_BREAKDOWNS))]
+            _BREAKDOWNS.pop(next(iter(_BREAKDOWNS), None), None)  # two threads may evict at once
         exact = _stages(m, lay, include_mtp)
         kept = (m, [({k: float(v) for k, v in p.items()}, ls, last) for p, ls, last in exact])
         _BREAKDOWNS[key] = kept
@@ -1026,7 +1026,7 @@ def kv_bytes_per_sequence_per_gpu(
         return _kv_bytes_per_sequence_per_gpu(m, layout, lay, context, page_size, include_mtp)
     if kept is None or kept[0] is not m:
         if len(_KV_BYTES) >= _KV_BYTES_KEPT:
-            del _KV_BYTES[next(iter(_KV_BYTES))]
+            _KV_BYTES.pop(next(iter(_KV_BYTES), None), None)  # two threads may evict at once
         kept = (m, _kv_bytes_per_sequence_per_gpu(m, layout, lay, context, page_size, include_mtp))
         _KV_BYTES[key] = kept
     return kept[1]
