@@ -2757,7 +2757,6 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
     gen_variant = gen_sparse_variant(t.engine, src, tok)
     wide = gen_sparse & (gen_variant == GEN_SPARSE_WIDE_VARIANT)  # FLASHINFER_WIDE_PICKS a token
     top = np.where(wide, np.minimum(topk, FLASHINFER_WIDE_PICKS), topk)
-    kv = np.where(wide, np.minimum(keys, top), kv)
     kv = np.where(gen_sparse, causal_picks(isl, keys, top), kv)
     kv, hk = np.where(walks, w["kv_len"], kv), np.where(walks, w["n_heads"], h)
     flops = np.where(walks, w["flops"], 2.0 * h * tok * kv * (lat + g["kv_lora"]))
