@@ -10,12 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from mlacalc.measured.dsv4_modules import shared_kernel_tables
 from mlacalc.measured.mapped import reason_values
 from mlacalc.measured.mapping import MappedTable, map_table
 from mlacalc.measured.observations import (
     RESIDUAL_SHARE,
     kernel_set_warnings,
+    observations_and_mapped,
     observations_of,
     read_kernel_set,
     residual_observations,
@@ -329,28 +329,7 @@ def _read_and_map(
     )
     if not plain:
         return _as_observations(item, engine, progress), _mapped_of(item, engine)
-    shared: list[MeasuredTable] = []
-    if isinstance(item, MeasuredSet):
-        mset = item
-    else:
-        # (observations_of's order: the set's tables, then the other engines' tables of a
-        # kernel this engine's modules run too, read after the paths are checked)
-        mset = load_measured(item, engine=engine)
-        shared = shared_kernel_tables(item, engine)
-    every = [*mset.tables, *shared]
-    obs: list[Observations] = []
-    mapped: list[MappedTable] = []
-    for i, table in enumerate(every, 1):
-        if progress:
-            progress(f"table {i}/{len(every)}: {table.system} {table.table} ({len(table):,} rows)")
-        try:
-            m = map_table(table)
-        except ConfigError:  # a table the mapping has no kernels for
-            continue
-        obs += observations_of(m)
-        if i <= len(mset.tables):
-            mapped.append(m)
-    return obs, mapped
+    return observations_and_mapped(item, engine, progress)
 
 
 def _mapped_of(item: Any, engine: str) -> list[MappedTable]:

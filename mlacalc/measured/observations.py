@@ -53,6 +53,7 @@ __all__ = [
     "NOT_CALLS",
     "kernel_set_device",
     "kernel_set_warnings",
+    "observations_and_mapped",
     "observations_of",
     "predict_mapped",
     "read_kernel_set",
@@ -596,6 +597,15 @@ def observations_of(
         side, _ = bench_sidecar(item)  # a CSV with no sidecar beside it: named
         # a run of attention layers has no kernel rows: refused by its preset, naming the file
         return read_kernel_set(side)
+    return observations_and_mapped(item, engine, progress, profile)[0]
+
+
+def observations_and_mapped(
+    item: Any, engine: str | None = None, progress=None, profile: Profile | None = None
+) -> tuple[list, list[MappedTable]]:
+    """A measured set's (or a path's that :func:`mlacalc.measured.tables.load_measured`
+    reads) fitting observations, as :func:`observations_of` gives them, and the set's own
+    tables mapped (not the other engines' shared ones): each table read and mapped once."""
     tables: list[MeasuredTable] = []
     if not isinstance(item, MeasuredSet):
         # and the other engines' tables of a kernel this engine's modules run too (after the
@@ -603,7 +613,8 @@ def observations_of(
         loaded = load_measured(item, engine=engine)
         tables = shared_kernel_tables(item, engine)
         item = loaded
-    out = []
+    out: list = []
+    own: list[MappedTable] = []
     every = [*item.tables, *tables]
     for i, table in enumerate(every, 1):
         if progress:
@@ -613,4 +624,6 @@ def observations_of(
         except ConfigError:  # a table the mapping has no kernels for
             continue
         out += _mapped_observations(mapped, profile)
-    return out
+        if i <= len(item.tables):
+            own.append(mapped)
+    return out, own
