@@ -148,3 +148,12 @@ def test_the_cli_prints_the_step_by_component(run):
     assert "| dispatch / combine (exposed links) |" in out
     assert "| expert exchange (dispatch / combine) |" in out
     assert "each compute part here is twice its rows" in out
+
+
+def test_a_measured_routing_imbalance_is_said_as_the_hottest_ranks_origin():
+    """A measured imbalance replaces the routing's model (the hottest rank's whole load): the
+    origin says so, not the sampling spread."""
+    p = plan("deepseek-v3", "H200", 8, tp=1, dp_attention=True, ep=8, routing_imbalance=1.3,
+             seq_len=4096, batch=512)  # fmt: skip
+    assert p.expert_rank_load == pytest.approx(1.3)
+    assert p.expert_rank_load_from.startswith("routing_imbalance 1.3 as given")

@@ -1299,10 +1299,17 @@ def ep_exchange_words(req: PlanRequest) -> str | None:
 
 def expert_load_words(sm: StepModel, load: float | None) -> str | None:
     """Where the hottest expert rank's factor (:attr:`Plan.expert_rank_load`) comes from, in
-    words: the routing's spread of a step's copies over the ranks, the placement's factor
-    (the experts' popularity, rebalanced or not, their replicas) and ``routing_imbalance``."""
+    words: the user's measured ``routing_imbalance`` where given (it replaces the model:
+    :meth:`~mlacalc.serving.gpu_step.StepModel.expert_rank_load`), else the routing's spread
+    of a step's copies over the ranks and the placement's factor (the experts' popularity,
+    rebalanced or not, their replicas)."""
     if load is None:
         return None
+    if sm.imbalance != 1.0:
+        return (
+            f"routing_imbalance {sm.imbalance:g} as given (a measured busiest expert GPU over "
+            "the mean: the routing's model not applied)"
+        )
     spread = (
         "random routing (the sampling spread of a step's routed copies over the ranks)"
         if sm.routing == "random"
@@ -1312,8 +1319,7 @@ def expert_load_words(sm: StepModel, load: float | None) -> str | None:
     red = sm.lay.redundant_experts
     return (
         f"{spread}, times the placement's {sm.placement:.3f}x (expert_skew {sm.expert_skew:g}, "
-        f"{placed}, {red} redundant expert{'' if red == 1 else 's'}), times routing_imbalance "
-        f"{sm.imbalance:g}"
+        f"{placed}, {red} redundant expert{'' if red == 1 else 's'})"
     )
 
 
