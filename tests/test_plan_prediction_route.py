@@ -95,7 +95,7 @@ def test_a_fitted_device_and_engine_is_not_warned():
     held = ROUTE_ERRORS[("sglang", "H100-SXM")][2], ROUTE_LOO_P90[("sglang", "H100-SXM")]
     assert r["expected_error"] == {
         "median": 0.058,
-        "p90": 0.195,
+        "p90": 0.193,
         "of": "fitted",
         "held_out": {
             "median": round(held[0] / 100, 4),
@@ -109,7 +109,7 @@ def test_a_fitted_device_and_engine_is_not_warned():
     p = mlacalc.plan("deepseek-v3.2", "B200", 8, engine="sglang", **ARGS)
     r = p.prediction
     assert (r["device_route"], r["engine_route"]) == ("fitted", "partly_stand_in")
-    assert (r["expected_error"]["median"], r["expected_error"]["p90"]) == (0.058, 0.195)
+    assert (r["expected_error"]["median"], r["expected_error"]["p90"]) == (0.058, 0.193)
     assert _route_lines(p) == []
     said = [w for w in p.warnings if "of the decode step's kernel time) is timed by" in w]
     assert any("routed_experts" in w and "moe:fp8_block:deepgemm" in w for w in said)
@@ -191,7 +191,7 @@ def test_a_fitted_device_says_its_figure_is_in_sample_and_gives_the_held_out_one
     # the in-sample figure of the rows the profile was fitted on
     r = mlacalc.plan("deepseek-v3", "H100-SXM", 8, engine="sglang", **ARGS).prediction
     e = r["expected_error"]
-    assert (e["median"], e["p90"], e["of"]) == (0.051, 0.176, "fitted")
+    assert (e["median"], e["p90"], e["of"]) == (0.051, 0.175, "fitted")
     held = ROUTE_ERRORS[("sglang", "B200")][2], ROUTE_LOO_P90[("sglang", "B200")]
     assert e["held_out"] == {
         "median": round(held[0] / 100, 4),
@@ -199,7 +199,7 @@ def test_a_fitted_device_says_its_figure_is_in_sample_and_gives_the_held_out_one
         "from": "B200",
     }
     assert (
-        "median 5.1%, p90 17.6% |error| (in-sample, on the rows it was fitted on; held out, "
+        "median 5.1%, p90 17.5% |error| (in-sample, on the rows it was fitted on; held out, "
         f"from the B200 fit: median {held[0]:.1f}%, p90 {held[1]:.1f}%;"
     ) in r["note"]
 
