@@ -588,6 +588,7 @@ def test_sglangs_h100_prompts_of_few_packed_rows_read_as_the_rest():
     # and up to 32 sequences x KV heads: those of at most 64 packed rows (one warpgroup's tile,
     # 175 rows a dtype) read +13.0% / +19.8% signed (bf16 / fp8) where the rest (865) read
     # +0.4% / +1.0% before one_wg_s (1.07 us bf16, 1.85 us fp8); with it +2.7% / +1.5%
+    pytest.importorskip("pyarrow")  # reading parquet tables needs the measured extra
     from reference_data import MEASURED
 
     from mlacalc.measured.mapping import map_table
