@@ -595,15 +595,28 @@ def stage_breakdowns(
     identity (a training layout search prices the same stages hundreds of times, each
     :func:`mlacalc.training.cost.training_cost` call asking two or three times); each call
     gets its own dicts."""
-    key = (id(m), lay, include_mtp)
-    kept = _BREAKDOWNS.get(key)
-    if kept is None or kept[0] is not m:
-        if len(_BREAKDOWNS) >= _BREAKDOWNS_KEPT:
-            _BREAKDOWNS.pop(next(iter(_BREAKDOWNS), None), None)  # two threads may evict at once
+
+    def floats() -> list[tuple[dict[str, float], range, bool]]:
         exact = _stages(m, lay, include_mtp)
-        kept = (m, [({k: float(v) for k, v in p.items()}, ls, last) for p, ls, last in exact])
-        _BREAKDOWNS[key] = kept
-    return [(dict(part), layers, last) for part, layers, last in kept[1]]
+        return [({k: float(v) for k, v in p.items()}, ls, last) for p, ls, last in exact]
+
+    kept = _remembered(_BREAKDOWNS, _BREAKDOWNS_KEPT, m, (lay, include_mtp), floats)
+    return [(dict(part), layers, last) for part, layers, last in kept]
+
+
+def _remembered(memory: dict, most: int, m: ModelConfig, args: tuple, compute: Any) -> Any:
+    """``compute()``'s answer for model ``m`` and ``args``, kept in ``memory`` for its last
+    ``most`` questions, the model by identity and kept beside the answer so that its id is
+    not reused while the entry lives (the oldest entry evicted first; two threads may evict
+    at once)."""
+    key = (id(m), *args)
+    kept = memory.get(key)
+    if kept is None or kept[0] is not m:
+        if len(memory) >= most:
+            memory.pop(next(iter(memory), None), None)
+        kept = (m, compute())
+        memory[key] = kept
+    return kept[1]
 
 
 #: :func:`stage_breakdowns`' memory: (id(model), layout, include_mtp) -> (model, stages); the
@@ -1019,17 +1032,14 @@ def kv_bytes_per_sequence_per_gpu(
     Remembered for the last :data:`_KV_BYTES_KEPT` arguments, the model by identity (a
     search's disaggregated pairings ask for the same few hundred layouts thousands of times:
     DeepSeek-V3 on 8-64 H200, 4,934 calls, 258 distinct, 0.32 of a 7.1 s search)."""
-    key = (id(m), layout, lay, context, page_size, include_mtp)
+    args = (layout, lay, context, page_size, include_mtp)
     try:
-        kept = _KV_BYTES.get(key)
+        hash(args)
     except TypeError:  # an argument that is no key (an array of contexts): computed
-        return _kv_bytes_per_sequence_per_gpu(m, layout, lay, context, page_size, include_mtp)
-    if kept is None or kept[0] is not m:
-        if len(_KV_BYTES) >= _KV_BYTES_KEPT:
-            _KV_BYTES.pop(next(iter(_KV_BYTES), None), None)  # two threads may evict at once
-        kept = (m, _kv_bytes_per_sequence_per_gpu(m, layout, lay, context, page_size, include_mtp))
-        _KV_BYTES[key] = kept
-    return kept[1]
+        return _kv_bytes_per_sequence_per_gpu(m, *args)
+    return _remembered(
+        _KV_BYTES, _KV_BYTES_KEPT, m, args, lambda: _kv_bytes_per_sequence_per_gpu(m, *args)
+    )
 
 
 #: :func:`kv_bytes_per_sequence_per_gpu`'s memory: its arguments, the model by identity ->
