@@ -1156,18 +1156,17 @@ def _show_kernels(result, model) -> None:
         [k["calls"] for k in result.kernels],
         attention_cost(model, "decode", result.context, 1).group_labels,
     )
-    parts = result.step_parts()  # the step by component, as `mlacalc plan` prints it
+    parts, caption = result.step_parts_shares()  # as `mlacalc plan` prints them
     if parts:
-        total = sum(t for _, t in parts)
         st.markdown("**Decode step by component**")
         show_table(
             [
-                {"component": name, "ms a step": f"{t * 1e3:,.2f}", "share": f"{t / total:.1%}"}
-                for name, t in parts
+                {"component": name, "ms a step": f"{t * 1e3:,.2f}", "share": f"{share:.1%}"}
+                for name, t, share in parts
             ],
             right=("ms a step", "share"),
         )
-        st.caption(f"The parts sum to {total * 1e3:,.2f} ms; {result.step_parts_note()}.")
+        st.caption(caption)
     if result.overlap == "tbo" and result.kernels_scope:  # the rows are one micro-batch's
         st.markdown(f"**Decode step by kernel**: {result.kernels_scope}")
     else:

@@ -711,14 +711,10 @@ def step_parts_section(p) -> Section:
     """The decode step by component (:meth:`mlacalc.serving.plan.Plan.step_parts`), each with
     its share of what they add to (the step, and the prompts a step carries where said), and
     how they make the step (under two-batch overlap: of the two micro-batches)."""
-    parts = p.step_parts()
-    total = sum(s for _, s in parts)
-    rows = [[name, f"{s * 1e3:,.2f}", f"{s / total:.1%}"] for name, s in parts]
+    parts, caption = p.step_parts_shares()
+    rows = [[name, f"{s * 1e3:,.2f}", f"{share:.1%}"] for name, s, share in parts]
     return Section(
-        "Decode step by component",
-        ["component", "ms a step", "share"],
-        rows,
-        note=f"The parts sum to {total * 1e3:,.2f} ms; {p.step_parts_note()}.",
+        "Decode step by component", ["component", "ms a step", "share"], rows, note=caption
     )
 
 

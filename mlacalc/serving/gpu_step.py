@@ -83,7 +83,12 @@ from mlacalc.serving.comm import (
 )
 from mlacalc.serving.layout import Layout, stage_layers
 from mlacalc.serving.precision import component_of, format_bits, format_class, kept_components
-from mlacalc.serving.ranks import hottest_expert_rows, placement_imbalance, routing_factor
+from mlacalc.serving.ranks import (
+    hottest_expert_rows,
+    placement_imbalance,
+    rebalanced,
+    routing_factor,
+)
 from mlacalc.serving.scheduler import Scheduler
 from mlacalc.timemodel.comm_time import PEER_WAIT_ENGINES, SGLANG_NCCL_FROM_BYTES, vllm_one_shot
 from mlacalc.timemodel.device import device_figures
@@ -909,7 +914,7 @@ class StepModel:
         #: placement is rebalanced (EPLB; by default when redundant experts are placed)
         self.routing = routing
         self.expert_skew = float(expert_skew)
-        self.rebalance = lay.redundant_experts > 0 if rebalance is None else bool(rebalance)
+        self.rebalance = rebalanced(lay.redundant_experts, rebalance)
         self.placement = (
             placement_imbalance(
                 m.n_routed_experts,

@@ -150,7 +150,7 @@ from mlacalc.serving.provenance import (
     stand_in_warnings,
     with_stand_ins,
 )
-from mlacalc.serving.ranks import synced_groups
+from mlacalc.serving.ranks import rebalanced, synced_groups
 from mlacalc.serving.scheduler import (
     overlap_idle_note,
     unnamed_engine_note,
@@ -493,6 +493,17 @@ class Plan:
             out.append(("other requests' prompts in the step", prompts * self.tokens_per_step))
         return out
 
+    def step_parts_shares(self) -> tuple[list[tuple[str, float, float]], str | None]:
+        """:meth:`step_parts` each with its share of what they add to, and the caption the
+        CLI's and the app's tables give them (their sum, :meth:`step_parts_note`); ``([],
+        None)`` where no part was timed."""
+        parts = self.step_parts()
+        if not parts:
+            return [], None
+        total = sum(t for _, t in parts)
+        caption = f"The parts sum to {total * 1e3:,.2f} ms; {self.step_parts_note()}."
+        return [(name, t, t / total) for name, t in parts], caption
+
     def step_parts_note(self) -> str | None:
         """How :meth:`step_parts` makes the step, in words (None where it is empty)."""
         if not self.step_parts():
@@ -808,7 +819,7 @@ def with_prompt_interference(req: PlanRequest, p: Plan) -> Plan:
     "binding resource: memory bandwidth" and no hint). Only where the binding is the step's
     roof: a queue, a prefill pool or chunked prefill binding says its own."""
     extra = p.tpot_others_prompts_s
-    roof = {"memory": "memory bandwidth"}.get(p.decode_bound or "", p.decode_bound)
+    roof = roof_words(p.decode_bound) if p.decode_bound else p.decode_bound
     if extra is None or p.binding != roof or extra <= p.decode_step_s / p.tokens_per_step:
         return p
     groups = synced_groups(req.m, req.lay)
@@ -1250,7 +1261,7 @@ def expert_fields(req: PlanRequest) -> dict[str, Any]:
     if not _shares_experts(req):
         return {"redundant_experts": req.lay.redundant_experts}
     lay = req.lay
-    rebalance = lay.redundant_experts > 0 if req.rebalance is None else bool(req.rebalance)
+    rebalance = rebalanced(lay.redundant_experts, req.rebalance)
     return dict(
         redundant_experts=lay.redundant_experts,
         routing=req.routing,
@@ -1295,6 +1306,15 @@ def ep_exchange_words(req: PlanRequest) -> str | None:
         f"DeepEP's kernels: low-latency in decode steps, normal in steps with prompt tokens; "
         f"timed by {how}; {engine}"
     )
+
+
+def expert_load_fields(sm: StepModel, tokens: float) -> dict[str, Any]:
+    """The :class:`Plan` fields of the hottest expert rank's factor when ``tokens`` per
+    attention group enter a MoE layer: ``expert_rank_load``
+    (:meth:`~mlacalc.serving.gpu_step.StepModel.expert_rank_load`) and where it comes from
+    (:func:`expert_load_words`)."""
+    load = sm.expert_rank_load(tokens)
+    return {"expert_rank_load": load, "expert_rank_load_from": expert_load_words(sm, load)}
 
 
 def expert_load_words(sm: StepModel, load: float | None) -> str | None:
@@ -1385,11 +1405,7 @@ def capacity_plan(req: PlanRequest, cap: Capacity, common: dict[str, Any], sm: S
     links = links_seconds(dec.kernels, comm, overlap)
     bound = step_bound(req.hw, dec.kernels, compute, comm, overlap, links)
     prefill_s = float(sm.step(overlap=overlap, pf_N=1, pf_q=req.seq_len).seconds[0])
-    binding = (
-        cap.admission
-        if batch is None or batch > max_batch
-        else {"memory": "memory bandwidth"}.get(bound, bound)
-    )
+    binding = cap.admission if batch is None or batch > max_batch else roof_words(bound)
     name, how = calibration_of(req.profile, req.hw, dec.kernels)
     parts = stand_in_parts(req.profile, req.hw, dec.kernels)
     route = with_stand_ins(common["prediction"], parts)
@@ -1407,10 +1423,7 @@ def capacity_plan(req: PlanRequest, cap: Capacity, common: dict[str, Any], sm: S
         decode_step_s=step,
         decode_tokens_per_s=run_batch * req.tau / step,
         tokens_per_step=req.tau,
-        expert_rank_load=sm.expert_rank_load(timed_tokens(micro * q, overlap)),
-        expert_rank_load_from=expert_load_words(
-            sm, sm.expert_rank_load(timed_tokens(micro * q, overlap))
-        ),
+        **expert_load_fields(sm, timed_tokens(micro * q, overlap)),
         decode_bound=bound,
         prefill_s=prefill_s,
         prefill_what=prefill_pass_words(synced_groups(req.m, lay), False),
@@ -1588,6 +1601,11 @@ def serving_binding(load: Load, max_batch: int, bound: str, admission: str) -> s
         return "prefill pool"
     if load.chunk_bound:
         return "chunked prefill"
+    return roof_words(bound)
+
+
+def roof_words(bound: str) -> str:
+    """A decode step's roof (:func:`step_bound`'s word) as a plan's binding says it."""
     return {"memory": "memory bandwidth"}.get(bound, bound)
 
 
@@ -1648,10 +1666,7 @@ def serving_record(
         decode_pool_requests_per_s=float(load.decode_max) if p_lay else None,
         decode_step_s=f["t_dec"],
         decode_tokens_per_s=f["running"] * mix.tau / f["t_dec"],
-        expert_rank_load=mix.sm.expert_rank_load(timed_tokens(micro * mix.q, req.overlap)),
-        expert_rank_load_from=expert_load_words(
-            mix.sm, mix.sm.expert_rank_load(timed_tokens(micro * mix.q, req.overlap))
-        ),
+        **expert_load_fields(mix.sm, timed_tokens(micro * mix.q, req.overlap)),
         decode_bound=bound,
         prefill_s=mix.prefill_alone,
         prefill_what=prefill_pass_words(

@@ -51,6 +51,7 @@ __all__ = [
     "expected_max_normal",
     "hottest_expert_rows",
     "placement_imbalance",
+    "rebalanced",
     "routing_factor",
     "synced_groups",
     "synced_prompts",
@@ -154,6 +155,12 @@ def _rebalanced(p: np.ndarray, ep: int, redundant: int) -> float:
         rank_load[r] += x
         free[r] -= 1
     return max(float(rank_load.max()) * ep, 1.0)
+
+
+def rebalanced(redundant: int, rebalance: bool | None) -> bool:
+    """Whether the experts' placement is rebalanced (EPLB): as asked, else by default where
+    ``redundant`` replicas are placed."""
+    return redundant > 0 if rebalance is None else bool(rebalance)
 
 
 def routing_factor(copies: np.ndarray, ep: int, placement: float, routing: str) -> np.ndarray:
