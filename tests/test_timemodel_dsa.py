@@ -259,6 +259,31 @@ def test_a_served_step_runs_the_mapped_module_rule(phase, heads):
     assert got == pytest.approx(want, rel=1e-9)
 
 
+def test_sglang_b200_dsa_decode_core_runs_between_the_absorption_bmms():
+    """SGLang's B200 DSA decode core on the plain latent decode class takes the absorbed
+    chain's saving (dsa_time.DSA_DECODE_CHAIN: mla_time.CHAIN_SAVING_S), in a served step and
+    in its module rows alike; TensorRT-LLM's B200 core and SGLang's H100 one do not."""
+    from mlacalc.timemodel.dsa_time import dsa_decode_chain
+    from mlacalc.timemodel.mla_time import chain_saving_s
+
+    assert dsa_decode_chain("sglang", "tcgen05")
+    assert not dsa_decode_chain("trtllm", "tcgen05") and not dsa_decode_chain("sglang", "sm90")
+    hw, prof = load_hardware("B200"), load_profile("fit-b200-sxm-sglang")
+    b = device_batch(_step_core("decode", 1024, 8, "fp8", 16), hw)
+    run = engine_dsa_kernel(b, "sglang", B200)
+    assert run.variant == "" and run.shape["absorbed_chain"][0] == 1
+    assert "absorbed_chain" not in engine_dsa_kernel(b, "trtllm", B200).shape
+    alone = dataclasses.replace(run, shape={**run.shape, "absorbed_chain": np.zeros(1)})
+    saved = predict_batch(alone, hw, prof)[0] - predict_batch(run, hw, prof)[0]
+    assert saved == pytest.approx(chain_saving_s(B200), rel=1e-9)
+    mapped = _mapped_row("b200_sxm", "sglang", "dsa_generation_module_perf", "mla_decode",
+                         num_heads=16, batch_size=8, step=1024, kv_cache_dtype="fp8")  # fmt: skip
+    assert mapped.shape["absorbed_chain"][0] == 1
+    trt = _mapped_row("b200_sxm", "trtllm", "dsa_generation_module_perf", "mla_decode",
+                      num_heads=16, batch_size=8, step=1024, kv_cache_dtype="fp8")  # fmt: skip
+    assert trt.shape["absorbed_chain"][0] == 0
+
+
 def _mapped_row(system: str, engine: str, table: str, part: str, **match):
     """The mapped kernel ``part`` of the one DeepSeek-V3.2 row of an engine's DSA module
     ``table`` whose columns equal ``match``, without the RoPE pre-kernel's launch the mapped

@@ -144,6 +144,7 @@ from mlacalc.timemodel.dsa_time import (
     WALK_HEADS,
     absorbed_prompt_core,
     causal_picks,
+    dsa_decode_chain,
     gen_sparse_variant,
     kv_cache_walk,
     sparse_small_units,
@@ -2790,6 +2791,9 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
         # FlashMLA's fp8 decode kernel splitting the keys (dsa_time.KV_CACHE_WALK)
         split = np.where(walks & ~own, 0.0 if t.system == "h100_sxm" else 1.0, kern["kv_split"])
         dt = np.where((walks & ~own) | (kvd != "fp8"), "bf16", "fp8")
+        # the plain class's call between the absorption BMMs (dsa_time.DSA_DECODE_CHAIN)
+        kgen = device_figures(load_hardware(t.system)).kernel_generation
+        chain = float(dsa_decode_chain(t.engine, kgen))
         b.add_by_dtype("mla_decode", "mla_decode", dt[sp], r,
                        flops[sp], nbytes[sp], variant=_core_variant(walks, own, False)[sp],
                        batch=bs[sp], q_len=1, kv_len=kv[sp], n_heads=hk[sp], n_kv=1,
@@ -2797,7 +2801,8 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
                        page_size=_PAGE, kv_bytes=kvb[sp], kv_split=split[sp],
                        operand_reads=kern["operand_reads"], preprocess_bytes=pre[sp],
                        rope_elements=(tok * (h + 1) * g["rope"])[sp],
-                       unit_heads=np.where(walks, own_unit, 0.0)[sp])  # fmt: skip
+                       unit_heads=np.where(walks, own_unit, 0.0)[sp],
+                       absorbed_chain=chain)  # fmt: skip
     reason[np.char.startswith(gt, "?")] = "unknown_dtype"
     # eager past a CUDA graph; a prompt past LONG_CACHE_TOKENS its long-context group
     labels = floor_sources(t.system, t.engine, t.table, src, bs, t.column("step"),

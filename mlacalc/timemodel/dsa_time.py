@@ -28,6 +28,7 @@ from mlacalc.words.kernels import KernelBatch
 __all__ = [
     "DECODE_SPARSE_VARIANT",
     "DENSE_PROMPT",
+    "DSA_DECODE_CHAIN",
     "EVERY_SLOT_PROMPT",
     "FLASHINFER_WIDE_PICKS",
     "FLASHINFER_WIDE_TOKENS",
@@ -38,6 +39,7 @@ __all__ = [
     "WALK_HEADS",
     "absorbed_prompt_core",
     "causal_picks",
+    "dsa_decode_chain",
     "engine_dsa_kernel",
     "gen_sparse_variant",
     "kv_cache_walk",
@@ -130,6 +132,29 @@ KV_CACHE_WALK = frozenset({("sglang", "sm90")})
 #: device's fit 10.9% (14.1%) and 23.2% (25.4%). What B200's rows still lack is outside the
 #: attention (docs/time-model.md, "Host floor of a module launched eagerly").
 ONE_SPARSE_KERNEL = frozenset({"vllm"})
+
+#: ``(engine, kernel generation)`` whose DSA decode core, where it runs the plain latent decode
+#: class (no walk, not :data:`ONE_SPARSE_KERNEL`: TensorRT-LLM-gen's MLA decode kernel that
+#: SGLang's ``trtllm_mla`` backend calls on Blackwell), runs between the absorption BMMs as
+#: the dense core does and takes less than its stand-alone-fitted class by the dense chain's
+#: saving (``absorbed_chain``, :data:`~mlacalc.timemodel.mla_time.CHAIN_SAVING_S`: two kernel
+#: boundaries of 2 us each on Blackwell). Evidence, SGLang's B200 ``dsa_generation_module_perf``
+#: rows (``bench_timemodel.py --engines --engine sglang --only dsa_generation``, fitted,
+#: median / p90 |error|): 8.2% / 22.3% -> 7.4% / 18.4%, signed +1.8% -> -1.8%; its graphed rows
+#: (up to 512 sequences) read 5-17 us over at 8 and 16 heads and up to 64 sequences, where the
+#: module's kernels, the attention call's 10-13 us among them, are each a stand-alone table's
+#: time. TensorRT-LLM's B200 rows of the same kernel do not read it (5.5% / 17.8% -> 6.1% /
+#: 15.4%, signed +0.4% -> -1.7%: its bf16-GEMM rows -4.9% -> -7.6%), so it is SGLang's alone
+#: (why the two engines' modules differ there the tables do not say); see docs/time-model.md
+#: ("The absorbed decode chain on Blackwell").
+DSA_DECODE_CHAIN = frozenset({("sglang", "tcgen05")})
+
+
+def dsa_decode_chain(engine: str, generation: str) -> bool:
+    """Whether ``engine``'s DSA decode core on a ``generation`` device, run by the plain latent
+    decode class, takes the absorbed chain's saving (:data:`DSA_DECODE_CHAIN`)."""
+    return (engine, generation) in DSA_DECODE_CHAIN
+
 
 #: ``(engine, kernel generation)`` whose sparse prompt kernel reads an fp8 cache as it stores
 #: it and multiplies fp8 (``mla_decode`` ``fp8`` ``sparse``; bf16 elsewhere): TensorRT-LLM's
@@ -470,6 +495,11 @@ def engine_dsa_kernel(batch: KernelBatch, engine: str, fig: DeviceFigures) -> Ke
     if dense or not (walk > 0).any():  # the dense MHA, or the slots its keys fill
         if not dense and (context or engine in ONE_SPARSE_KERNEL):
             return _absorbed_prompt(batch, engine, fig, kvb, heads)
+        if not context and dsa_decode_chain(engine, fig.kernel_generation):
+            # between the absorption BMMs, as the module rows run it (DSA_DECODE_CHAIN)
+            shape = dict(s)
+            shape["absorbed_chain"] = np.ones(len(batch))
+            return dataclasses.replace(batch, variant="", shape=shape)
         return dataclasses.replace(batch, variant="")
     walk = np.full(len(batch), walk[walk > 0][0])
     lqk, lv = col(batch, "latent_qk", 576), col(batch, "latent_v", 512)
