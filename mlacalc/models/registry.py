@@ -111,7 +111,7 @@ COUNT_FREE: Mapping[str, str] = {
         "a router's training loss or noise",
     ),
     **dict.fromkeys(
-        ("norm_topk_prob", "routed_scaling_factor", "n_group", "topk_group", "scoring_func"),
+        ("norm_topk_prob", "routed_scaling_factor", "scoring_func"),
         "how routing weights are picked and scaled: the same experts' products run",
     ),
     **dict.fromkeys(

@@ -428,6 +428,21 @@ class ModelConfig:
         hi=MAX_LAYERS,
         default=0,
     )
+    n_group: int = _spec(
+        POS,
+        "groups the routed experts split into, in order (DeepSeek-V3: 8 of 32); a token's "
+        "experts come from at most topk_group of them (the exchange between nodes; no count)",
+        hi=MAX_EXPERTS,
+        default=1,
+        absent="1, no group limit (DeepseekV3Config's own default is 8: state it)",
+    )
+    topk_group: int = _spec(
+        POS,
+        "groups a token's experts may come from (DeepSeek-V3: 4 of n_group 8)",
+        hi=MAX_EXPERTS,
+        default=1,
+        absent="1 (DeepseekV3Config's own default is 4: state it)",
+    )
     topk_method: str = _spec(
         OPTSTR,
         "router method; noaux_tc adds the e_score_correction_bias vector",
@@ -815,6 +830,18 @@ class ModelConfig:
         return self.n_routed_experts > 0
 
     @property
+    def routing_groups(self) -> tuple[int, int] | None:
+        """``(n_group, topk_group)`` when a token's experts come from only some of the expert
+        groups (DeepSeek-V3's group-limited routing: 4 of 8), None when routing may pick any
+        expert (one group, every group allowed, or DeepSeek-V2's ``greedy`` method, which
+        reads no group)."""
+        if not self.is_moe or self.n_group <= 1 or self.topk_group >= self.n_group:
+            return None
+        if self.topk_method == "greedy":
+            return None
+        return self.n_group, self.topk_group
+
+    @property
     def label(self) -> str:
         """The name reports show."""
         return self.display_name or self.name
@@ -1123,6 +1150,8 @@ _MOE_ONLY = (
     "num_experts_per_tok",
     "first_k_dense_replace",
     "topk_method",
+    "n_group",
+    "topk_group",
 )
 
 
@@ -1495,6 +1524,7 @@ def _expert_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[Pr
             )
         if _valid(have, "moe_intermediate_size") and v["moe_intermediate_size"] is None:
             out.append(("moe_intermediate_size", "is required when n_routed_experts > 0", None))
+        out += _group_problems(v, have, experts)
         if _valid(have, "num_experts_per_tok") and not 0 < v["num_experts_per_tok"] <= experts:
             out.append(
                 (
@@ -1525,6 +1555,33 @@ def _expert_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[Pr
                         "set n_routed_experts or remove the expert fields",
                     )
                 )
+    return out
+
+
+def _group_problems(v: Mapping[str, Any], have: set[str], experts: int) -> list[Problem]:
+    """Group-limited routing's groups (``n_group``, ``topk_group``, DeepSeek-V3's names): the
+    groups split the routed experts evenly, and a token picks at most all of them."""
+    if not _valid(have, "n_group"):
+        return []
+    groups = v.get("n_group", 1)
+    out: list[Problem] = []
+    if experts % groups:
+        near = max(g for g in range(1, min(groups, experts) + 1) if experts % g == 0)
+        out.append(
+            (
+                "n_group",
+                f"{groups} groups do not split n_routed_experts {experts} evenly",
+                f"use a divisor of {experts} (such as {near}), or 1 for no group limit",
+            )
+        )
+    if _valid(have, "topk_group") and v.get("topk_group", 1) > groups:
+        out.append(
+            (
+                "topk_group",
+                f"{v['topk_group']} is more than n_group's {groups} groups",
+                f"use at most n_group ({groups}); topk_group = n_group means no limit",
+            )
+        )
     return out
 
 

@@ -20,7 +20,9 @@ otherwise (:meth:`mlacalc.hardware.catalogue.HardwareSpec.link`):
   elements for dispatch, bf16 for combine), as DeepEP's published bandwidths count them; the
   low-latency kernels of decode send every copy over the NIC (RDMA); the normal kernels of
   prefill use NVLink within a node and, across nodes, send one copy per remote node over RDMA
-  (forwarded to its experts over NVLink), as DeepEP's internode kernels do;
+  (forwarded to its experts over NVLink), as DeepEP's internode kernels do; DeepSeek's
+  group-limited routing (a token's experts from ``topk_group`` of ``n_group`` groups) bounds
+  the remote nodes where the groups lie on nodes (:func:`remote_nodes_per_token`);
 - point-to-point (pipeline stages): one step, the activations of the step.
 
 ``LINK_EFFICIENCY`` = 0.8 is the achieved share of a link that the DeepSeek-V3 ISCA 2025 paper
@@ -32,6 +34,8 @@ actually be achieved)" on H800 NVLink. It is not fitted to any figure the tests 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
+from math import comb
 from typing import Any
 
 import numpy as np
@@ -48,10 +52,13 @@ __all__ = [
     "comm_seconds",
     "dispatch_bytes",
     "distinct_ranks_per_token",
+    "group_routing_words",
     "isca_comm_bound_tpot",
     "kv_transfer",
     "kv_transfer_seconds",
     "network_words",
+    "node_expert_ranges",
+    "placed_groups",
     "remote_nodes_per_token",
 ]
 
@@ -89,11 +96,148 @@ def network_words(hw: HardwareSpec | None, gpus: int | None = None) -> str:
     return words
 
 
-def remote_nodes_per_token(group: int, per_node: int, topk: int) -> float:
-    """Other nodes a token's ``topk`` experts live on, on average, when its experts spread
-    uniformly over the ``ceil(group / per_node)`` nodes of an expert-parallel group."""
+def remote_nodes_per_token(
+    group: int,
+    per_node: int,
+    topk: int,
+    experts: int | None = None,
+    groups: tuple[int, int] | None = None,
+) -> float:
+    """Other nodes a token's ``topk`` experts live on, on average over the tokens of every rank
+    of an expert-parallel ``group`` of ``per_node`` ranks a node.
+
+    Without ``groups`` a token's experts spread uniformly over the ``ceil(group / per_node)``
+    nodes. With ``groups = (n_group, topk_group)`` (DeepSeek's group-limited routing) and the
+    ``experts`` laid on the ranks in order, ``experts / group`` each (as the engines place them
+    without a load balancer), the count is exact for this routing: a token's ``topk_group``
+    groups drawn uniformly from the ``n_group`` (consecutive runs of ``experts / n_group``),
+    its ``topk`` experts uniformly from theirs, each picked group holding at least one when
+    ``topk >= topk_group`` (the router picks a group by its best experts' scores: DeepSeek-V3's
+    router on independent random scores leaves 0.9% of its picked groups empty). Groups laid
+    whole on nodes bound the count by ``topk_group`` nodes: DeepSeek-V3 at EP64 (one group a
+    node) 3.5 remote nodes a token where uniform routing reaches 4.59.
+    """
     nodes = -(-group // per_node)
-    return (nodes - 1) * (1 - (1 - 1 / nodes) ** topk) if nodes > 1 else 0.0
+    if nodes <= 1:
+        return 0.0
+    if groups is None or experts is None:
+        return (nodes - 1) * (1 - (1 - 1 / nodes) ** topk)
+    return _grouped_remote_nodes(group, per_node, topk, experts, *groups)
+
+
+def node_expert_ranges(experts: int, group: int, per_node: int) -> list[tuple[int, int]]:
+    """The experts each node of an expert-parallel ``group`` holds, ``[lo, hi)``: rank ``r``
+    holds ``[r E / group, (r + 1) E / group)`` (rounded down), node ``n`` ranks
+    ``n per_node`` on."""
+    out = []
+    for first in range(0, group, per_node):
+        last = min(first + per_node, group)
+        out.append((first * experts // group, last * experts // group))
+    return out
+
+
+@lru_cache(maxsize=256)
+def _grouped_remote_nodes(
+    group: int, per_node: int, topk: int, experts: int, n_group: int, topk_group: int
+) -> float:
+    size = experts // n_group
+    ranges = node_expert_ranges(experts, group, per_node)
+    conditioned = topk >= topk_group
+    # the routings of a token's picked groups that hit every one of them
+    whole = (
+        sum(
+            (-1) ** i * comb(topk_group, i) * comb((topk_group - i) * size, topk)
+            for i in range(topk_group + 1)
+        )
+        if conditioned
+        else comb(topk_group * size, topk)
+    )
+    picks = comb(n_group, topk_group)
+    hit = []
+    for lo, hi in ranges:
+        overlap = [
+            min(hi, (g + 1) * size) - max(lo, g * size)
+            for g in range(n_group)
+            if min(hi, (g + 1) * size) > max(lo, g * size)
+        ]
+        # (picked touching groups, experts left in them off this node) -> signed ways: each
+        # touching group is not picked, picked, or (inclusion-exclusion) picked and missed
+        ways: dict[tuple[int, int], int] = {(0, 0): 1}
+        for o in overlap:
+            nxt: dict[tuple[int, int], int] = {}
+            for (a, left), w in ways.items():
+                nxt[(a, left)] = nxt.get((a, left), 0) + w
+                if a < topk_group:
+                    key = (a + 1, left + size - o)
+                    nxt[key] = nxt.get(key, 0) + w
+                    if conditioned:
+                        key = (a + 1, left)
+                        nxt[key] = nxt.get(key, 0) - w
+            ways = nxt
+        rest = n_group - len(overlap)
+        missed = 0
+        for (a, left), w in ways.items():
+            if topk_group - a > rest or topk_group - a < 0:
+                continue
+            free = topk_group - a
+            if conditioned:
+                avoid = sum(
+                    (-1) ** m * comb(free, m) * comb(left + (free - m) * size, topk)
+                    for m in range(free + 1)
+                )
+            else:
+                avoid = comb(left + free * size, topk)
+            missed += w * comb(rest, free) * avoid
+        hit.append(1.0 - missed / (picks * whole))
+    weights = [
+        (min(first + per_node, group) - first) / group for first in range(0, group, per_node)
+    ]
+    return float(sum(hit) - sum(w * h for w, h in zip(weights, hit, strict=True)))
+
+
+def placed_groups(
+    groups: tuple[int, int] | None, group: int, per_node: int, rebalance: bool
+) -> tuple[int, int] | None:
+    """A model's ``(n_group, topk_group)`` (:attr:`ModelConfig.routing_groups`) where its
+    groups keep their place on the nodes of an expert-parallel ``group``: the engines lay the
+    experts in order, ``E / group`` a rank; a rebalanced placement (EPLB) keeps whole groups on
+    a node only where the nodes divide ``n_group`` (DeepSeek's hierarchical policy), and its
+    global policy elsewhere packs experts by load alone (None: routed as if uniform)."""
+    nodes = -(-group // per_node)
+    if groups is None or (rebalance and groups[0] % nodes):
+        return None
+    return groups
+
+
+def group_routing_words(
+    experts: int, group: int, per_node: int, topk: int, groups: tuple[int, int] | None
+) -> str | None:
+    """How group-limited routing bounds the nodes a token's experts live on, in words: where
+    its groups lie (whole on nodes, or across them) and the remote nodes a token reaches
+    against uniform routing's. None without a group limit or within one node."""
+    nodes = -(-group // per_node)
+    if groups is None or nodes <= 1:
+        return None
+    n_group, topk_group = groups
+    size = experts // n_group
+    ranges = node_expert_ranges(experts, group, per_node)
+    bounds = {g * size for g in range(n_group + 1)}
+    edges = {lo for lo, _ in ranges} | {hi for _, hi in ranges}
+    if edges <= bounds:
+        held = {(hi - lo) // size for lo, hi in ranges}
+        where = (
+            f"{'/'.join(map(str, sorted(held)))} whole group{'s' if max(held) > 1 else ''} a node"
+        )
+    elif bounds <= edges:
+        where = f"each group of {size} experts over {nodes // n_group} nodes"
+    else:
+        where = f"groups of {size} experts not lined up with the nodes' experts"
+    grouped = remote_nodes_per_token(group, per_node, topk, experts, groups)
+    uniform = remote_nodes_per_token(group, per_node, topk)
+    return (
+        f"group-limited routing (n_group {n_group}, topk_group {topk_group}; {where}): "
+        f"{grouped:.2f} remote nodes a token ({uniform:.2f} if routed over every expert)"
+    )
 
 
 def distinct_ranks_per_token(experts: int, topk: int, ranks: int) -> float:

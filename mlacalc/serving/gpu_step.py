@@ -79,6 +79,7 @@ from mlacalc.serving.comm import (
     comm_seconds,
     dispatch_bytes,
     distinct_ranks_per_token,
+    placed_groups,
     remote_nodes_per_token,
 )
 from mlacalc.serving.layout import Layout, stage_layers
@@ -1401,6 +1402,18 @@ class StepModel:
         (:meth:`_moe_exchange`: EP over more ranks than TP's group)."""
         return self.lay.ep > 1 and self.lay.moe_group != self.lay.tp
 
+    @property
+    def node_groups(self) -> tuple[int, int] | None:
+        """``(n_group, topk_group)`` of the model's group-limited routing where its groups
+        keep their place on the nodes (:func:`~mlacalc.serving.comm.placed_groups`). None under
+        ``routing="balanced"``: the engines' simulated balanced routing (DeepSeek's profile,
+        SGLang's perfect-balance runs) draws a token's experts over every expert, from recall
+        of SGLang's fake dispatch (random expert ids), no group limit."""
+        if self.routing == "balanced":
+            return None
+        node = self.hw.scale_up_gpus or self.lay.moe_group
+        return placed_groups(self.m.routing_groups, self.lay.moe_group, node, self.rebalance)
+
     def _moe_exchange(
         self, out: list[Spec], T: np.ndarray, decode: np.ndarray, slots: int, hot: np.ndarray
     ) -> None:
@@ -1448,9 +1461,13 @@ class StepModel:
                     # across nodes (link model): decode rows (no prompt tokens): DeepEP
                     # low-latency kernels, every routed copy over RDMA; rows with prompt
                     # tokens: normal kernels, one copy per remote node over RDMA (forwarded
-                    # over NVLink, concurrently, not counted apart)
+                    # over NVLink, concurrently, not counted apart), the remote nodes
+                    # bounded by the model's group-limited routing where its groups lie on
+                    # the nodes (node_groups)
                     low = decode
-                    normal_copies = remote_nodes_per_token(lay.moe_group, node, k)
+                    normal_copies = remote_nodes_per_token(
+                        lay.moe_group, node, k, m.n_routed_experts, self.node_groups
+                    )
                     for mode, rows, n_copies in (
                         ("low-latency", low, float(k)),
                         ("normal", ~low, normal_copies),

@@ -121,6 +121,7 @@ from mlacalc.serving.capacity import (
     prefill_overflow,
     prefill_room,
 )
+from mlacalc.serving.comm import group_routing_words, placed_groups
 from mlacalc.serving.disaggregated import disaggregated_load
 from mlacalc.serving.figures import (
     chunk_capacity,
@@ -1302,9 +1303,21 @@ def ep_exchange_words(req: PlanRequest) -> str | None:
         "low-latency sends every routed copy over RDMA, normal one copy a remote node)"
     )
     engine = _EP_EXCHANGE_ENGINE.get(req.engine, f"standing in for {req.engine}'s own")
+    groups = placed_groups(
+        req.m.routing_groups, lay.moe_group, node, rebalanced(lay.redundant_experts, req.rebalance)
+    )
+    k = req.m.num_experts_per_tok
+    routed = group_routing_words(req.m.n_routed_experts, lay.moe_group, node, k, groups)
+    if routed is None and req.m.routing_groups is not None and lay.moe_group > node:
+        n_group, topk_group = req.m.routing_groups
+        routed = (
+            f"group-limited routing (n_group {n_group}, topk_group {topk_group}) not counted: "
+            f"the rebalanced placement's global policy scatters the groups over the "
+            f"{-(-lay.moe_group // node)} domains, which do not divide n_group"
+        )
     return (
         f"DeepEP's kernels: low-latency in decode steps, normal in steps with prompt tokens; "
-        f"timed by {how}; {engine}"
+        f"timed by {how}; {engine}" + (f"; {routed}" if routed else "")
     )
 
 

@@ -210,12 +210,14 @@ SGLANG_EP72: dict[str, Any] = {
 SGLANG_EP32_PREFILL: dict[int, float] = {1024: 57674.0, 2048: 54543.0, 4096: 50302.0}
 
 
-def compare_sglang_prefill(profile: Any = None) -> list[dict[str, Any]]:
-    """The SGLang EP32 prefill node at each prompt length: predicted vs measured tokens/s."""
+def compare_sglang_prefill(profile: Any = None, routing: str = "random") -> list[dict[str, Any]]:
+    """The SGLang EP32 prefill node at each prompt length: predicted vs measured tokens/s
+    (``routing="balanced"``: as the blog's simulated perfect balance routes, over every
+    expert, no group limit)."""
     m = as_model("deepseek-v3")
     hw = load_hardware("H100-SXM")
     lay = make_layout(m, 32, tp=1, ep=32, dp_attention=True, redundant_experts=32)
-    sm = StepModel(m, lay, None, resolve_kv_layout("bf16"), hw, profile)
+    sm = StepModel(m, lay, None, resolve_kv_layout("bf16"), hw, profile, routing=routing)
     out = []
     for isl, measured in SGLANG_EP32_PREFILL.items():
         prompts = 16384 // isl

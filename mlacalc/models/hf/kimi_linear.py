@@ -170,6 +170,7 @@ FAMILY = register(
             "num_local_experts": "n_routed_experts",
             "num_experts_per_token": "num_experts_per_tok",
             "num_shared_experts": "n_shared_experts",
+            "num_expert_group": "n_group",
             "model_max_length": "max_position_embeddings",
         },
         defaults={
