@@ -171,7 +171,8 @@ def test_pair_passes_stream_every_routed_pair_at_the_hbm_rate():
         assert PAIR_STREAM_MOE not in engine_moe_tiles(step, engine, FIG).shape
     assert PAIR_STREAM_MOE not in engine_moe_tiles(step, "trtllm", b200).shape
     for name in ("fit-b200-sxm-sglang", "fit-b200-sxm-vllm"):
-        assert load_profile(name).classes["moe:fp8_block"]["pair_passes"] > 1.0
+        c = load_profile(name).classes["moe:fp8_block"]
+        assert c["pair_passes"] + c["pair_fc1_passes"] > 1.0
     # the library's nvfp4 kernel streams them too, fewer (0.41 and 0.45 passes fitted), and
     # keeps its fp4 rate (no bf16_rate column)
     fp4 = _moe_batch("nvfp4", [64.0], experts=[32.0])
@@ -181,6 +182,39 @@ def test_pair_passes_stream_every_routed_pair_at_the_hbm_rate():
         assert PAIR_STREAM_MOE not in engine_moe_tiles(fp4, engine, FIG).shape
     for name in ("fit-b200-sxm-sglang", "fit-b200-sxm-vllm"):
         assert 0.2 < load_profile(name).classes["moe:nvfp4"]["pair_passes"] < 1.0
+
+
+def test_pair_fc1_passes_stream_fc1_rows_of_every_routed_pair_in_the_block_scaled_kernel():
+    """``pair_fc1_passes``: bf16 passes over FC1's output row ((mats - 1) x the rank's
+    intermediate, padded to the kernel's 128) of every routed pair, local or not, in the
+    block-scaled fp8 kernel of TensorRT-LLM-gen (rows with ``pair_stream`` and ``bf16_rate``):
+    its SGLang B200 rows at EP 32-256 take 2.6-3.5 ps a routed pair and element of the rank's
+    intermediate against 0.43-0.47 of the hidden size; its nvfp4 kernel (``pair_stream``
+    without ``bf16_rate``) shows none and takes none. Default 0; SGLang's and vLLM's B200
+    block-scaled classes hold several passes."""
+    from mlacalc.timemodel.moe_time import BF16_RATE_MOE, INTER_PAD_MOE, PAIR_STREAM_MOE
+    from mlacalc.timemodel.profile import load_profile
+
+    b200 = device_figures(load_hardware("B200"))
+    p = default_params("moe")
+    assert p["pair_fc1_passes"] == 0.0
+    args = {"tokens": [16384], "active": [1], "top": [512], "rows": [512]}
+    block = {**args, PAIR_STREAM_MOE: [1.0], BF16_RATE_MOE: [1.0], INTER_PAD_MOE: [128.0]}
+    base = kernel_terms(_moe_batch("fp8_block", **block), b200, p)["extra_s"][0]
+    p["pair_fc1_passes"] = 3.0
+    extra = kernel_terms(_moe_batch("fp8_block", **block), b200, p)["extra_s"][0] - base
+    padded = np.ceil(INTER / 128.0) * 128.0
+    want = 3.0 * 16384 * 8 * 2.0 * padded * 2.0 / (p["eff_memory"] * b200.hbm_bytes_per_s)
+    assert extra == pytest.approx(want)
+    # the nvfp4 kernel's rows (pair_stream, no bf16_rate) and every other kernel's take none
+    fp4 = {**args, PAIR_STREAM_MOE: [1.0], INTER_PAD_MOE: [128.0]}
+    p0 = {**p, "pair_fc1_passes": 0.0}
+    for dtype, shape in (("nvfp4", fp4), ("fp8_block", args)):
+        got = kernel_terms(_moe_batch(dtype, **shape), b200, p)["extra_s"][0]
+        assert got == kernel_terms(_moe_batch(dtype, **shape), b200, p0)["extra_s"][0]
+    for name in ("fit-b200-sxm-sglang", "fit-b200-sxm-vllm"):
+        assert load_profile(name).classes["moe:fp8_block"]["pair_fc1_passes"] > 2.0
+        assert load_profile(name).classes["moe:nvfp4"].get("pair_fc1_passes", 0.0) == 0.0
 
 
 def test_flashinfer_nvfp4_moe_runs_no_128_row_tile():

@@ -141,6 +141,14 @@ BF16_RATE_MOE = "bf16_rate"
 #: does not fit ``pair_passes`` (no row responds: ``fit._informed``) and keeps the default 0
 #: (docs/time-model.md, "Every routed pair of TensorRT-LLM-gen's block-scaled fp8 MoE"). The
 #: library's nvfp4 kernel carries it too, at 0.41-0.45 passes (:data:`PAIR_STREAM_DTYPES`).
+#: The block-scaled kernel's rows (those with :data:`BF16_RATE_MOE` as well) also take
+#: ``pair_fc1_passes`` bf16 passes over FC1's output row ((gate and) up, the rank's padded
+#: intermediate) of every routed pair: their cost a routed pair grows with the rank's
+#: intermediate six to seven times as fast as with the hidden size (SGLang's B200 rows at EP
+#: 32-256, 16,384 tokens: 2.6-3.5 ps a pair and element of intermediate, 0.43-0.47 of hidden;
+#: the nvfp4 kernel's rows none), its activation kernel apart from the GEMMs over every routed
+#: pair's row as recalled (docs/time-model.md, "FC1's row of every routed pair in
+#: TensorRT-LLM-gen's block-scaled fp8 MoE").
 PAIR_STREAM_MOE = "pair_stream"
 
 #: The dtypes of FlashInfer's TensorRT-LLM-gen MoE whose rows and steps carry
@@ -1263,8 +1271,18 @@ def _around_gemms_s(
     # kernel has it (:data:`PAIR_STREAM_MOE`: FlashInfer's TensorRT-LLM block-scaled fp8 MoE;
     # default 0): docs/time-model.md, "Every routed pair of TensorRT-LLM-gen's block-scaled fp8
     # MoE"
-    stream = np.where(col(batch, PAIR_STREAM_MOE, 0) > 0, prm["pair_passes"], 0.0)
-    extra = extra + stream * np.maximum(routed, assignments) * (hidden + inter) * 2.0 / bw
+    streamed = col(batch, PAIR_STREAM_MOE, 0) > 0
+    stream = np.where(streamed, prm["pair_passes"], 0.0) * (hidden + inter)
+    # and, in the block-scaled fp8 kernel (:data:`BF16_RATE_MOE`), ``pair_fc1_passes`` bf16
+    # passes over FC1's output row (gate and up, the rank's intermediate as the kernel pads it,
+    # :data:`INTER_PAD_MOE`) of every routed pair, local or not (default 0): its activation
+    # kernel apart from the GEMMs, over every routed pair's row, as recalled: docs/time-model.md,
+    # "FC1's row of every routed pair in TensorRT-LLM-gen's block-scaled fp8 MoE"
+    pad = col(batch, INTER_PAD_MOE, 0)
+    padded = np.where(pad > 0, np.ceil(inter / np.maximum(pad, 1.0)) * pad, inter)
+    fc1 = streamed & (col(batch, BF16_RATE_MOE, 0) > 0)
+    stream = stream + np.where(fc1, prm["pair_fc1_passes"], 0.0) * (mats - 1.0) * padded
+    extra = extra + stream * np.maximum(routed, assignments) * 2.0 / bw
     # ``token_s`` of one SM's work on each hidden element of every token entering the rank,
     # local experts or not, in TensorRT-LLM's own MoE (:data:`PAIR_TILE_MOE`) and in
     # FlashInfer's CUTLASS MoE, which wraps it (:data:`CUTLASS_ROWS_MOE`; default 0)
