@@ -835,11 +835,37 @@ def with_prompt_interference(req: PlanRequest, p: Plan) -> Plan:
         f"step that carries a prompt on {on} lasts as the prompt's "
         "pass. Disaggregated serving runs the prompts on a prefill pool of their own, out of "
         f"the decode steps: mlacalc plan {req.m.name} -H {req.hw.name} --gpus {req.gpus} ... "
-        "--mode disaggregated --prefill-gpus N; or let search weigh both: mlacalc search "
-        f"{req.m.name} -H {req.hw.name} --gpus {req.gpus} --isl {req.isl} --osl {req.osl} "
-        "--tpot TARGET"
+        f"--mode disaggregated {prefill_gpus_hint(req, p)}; or let search weigh both: "
+        f"mlacalc search {req.m.name} -H {req.hw.name} --gpus {req.gpus} --isl {req.isl} "
+        f"--osl {req.osl} --tpot TARGET"
     )
     return dataclasses.replace(p, binding=binding, warnings=(*p.warnings, said))
+
+
+def prefill_gpus_hint(req: PlanRequest, p: Plan) -> str:
+    """``--prefill-gpus N`` with a number, for the prompt-interference warning: the GPUs a
+    prefill pool of the plan's attention groups needs to keep up with the requests the decode
+    steps serve without prompts (``decode_batch x tokens_per_step / decode_step_s / osl``
+    a second), one prompt's pass alone (``prefill_s``) on an attention group's ``tp x pp``
+    GPUs a request, rounded up to whole scale-up domains (a node's 8 GPUs) and to as many as
+    hold the weights at the plan's share a GPU. An estimate from the plan's own figures (the
+    groups of a busy pool meet at each MoE layer, which this leaves out): search sizes the
+    pool by timing it."""
+    lay = req.lay
+    if not (p.decode_batch and p.decode_step_s and p.prefill_s and req.osl):
+        return "--prefill-gpus N"
+    rate = p.decode_batch * p.tokens_per_step / p.decode_step_s / req.osl
+    group = lay.tp * lay.pp
+    node = req.hw.scale_up_gpus or 8
+    weights = p.weights_per_gpu_bytes * lay.moe_group * lay.pp
+    hold = -(-weights // max(p.usable_per_gpu_bytes, 1))
+    need = max(rate * p.prefill_s * group, hold, group)
+    n = -(-math.ceil(need - 1e-9) // node) * node
+    return (
+        f"--prefill-gpus {n} (about: {rate:,.2f} requests/s the decode steps serve without "
+        f"prompts, each prompt's {p.prefill_s:,.3g} s pass on an attention group of {group} "
+        f"GPU{'s' if group > 1 else ''}, in whole {node}-GPU domains; search times it)"
+    )
 
 
 def _cache_figures(req: PlanRequest) -> Any:
@@ -921,27 +947,34 @@ def _moe_tp_network_words(req: PlanRequest, node: int | None) -> list[str]:
     return out
 
 
+#: The share of the decode step its exposed network links (``step_comm_s``) must reach for the
+#: expert group's domain warning (:func:`_ep_network_words`): below it the plan's exchange line
+#: (:func:`ep_exchange_words`, which names the domains) says it once
+LINKS_MATTER = 0.2
+
+
 def _ep_network_words(req: PlanRequest, node: int | None, p: Plan) -> list[str]:
-    """A warning for each pool whose expert group (the MoE group: every GPU of a stage under
+    """A warning where a pool's expert group (the MoE group: every GPU of a stage under
     DP-attention) spans more GPUs than one scale-up domain holds, its experts whole or split
     within a domain (a wider split :func:`_moe_tp_network_words` says, a wider TP
     :func:`with_tp_network_warning`): every MoE layer's dispatch and combine cross the
     network, with the decode step's link time where it was timed (a trial: GB200 x144 at
     EP72 over two NVL72 racks, 17.3 ms of links in a 34.8 ms step against 4.3 in one rack's,
-    no word). The layout inside one domain: a replica of a domain's GPUs, as many replicas."""
-    out: list[str] = []
+    no word). The layout inside one domain: a replica of a domain's GPUs, as many replicas.
+
+    Said once and where it matters (a trial, round 28, read it on every H200 plan of EP16 or
+    more): the decode pool's only where its exposed links are :data:`LINKS_MATTER` of the
+    step or more (DeepSeek-V3 EP16-64 on H200 under SGLang's two-batch overlap: 8-9 ms of
+    35-36 exposed in a 55-68 ms step, quiet; without the overlap 34-35 of 69-75 ms, said),
+    the prefill pool's in the same warning where both span domains, alone only where the
+    decode pool's group fits one domain."""
     if node is None or not req.m.n_routed_experts:
-        return out
+        return []
+    spans = {}
     for pool, lay, flag in (("", req.lay, "--gpus"), ("the prefill pool's ", req.p_lay,
                                                       "--prefill-gpus")):  # fmt: skip
         if lay is None or lay.moe_group <= node or lay.moe_tp > node or lay.tp > node:
             continue
-        links = ""
-        if not pool and p.step_links_s is not None and p.decode_step_s:
-            links = (
-                f" ({p.step_links_s * 1e3:,.1f} ms of links in the "
-                f"{p.decode_step_s * 1e3:,.1f} ms decode step)"
-            )
         group = f"EP{lay.ep}" + (f" over DP-attention{lay.dp}" if lay.dp_attention else "")
         inside = (
             f"replicas of {node} GPUs ({flag} {node}, its --ep within it), "
@@ -949,13 +982,37 @@ def _ep_network_words(req: PlanRequest, node: int | None, p: Plan) -> list[str]:
             if lay.gpus % node == 0
             else f"replicas of at most {node} GPUs ({flag} {node} or fewer)"
         )
-        out.append(
+        spans[pool] = (
             f"{pool}expert group of {lay.moe_group} GPUs ({group}) spans "
             f"{-(-lay.moe_group // node)} NVLink domains (a node's or rack's GPU fabric) of "
-            f"{node} {req.hw.name} GPUs: every MoE layer's dispatch and combine cross the "
-            f"network{links}; a layout inside one domain: {inside}"
+            f"{node} {req.hw.name} GPUs",
+            inside,
         )
-    return out
+    if "" not in spans:
+        return [
+            f"{where}: every MoE layer's dispatch and combine cross the network; a layout "
+            f"inside one domain: {inside}"
+            for where, inside in spans.values()
+        ]
+    links = ""
+    if p.step_links_s is not None and p.decode_step_s:
+        exposed = p.step_comm_s if p.step_comm_s is not None else p.step_links_s
+        if exposed < LINKS_MATTER * p.decode_step_s:
+            return []
+        hidden = f", {exposed * 1e3:,.1f} exposed" if exposed < p.step_links_s * (1 - 1e-9) else ""
+        links = (
+            f" ({p.step_links_s * 1e3:,.1f} ms of links in the "
+            f"{p.decode_step_s * 1e3:,.1f} ms decode step{hidden})"
+        )
+    where, inside = spans[""]
+    said = (
+        f"{where}: every MoE layer's dispatch and combine cross the network{links}; a layout "
+        f"inside one domain: {inside}"
+    )
+    if "the prefill pool's " in spans:
+        where, inside = spans["the prefill pool's "]
+        said += f"; {where} too (inside one: {inside})"
+    return [said]
 
 
 def with_tbo_warning(p: Plan) -> Plan:
