@@ -436,3 +436,43 @@ def test_engine_one_shot_waits_per_peer_and_vllm_two_shot_from_its_limit():
         batch = _batch("all_reduce", [2.0], [8], peer_wait=wait)
         t = kernel_terms(batch, fig, prm)["seconds"][0]
         assert t == pytest.approx(trips * fig.link_latency_s, rel=1e-3)
+
+
+def test_vllm_all_reduce_path_by_capability_count_and_size():
+    """vLLM's all-reduce runs its custom kernel below a size by compute capability and GPU
+    count, PyTorch's symmetric-memory one above it (the switch's multimem reduction at 8 GPUs,
+    a two-shot at 2 and 4 on Blackwell), NCCL past both (comm_time.vllm_path): the B200 rows
+    step at 1 -> 2 MB on 2 GPUs (13.1 -> 25.3 us) and 512 KB -> 1 MB on 8 (26.1 -> 17.2 us);
+    a device without an entry (A100) keeps the custom kernel to 8 MB, then NCCL. The mapping
+    puts the NCCL rows on NCCL's class and a served step takes NCCL's time there."""
+    from mlacalc.serving.gpu_step import _engine_all_reduce
+    from mlacalc.timemodel.comm_time import vllm_path
+
+    mb = 1024.0**2
+    msg = np.array([mb, 2 * mb, 4 * mb, 8 * mb, 0.5 * mb, mb, 64 * mb, 128 * mb])
+    n = np.array([2, 2, 2, 2, 8, 8, 8, 8])
+    got = vllm_path(msg, n, 10.0)
+    assert got["nccl"].tolist() == [0, 0, 0, 1, 0, 0, 0, 1]
+    assert got["one_shot"].tolist() == [1, 0, 0, 0, 0, 0, 0, 0]
+    assert got["multimem"].tolist() == [0, 0, 0, 0, 0, 1, 1, 0]
+    h100 = vllm_path(np.array([4 * mb, 8 * mb, 0.25 * mb]), np.array([2, 2, 8]), 9.0)
+    assert h100["nccl"].tolist() == [0, 0, 0] and h100["multimem"].tolist() == [0, 0, 1]
+    a100 = vllm_path(np.array([4 * mb, 8 * mb]), np.array([8, 8]), 8.0)
+    assert a100["nccl"].tolist() == [0, 1] and a100["multimem"].tolist() == [0, 0]
+    # the switch's reduction alone where ``multimem`` is 1, never where 0, the faster where absent
+    fig = device_figures(load_hardware("B200"))
+    prm = _prm("all_reduce", switch_eff=0.5)
+    times = [
+        kernel_terms(_batch("all_reduce", [64 * mb], [8], **extra), fig, prm)["seconds"][0]
+        for extra in (
+            {"multimem": 1.0, "one_shot": 0.0},
+            {"multimem": 0.0, "one_shot": 0.0},
+            {"one_shot": 0.0},
+        )
+    ]
+    assert times[2] == pytest.approx(min(times[:2])) and times[0] != times[1]
+    # a served step: vLLM's 8 MB call over 2 B200s is NCCL's, 1 MB over 8 the multimem one
+    batch = _batch("all_reduce", [8 * mb, mb], [2, 8])
+    served, handed = _engine_all_reduce(batch, "vllm", load_hardware("B200"))
+    assert handed.tolist() == [1.0, 0.0] and served.shape["multimem"].tolist() == [0.0, 1.0]
+    assert _engine_all_reduce(batch, "trtllm", load_hardware("B200"))[1].tolist() == [0.0, 0.0]

@@ -132,7 +132,7 @@ from mlacalc.timemodel.attention_time import (
 from mlacalc.timemodel.comm_time import (
     PEER_WAIT_ENGINES,
     SGLANG_NCCL_FROM_BYTES,
-    vllm_one_shot,
+    vllm_path,
 )
 from mlacalc.timemodel.device import device_figures, mla_decode_kernel
 from mlacalc.timemodel.dsa_time import (
@@ -2149,21 +2149,36 @@ def _allreduce_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     # variant of the class, fitted apart, and a step predicts the graph kernel
     backend = t.columns.get("backend", np.full(len(t), "")).astype(str)
     eager = np.char.endswith(backend, "_eager")
-    # vLLM's custom kernel runs its one-shot below a size of its own by GPU count, its two-shot
-    # from there (comm_time.VLLM_ONE_SHOT_BELOW_BYTES); the others' the faster of the two
+    # vLLM's all-reduce takes its custom kernel below a size of its own by device and GPU count
+    # (the one-shot below another, comm_time.VLLM_ONE_SHOT_BELOW_BYTES, its two-shot from
+    # there), PyTorch's symmetric-memory one above it (the switch's multimem reduction or a
+    # two-shot), NCCL's past both (comm_time.vllm_path); the others' the faster of the two
     engine = engine_of_framework(t.framework) or ""
-    one_shot = vllm_one_shot(msg, n) if engine == "vllm" else np.ones(len(t))
+    one_shot, fields = np.ones(len(t)), {}
+    if engine == "vllm":
+        path = vllm_path(msg, n, load_hardware(t.device).compute_capability)
+        nccl = nccl | (path["nccl"] > 0)
+        one_shot = path["one_shot"]
+        fields = {"multimem": path["multimem"]}
     # SGLang's and vLLM's one-shot waits a round trip a peer (comm_time.PEER_WAIT_ENGINES)
     wait = float(engine in PEER_WAIT_ENGINES)
     graph, eager_own = ~nccl & ~eager, ~nccl & eager
+    own = {
+        k: {key: v[sel] for key, v in fields.items()} for k, sel in (("g", graph), ("e", eager_own))
+    }
     # (an eager row handed to NCCL keeps the eager class, host launch and all, on NCCL's ring)
     for name, dtype, sel, extra in (
-        ("custom_allreduce", "bf16", graph, {"one_shot": one_shot[graph], "peer_wait": wait}),
+        (
+            "custom_allreduce",
+            "bf16",
+            graph,
+            {"one_shot": one_shot[graph], "peer_wait": wait, **own["g"]},
+        ),
         (
             "custom_allreduce_eager",
             "bf16",
             eager_own,
-            {"variant": "eager", "one_shot": one_shot[eager_own], "peer_wait": wait},
+            {"variant": "eager", "one_shot": one_shot[eager_own], "peer_wait": wait, **own["e"]},
         ),
         ("custom_allreduce_eager_nccl", "bf16", nccl & eager, {"variant": "eager", "one_shot": 0}),
         ("custom_allreduce_nccl", "fp16", nccl & ~eager, {"one_shot": 0}),

@@ -91,7 +91,7 @@ from mlacalc.serving.ranks import (
     routing_factor,
 )
 from mlacalc.serving.scheduler import Scheduler
-from mlacalc.timemodel.comm_time import PEER_WAIT_ENGINES, SGLANG_NCCL_FROM_BYTES, vllm_one_shot
+from mlacalc.timemodel.comm_time import PEER_WAIT_ENGINES, SGLANG_NCCL_FROM_BYTES, vllm_path
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.kernel_time import predict_batch, run_dtype
 from mlacalc.timemodel.mla_time import step_decode_path_tokens
@@ -1991,42 +1991,54 @@ def _one_node(hw: HardwareSpec, n_gpus: int) -> bool:
     return hw.scale_up_gpus is None or n_gpus <= hw.scale_up_gpus
 
 
-def _engine_all_reduce(batch: KernelBatch, engine: str | None) -> KernelBatch:
+def _engine_all_reduce(
+    batch: KernelBatch, engine: str | None, hw: HardwareSpec
+) -> tuple[KernelBatch, np.ndarray]:
     """A custom all-reduce batch with the shape fields of ``engine``'s own kernel, as its
-    measured rows were fitted with (``measured.mapping._allreduce_table``): SGLang's and vLLM's
-    one-shot waits a round trip a peer (``peer_wait``), and vLLM's runs its two-shot from its
-    size limit (:func:`~mlacalc.timemodel.comm_time.vllm_one_shot`)."""
+    measured rows were fitted with (``measured.mapping._allreduce_table``), and where the
+    engine's call is NCCL's whatever the custom kernel's fit says (1.0): SGLang's and vLLM's
+    one-shot waits a round trip a peer (``peer_wait``), SGLang's call is NCCL's from
+    :data:`~mlacalc.timemodel.comm_time.SGLANG_NCCL_FROM_BYTES`, and vLLM's takes its custom
+    kernel, PyTorch's symmetric-memory one or NCCL's by size, GPU count and ``hw``'s compute
+    capability (:func:`~mlacalc.timemodel.comm_time.vllm_path`: its one-shot, two-shot or the
+    switch's multimem reduction)."""
+    msg = np.broadcast_to(
+        np.asarray(batch.shape.get("message_bytes", batch.bytes), dtype=float), (len(batch),)
+    )
     if engine not in PEER_WAIT_ENGINES:
-        return batch
+        return batch, np.zeros(len(batch))
     shape = dict(batch.shape, peer_wait=np.ones(len(batch)))
+    nccl = (msg >= SGLANG_NCCL_FROM_BYTES).astype(float)
     if engine == "vllm":
-        msg = np.asarray(batch.shape.get("message_bytes", batch.bytes), dtype=float)
-        rows = (len(batch),)
-        one = vllm_one_shot(
-            np.broadcast_to(msg, rows), np.asarray(batch.shape.get("n_gpus", 2), dtype=float)
+        path = vllm_path(
+            msg, np.asarray(batch.shape.get("n_gpus", 2), dtype=float), hw.compute_capability
         )
-        shape["one_shot"] = np.minimum(one, np.asarray(batch.shape.get("one_shot", 1.0)))
-    return dataclasses.replace(batch, shape=shape)
+        shape["one_shot"] = np.minimum(
+            path["one_shot"], np.asarray(batch.shape.get("one_shot", 1.0))
+        )
+        shape["multimem"] = path["multimem"]
+        nccl = path["nccl"]
+    return dataclasses.replace(batch, shape=shape), nccl
 
 
 def _predict(batch: KernelBatch, hw: HardwareSpec, profile: Any) -> np.ndarray:
     """Seconds per row from the calibrated kernel model."""
+    handed = np.zeros(len(batch))
     if batch.kind == "all_reduce" and batch.dtype == "bf16":
-        batch = _engine_all_reduce(batch, _profile_engine(profile))
+        batch, handed = _engine_all_reduce(batch, _profile_engine(profile), hw)
     seconds = np.asarray(predict_batch(batch, hw, profile), dtype=np.float64)
     if batch.kind == "all_reduce" and batch.dtype == "bf16":
         # an engine's all-reduce runs its own kernels (the custom all-reduce class) or NCCL,
         # whichever is faster: TensorRT-LLM's AUTO strategy hands large calls to NCCL (the
         # measured 1.0 rows from 2^20 elements, which therefore fit the NCCL class, not the
         # custom one), vLLM's and SGLang's custom all-reduce stop at a size of their own:
-        # SGLang's from SGLANG_NCCL_FROM_BYTES, where its call is NCCL's whatever the custom
-        # kernel's fit says
+        # SGLang's from SGLANG_NCCL_FROM_BYTES, vLLM's past its custom and symmetric-memory
+        # kernels' sizes (``handed``), where its call is NCCL's whatever the custom kernel's
+        # fit says
+        shape = {k: v for k, v in batch.shape.items() if k != "multimem"}
         nccl = dataclasses.replace(
-            batch, dtype="fp16", shape=dict(batch.shape, one_shot=np.zeros(len(batch)))
+            batch, dtype="fp16", shape=dict(shape, one_shot=np.zeros(len(batch)))
         )
         ring = np.asarray(predict_batch(nccl, hw, profile), dtype=float)
-        seconds = np.minimum(seconds, ring)
-        if _profile_engine(profile) == "sglang":
-            msg = np.asarray(batch.shape.get("message_bytes", batch.bytes), dtype=float)
-            seconds = np.where(msg >= SGLANG_NCCL_FROM_BYTES, ring, seconds)
+        seconds = np.where(handed > 0, ring, np.minimum(seconds, ring))
     return seconds

@@ -27,9 +27,13 @@ __all__ = [
     "P2P_FLAGGED_BYTES",
     "PEER_WAIT_ENGINES",
     "SGLANG_NCCL_FROM_BYTES",
+    "VLLM_CUSTOM_BELOW_BYTES",
+    "VLLM_MULTIMEM_GPUS",
     "VLLM_ONE_SHOT_BELOW_BYTES",
+    "VLLM_SYMM_MEM_BELOW_BYTES",
     "collective_terms",
     "vllm_one_shot",
+    "vllm_path",
 ]
 
 #: (flagged stores), and in bulk above: NCCL's documented NCCL_P2P_LL_THRESHOLD default, 16384.
@@ -78,6 +82,72 @@ def vllm_one_shot(message_bytes, n_gpus) -> np.ndarray:
     return (msg < limit).astype(np.float64)
 
 
+_MIB = 1024.0 * 1024.0
+
+#: Bytes a rank below which vLLM hands an all-reduce to its custom kernel, by compute capability
+#: and GPU count (its ``CUSTOM_ALL_REDUCE_MAX_SIZES``, capped at the kernel's own 8 MB buffer;
+#: a capability without an entry: the 8 MB buffer alone). From recall of vLLM's
+#: ``all_reduce_utils.py`` (not checked against a stored copy: vLLM uses it where its
+#: symmetric-memory all-reduce is on, as by default on these devices), and where the 0.24
+#: CUDA-graph rows step: B200 2 GPUs 13.1 -> 25.3 us at 1 -> 2 MB, 4 GPUs 18.4 -> 23.8 us at
+#: 1 -> 2 MB, 8 GPUs 26.1 -> 17.2 us at 512 KB -> 1 MB; H100 2 GPUs 20.2 -> 45.0 us at 4 -> 8 MB
+#: (0.62 -> 0.97 of NCCL's time), 4 GPUs 0.73 -> 0.86 of NCCL's at 4 -> 8 MB.
+VLLM_CUSTOM_BELOW_BYTES = {
+    9.0: {2: 8 * _MIB, 4: 8 * _MIB, 6: _MIB / 2, 8: _MIB / 4},
+    10.0: {2: 2 * _MIB, 4: 2 * _MIB, 6: _MIB, 8: _MIB},
+}
+
+#: Bytes a rank below which vLLM runs PyTorch's symmetric-memory all-reduce where its custom
+#: kernel has stopped, by compute capability and GPU count; NCCL from there (and on a device
+#: without an entry, past the custom kernel). From the same recall; the rows meet the same
+#: system's NCCL all-reduce there: B200 2 GPUs from 8 MB (1.23 of NCCL's time after 0.92 at
+#: 4 MB), 4 GPUs from 32 MB (1.00 after 0.71), 8 GPUs from 128 MB (1.11 after 0.81); H100
+#: 2 GPUs from 64 MB (1.01), 4 GPUs from 32 MB (1.11, 0.99 at 16 MB), 8 GPUs from 64 MB
+#: (1.07 after 0.89).
+VLLM_SYMM_MEM_BELOW_BYTES = {
+    9.0: {2: 64 * _MIB, 4: 32 * _MIB, 6: 64 * _MIB, 8: 64 * _MIB},
+    10.0: {2: 8 * _MIB, 4: 32 * _MIB, 6: 128 * _MIB, 8: 128 * _MIB},
+}
+
+#: GPU counts at which vLLM's symmetric-memory all-reduce is the switch's multimem reduction
+#: (NVLink SHARP: every rank's message reduced in the fabric, the switch-reduced all-reduce of
+#: :func:`collective_terms`), by compute capability; at other counts its two-shot (a
+#: reduce-scatter then an all-gather by the SMs: the ring's volume). From the same recall; the
+#: B200 rows at 8 GPUs run at 0.48-0.65 of NCCL's time over 1-16 MB, where its custom two-shot
+#: took 0.87 at 256-512 KB.
+VLLM_MULTIMEM_GPUS = {9.0: (4, 6, 8), 10.0: (6, 8)}
+
+
+def _by_count(table: dict[int, float], n: np.ndarray, default: float) -> np.ndarray:
+    """The entry of the smallest listed count at least ``n`` (none: ``default``)."""
+    out = np.full(n.shape, default)
+    for count, value in sorted(table.items(), reverse=True):
+        out = np.where(n <= count, value, out)
+    return out
+
+
+def vllm_path(message_bytes, n_gpus, capability: float | None) -> dict[str, np.ndarray]:
+    """The kernel vLLM's all-reduce of ``message_bytes`` a rank over ``n_gpus`` GPUs of compute
+    capability ``capability`` runs, as row fields: ``nccl`` 1.0 where NCCL's (past the custom
+    kernel and the symmetric-memory one, :data:`VLLM_CUSTOM_BELOW_BYTES`,
+    :data:`VLLM_SYMM_MEM_BELOW_BYTES`), ``one_shot`` 1.0 where the custom kernel's one-shot
+    (:func:`vllm_one_shot`), ``multimem`` 1.0 where the switch's reduction
+    (:data:`VLLM_MULTIMEM_GPUS`), 0.0 where a kernel of the SMs (the custom two-shot or the
+    symmetric-memory two-shot), for the rows not NCCL's."""
+    msg = np.asarray(message_bytes, dtype=np.float64)
+    n = np.broadcast_to(np.asarray(n_gpus, dtype=np.float64), msg.shape)
+    cap = round(float(capability or 0.0), 1)
+    custom = msg < _by_count(VLLM_CUSTOM_BELOW_BYTES.get(cap, {}), n, 8 * _MIB)
+    symm = ~custom & (msg < _by_count(VLLM_SYMM_MEM_BELOW_BYTES.get(cap, {}), n, 0.0))
+    multimem = symm & np.isin(n, VLLM_MULTIMEM_GPUS.get(cap, ()))
+    one = vllm_one_shot(msg, n) * custom
+    return {
+        "nccl": (~custom & ~symm).astype(np.float64),
+        "one_shot": one,
+        "multimem": multimem.astype(np.float64),
+    }
+
+
 #: The p of the p-norm of a DeepEP low-latency kernel's link time and its SMs' walk over their
 #: tokens. Chosen, not fitted: on the H100 ``wideep_deepep_ll_perf`` rows (352), the classes
 #: refitted at each p, dispatch 6.8% / 13.7% at p = 1 (the sum), 4.9% / 10.5% at 2; from 4 the
@@ -122,7 +192,12 @@ def collective_terms(
     # the ideal collective (no ``eff_memory``) has no such copy
     own = 2.0 * msg / n / (prm.get("eff_memory", np.inf) * fig.hbm_bytes_per_s)
     if kind == "all_reduce":
-        ring = stepped(2 * (n - 1), 2 * (n - 1) / n * msg) + own
+        # an engine's own two-shot (the rows whose kernel is known, ``multimem`` 0 or 1: vLLM's
+        # custom and symmetric-memory kernels) moves its share through HBM on all its SMs,
+        # beside the link traffic: no copy in series (the engines' custom classes never
+        # informed ``eff_memory`` while the switch's reduction stood in for their two-shot)
+        sm_kernel = col(batch, "multimem", -1) >= 0
+        ring = stepped(2 * (n - 1), 2 * (n - 1) / n * msg) + np.where(sm_kernel, 0.0, own)
         # one-shot: every peer's message read directly, by loads and stores the SMs issue
         # one by one, at the clock-scaled rate of the flagged steps above. NCCL has no
         # one-shot (``one_shot = 0``); custom all-reduces take it
@@ -131,6 +206,9 @@ def collective_terms(
         waits = np.where(col(batch, "peer_wait", 0) > 0, n - 1, 1.0)
         one_shot = waits * lat + (n - 1) * msg / (link * issue)
         comm = np.where(col(batch, "one_shot", 1) > 0, np.minimum(ring, one_shot), ring)
+        # ``multimem`` (vLLM's rows, :func:`vllm_path`): 1 where the call is the switch's
+        # reduction, 0 where a kernel of the SMs that never uses it; absent (-1): the faster
+        switch = col(batch, "multimem", -1)
         if fig.link_multicast > 0:
             # a switch that reduces in the fabric (NVLink SHARP, NCCL's NVLS): every rank
             # sends its message to the switch once and receives the sum once, at ``switch_eff``
@@ -141,7 +219,7 @@ def collective_terms(
             # between 0.5 and 1: below 4/7 the switch would never beat the ring at 8 GPUs or
             # fewer, which the flag (and NCCL's use of it at 8 GPUs) contradicts
             nvls = 2 * (n - 1) * (lat + proto) + msg / (prm.get("switch_eff", 1.0) * link)
-            comm = np.minimum(comm, nvls)
+            comm = np.where(switch > 0, nvls, np.where(switch < 0, np.minimum(comm, nvls), comm))
     elif kind in ("dispatch", "combine"):
         # expert-parallel token exchange: the low-latency kernels send every copy straight to
         # its rank in one step; normal mode goes through n - 1 steps and moves data with the
