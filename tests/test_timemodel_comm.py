@@ -460,8 +460,9 @@ def test_vllm_all_reduce_path_by_capability_count_and_size():
     a100 = vllm_path(np.array([4 * mb, 8 * mb]), np.array([8, 8]), 8.0)
     assert a100["nccl"].tolist() == [0, 1] and a100["multimem"].tolist() == [0, 0]
     # the switch's reduction alone where ``multimem`` is 1, never where 0, the faster where absent
+    # (the ring then with NCCL's copy of its own share through HBM, here none: eff_memory 1e9)
     fig = device_figures(load_hardware("B200"))
-    prm = _prm("all_reduce", switch_eff=0.5)
+    prm = _prm("all_reduce", switch_eff=0.5, eff_memory=1e9)
     times = [
         kernel_terms(_batch("all_reduce", [64 * mb], [8], **extra), fig, prm)["seconds"][0]
         for extra in (
@@ -471,8 +472,33 @@ def test_vllm_all_reduce_path_by_capability_count_and_size():
         )
     ]
     assert times[2] == pytest.approx(min(times[:2])) and times[0] != times[1]
+    # an engine's two-shot (``multimem`` 0) pays no copy of its share in series; NCCL's ring does
+    slow = _prm("all_reduce", switch_eff=0.5, eff_memory=0.1)
+    for extra, same in (({"multimem": 0.0, "one_shot": 0.0}, True), ({"one_shot": 0.0}, False)):
+        b = _batch("all_reduce", [64 * mb], [8], **extra)
+        t = kernel_terms(b, device_figures(load_hardware("A100-SXM-80GB")), slow)["seconds"][0]
+        t0 = kernel_terms(b, device_figures(load_hardware("A100-SXM-80GB")), prm)["seconds"][0]
+        assert bool(t == pytest.approx(t0)) == same
     # a served step: vLLM's 8 MB call over 2 B200s is NCCL's, 1 MB over 8 the multimem one
     batch = _batch("all_reduce", [8 * mb, mb], [2, 8])
-    served, handed = _engine_all_reduce(batch, "vllm", load_hardware("B200"))
+    served, handed, symm = _engine_all_reduce(batch, "vllm", load_hardware("B200"))
     assert handed.tolist() == [1.0, 0.0] and served.shape["multimem"].tolist() == [0.0, 1.0]
+    assert symm.tolist() == [0.0, 1.0]
+    # the measured rows: B200's graph calls to the symmetric-memory kernel are a class of their
+    # own (``symm``), its eager ones the eager class's, its NCCL ones NCCL's 2-byte ring class
+    columns = {
+        "message_size": np.array([2.0**19, 2.0**20, 2.0**20, 2.0**22]),
+        "num_gpus": np.full(4, 2.0),
+        "backend": np.array(["vllm_graph", "vllm_graph", "vllm_eager", "vllm_graph"]),
+    }
+    t = dataclasses.replace(
+        _custom_allreduce("0.24.0"), framework="vllm", device="B200", columns=columns
+    )
+    parts = {(p.batch.dtype, p.batch.variant): p.rows.tolist() for p in map_table(t).parts}
+    assert parts == {
+        ("bf16", ""): [0],
+        ("bf16", "symm"): [1],
+        ("bf16", "eager"): [2],
+        ("fp16", ""): [3],
+    }
     assert _engine_all_reduce(batch, "trtllm", load_hardware("B200"))[1].tolist() == [0.0, 0.0]

@@ -132,6 +132,7 @@ from mlacalc.timemodel.attention_time import (
 from mlacalc.timemodel.comm_time import (
     PEER_WAIT_ENGINES,
     SGLANG_NCCL_FROM_BYTES,
+    VLLM_SYMM_VARIANT,
     vllm_path,
 )
 from mlacalc.timemodel.device import device_figures, mla_decode_kernel
@@ -2154,18 +2155,20 @@ def _allreduce_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     # there), PyTorch's symmetric-memory one above it (the switch's multimem reduction or a
     # two-shot), NCCL's past both (comm_time.vllm_path); the others' the faster of the two
     engine = engine_of_framework(t.framework) or ""
-    one_shot, fields = np.ones(len(t)), {}
+    one_shot, fields, symm = np.ones(len(t)), {}, np.zeros(len(t), dtype=bool)
     if engine == "vllm":
         path = vllm_path(msg, n, load_hardware(t.device).compute_capability)
         nccl = nccl | (path["nccl"] > 0)
         one_shot = path["one_shot"]
         fields = {"multimem": path["multimem"]}
+        # its graph calls to the symmetric-memory kernel: a class of their own (the eager ones
+        # stay in the eager class, host launch and all)
+        symm = (path["symm"] > 0) & ~eager
     # SGLang's and vLLM's one-shot waits a round trip a peer (comm_time.PEER_WAIT_ENGINES)
     wait = float(engine in PEER_WAIT_ENGINES)
-    graph, eager_own = ~nccl & ~eager, ~nccl & eager
-    own = {
-        k: {key: v[sel] for key, v in fields.items()} for k, sel in (("g", graph), ("e", eager_own))
-    }
+    graph, eager_own = ~nccl & ~eager & ~symm, ~nccl & eager
+    sels = (("g", graph), ("e", eager_own), ("s", symm))
+    own = {k: {key: v[sel] for key, v in fields.items()} for k, sel in sels}
     # (an eager row handed to NCCL keeps the eager class, host launch and all, on NCCL's ring)
     for name, dtype, sel, extra in (
         (
@@ -2179,6 +2182,12 @@ def _allreduce_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
             "bf16",
             eager_own,
             {"variant": "eager", "one_shot": one_shot[eager_own], "peer_wait": wait, **own["e"]},
+        ),
+        (
+            "custom_allreduce_symm",
+            "bf16",
+            symm,
+            {"variant": VLLM_SYMM_VARIANT, "one_shot": 0, "peer_wait": wait, **own["s"]},
         ),
         ("custom_allreduce_eager_nccl", "bf16", nccl & eager, {"variant": "eager", "one_shot": 0}),
         ("custom_allreduce_nccl", "fp16", nccl & ~eager, {"one_shot": 0}),

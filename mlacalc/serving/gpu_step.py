@@ -91,7 +91,12 @@ from mlacalc.serving.ranks import (
     routing_factor,
 )
 from mlacalc.serving.scheduler import Scheduler
-from mlacalc.timemodel.comm_time import PEER_WAIT_ENGINES, SGLANG_NCCL_FROM_BYTES, vllm_path
+from mlacalc.timemodel.comm_time import (
+    PEER_WAIT_ENGINES,
+    SGLANG_NCCL_FROM_BYTES,
+    VLLM_SYMM_VARIANT,
+    vllm_path,
+)
 from mlacalc.timemodel.device import device_figures
 from mlacalc.timemodel.kernel_time import predict_batch, run_dtype
 from mlacalc.timemodel.mla_time import step_decode_path_tokens
@@ -2006,9 +2011,10 @@ def _engine_all_reduce(
         np.asarray(batch.shape.get("message_bytes", batch.bytes), dtype=float), (len(batch),)
     )
     if engine not in PEER_WAIT_ENGINES:
-        return batch, np.zeros(len(batch))
+        return batch, np.zeros(len(batch)), np.zeros(len(batch))
     shape = dict(batch.shape, peer_wait=np.ones(len(batch)))
     nccl = (msg >= SGLANG_NCCL_FROM_BYTES).astype(float)
+    symm = np.zeros(len(batch))
     if engine == "vllm":
         path = vllm_path(
             msg, np.asarray(batch.shape.get("n_gpus", 2), dtype=float), hw.compute_capability
@@ -2017,16 +2023,19 @@ def _engine_all_reduce(
             path["one_shot"], np.asarray(batch.shape.get("one_shot", 1.0))
         )
         shape["multimem"] = path["multimem"]
-        nccl = path["nccl"]
-    return dataclasses.replace(batch, shape=shape), nccl
+        nccl, symm = path["nccl"], path["symm"]
+    return dataclasses.replace(batch, shape=shape), nccl, symm
 
 
 def _predict(batch: KernelBatch, hw: HardwareSpec, profile: Any) -> np.ndarray:
     """Seconds per row from the calibrated kernel model."""
-    handed = np.zeros(len(batch))
+    handed = symm = np.zeros(len(batch))
     if batch.kind == "all_reduce" and batch.dtype == "bf16":
-        batch, handed = _engine_all_reduce(batch, _profile_engine(profile), hw)
+        batch, handed, symm = _engine_all_reduce(batch, _profile_engine(profile), hw)
     seconds = np.asarray(predict_batch(batch, hw, profile), dtype=np.float64)
+    if symm.any() and not batch.variant:  # vLLM's symmetric-memory calls: their own class
+        own = dataclasses.replace(batch, variant=VLLM_SYMM_VARIANT)
+        seconds = np.where(symm > 0, predict_batch(own, hw, profile), seconds)
     if batch.kind == "all_reduce" and batch.dtype == "bf16":
         # an engine's all-reduce runs its own kernels (the custom all-reduce class) or NCCL,
         # whichever is faster: TensorRT-LLM's AUTO strategy hands large calls to NCCL (the

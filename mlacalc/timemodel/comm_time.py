@@ -31,6 +31,7 @@ __all__ = [
     "VLLM_MULTIMEM_GPUS",
     "VLLM_ONE_SHOT_BELOW_BYTES",
     "VLLM_SYMM_MEM_BELOW_BYTES",
+    "VLLM_SYMM_VARIANT",
     "collective_terms",
     "vllm_one_shot",
     "vllm_path",
@@ -118,6 +119,13 @@ VLLM_SYMM_MEM_BELOW_BYTES = {
 VLLM_MULTIMEM_GPUS = {9.0: (4, 6, 8), 10.0: (6, 8)}
 
 
+#: The class variant of vLLM's graph calls to PyTorch's symmetric-memory all-reduce (a kernel
+#: of its own, with its own fixed cost and rate: B200 2 GPUs 25.3 / 33.7 us at 2 / 4 MB where
+#: the custom one-shot took 13.1 at 1 MB; 8 GPUs 17.2 us at 1 MB after the custom two-shot's
+#: 26.1 at 512 KB); a profile without it times them with the custom class.
+VLLM_SYMM_VARIANT = "symm"
+
+
 def _by_count(table: dict[int, float], n: np.ndarray, default: float) -> np.ndarray:
     """The entry of the smallest listed count at least ``n`` (none: ``default``)."""
     out = np.full(n.shape, default)
@@ -130,8 +138,9 @@ def vllm_path(message_bytes, n_gpus, capability: float | None) -> dict[str, np.n
     """The kernel vLLM's all-reduce of ``message_bytes`` a rank over ``n_gpus`` GPUs of compute
     capability ``capability`` runs, as row fields: ``nccl`` 1.0 where NCCL's (past the custom
     kernel and the symmetric-memory one, :data:`VLLM_CUSTOM_BELOW_BYTES`,
-    :data:`VLLM_SYMM_MEM_BELOW_BYTES`), ``one_shot`` 1.0 where the custom kernel's one-shot
-    (:func:`vllm_one_shot`), ``multimem`` 1.0 where the switch's reduction
+    :data:`VLLM_SYMM_MEM_BELOW_BYTES`), ``symm`` 1.0 where PyTorch's symmetric-memory one (a
+    class of its own, :data:`VLLM_SYMM_VARIANT`), ``one_shot`` 1.0 where the custom kernel's
+    one-shot (:func:`vllm_one_shot`), ``multimem`` 1.0 where the switch's reduction
     (:data:`VLLM_MULTIMEM_GPUS`), 0.0 where a kernel of the SMs (the custom two-shot or the
     symmetric-memory two-shot), for the rows not NCCL's."""
     msg = np.asarray(message_bytes, dtype=np.float64)
@@ -143,6 +152,7 @@ def vllm_path(message_bytes, n_gpus, capability: float | None) -> dict[str, np.n
     one = vllm_one_shot(msg, n) * custom
     return {
         "nccl": (~custom & ~symm).astype(np.float64),
+        "symm": symm.astype(np.float64),
         "one_shot": one,
         "multimem": multimem.astype(np.float64),
     }
