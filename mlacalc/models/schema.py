@@ -1578,7 +1578,7 @@ def _group_problems(v: Mapping[str, Any], have: set[str], experts: int) -> list[
         out.append(
             (
                 "topk_group",
-                f"{v['topk_group']} is more than n_group's {groups} groups",
+                f"{v['topk_group']} is more than n_group ({groups})",
                 f"use at most n_group ({groups}); topk_group = n_group means no limit",
             )
         )

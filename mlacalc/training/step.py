@@ -43,8 +43,10 @@ norm and the head on the last; the slowest stage sets the pace):
   layer's activations around attention and around the FFN, forward and backward; expert
   parallelism, a dispatch (fp8 with fp8 training) and a combine (bf16), forward and backward,
   as DeepEP's normal kernels send them (every routed copy within a node; across nodes one copy
-  per remote node a token's experts live on, experts spread evenly, no node limit); pipeline
-  stages, the activations of a micro-batch forward and their gradients backward; data
+  per remote node a token's experts live on, experts spread evenly or, under DeepSeek's
+  group-limited routing, within its groups,
+  :func:`~mlacalc.serving.comm.remote_nodes_per_token`); pipeline stages, the activations
+  of a micro-batch forward and their gradients backward; data
   parallelism, once per step, a reduce-scatter of the gradients and an all-gather of the
   weights (ZeRO-1), each stage's hidden behind its own last backward up to its length and
   the backward the stages before it still run (:func:`_dp_tail`).
@@ -708,13 +710,20 @@ def _ep_seconds(
 ) -> float:
     """One dispatch and one combine of a rank's ``tokens`` (DeepEP's normal kernels: within a
     node every routed copy over the scale-up link; across nodes one copy per remote node the
-    token's experts live on, over the network, forwarded within that node). ``elem`` bytes an
+    token's experts live on, over the network, forwarded within that node; a model's
+    group-limited routing, ``n_group`` / ``topk_group``, bounds those nodes). ``elem`` bytes an
     activation element (4 under fp32 training) where the dispatch is not FP8, and in the
     combine."""
     k, d = m.num_experts_per_tok, m.hidden_size
     node = hw.scale_up_gpus or lay.ep  # an NVL72 rack's 72 GPUs are one fabric
     span, per_node = ep_group(lay, node)
-    copies = k if span <= node else remote_nodes_per_token(lay.ep, per_node, k)
+    # across nodes, DeepSeek's group-limited routing bounds the nodes a token reaches (its
+    # groups laid on the ranks in order, as the experts are: comm.remote_nodes_per_token)
+    copies = (
+        k
+        if span <= node
+        else remote_nodes_per_token(lay.ep, per_node, k, m.n_routed_experts, m.routing_groups)
+    )
     wide = elem / 2  # dispatch_bytes and combine_bytes count bf16
     sent = (
         dispatch_bytes(tokens, copies, d, fp8) * (1 if fp8 else wide),
