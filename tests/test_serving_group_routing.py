@@ -152,6 +152,7 @@ def test_the_shipped_and_imported_models_carry_their_groups():
         (dict(topk_group=-1), "topk_group", "positive integer"),
         (dict(n_group=4, topk_group=5), "topk_group", "use at most n_group (4)"),
         (dict(n_routed_experts=100), "n_group", "such as 5"),
+        (dict(n_group=64, topk_group=1), "topk_group", "use at least 2"),
     ],
 )
 def test_bad_group_values_are_one_line_naming_the_field_and_the_fix(changes, field, says):

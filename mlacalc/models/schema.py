@@ -1582,6 +1582,22 @@ def _group_problems(v: Mapping[str, Any], have: set[str], experts: int) -> list[
                 f"use at most n_group ({groups}); topk_group = n_group means no limit",
             )
         )
+    elif (
+        not out
+        and _valid(have, "topk_group", "num_experts_per_tok")
+        and v.get("topk_group", 1) < groups
+        and v["num_experts_per_tok"] <= experts  # else that field's own error alone
+        and v.get("topk_group", 1) * (experts // groups) < v["num_experts_per_tok"]
+    ):
+        size, k = experts // groups, v["num_experts_per_tok"]
+        out.append(
+            (
+                "topk_group",
+                f"{v['topk_group']} groups of {size} experts hold fewer than "
+                f"num_experts_per_tok {k}",
+                f"use at least {-(-k // size)} (a token's experts come from its groups)",
+            )
+        )
     return out
 
 

@@ -152,6 +152,8 @@ def _grouped_remote_nodes(
         if conditioned
         else comb(topk_group * size, topk)
     )
+    if not whole:  # the picked groups hold fewer than topk experts (the schema refuses it)
+        return remote_nodes_per_token(group, per_node, topk)
     picks = comb(n_group, topk_group)
     hit = []
     for lo, hi in ranges:
