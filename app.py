@@ -96,7 +96,14 @@ WHATIF_MHA = [
     ("w_hidden", "hidden_size", "hidden width d", 1, 65536, 64),
 ]
 #: URL parameters the planner view reads.
-PLANNER_URL_KEYS = {"gpus", "tp", "ep", "dpa", "redundant_experts", "experts"}
+PLANNER_URL_KEYS = {"gpus", "tp", "ep", "dpa", "redundant_experts", "experts"} | {
+    "isl",
+    "osl",
+    "conc",
+    "ttft",
+    "tpot",
+    "price",
+}
 #: URL parameter of the open tab (its title; the first tab when absent).
 VIEW_KEY = "view"
 #: the recurrent state's dtypes the sidebar offers

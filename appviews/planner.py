@@ -19,6 +19,7 @@ from mlacalc.cost.engine import attention_cost
 from mlacalc.report import attention_kind_labels
 from mlacalc.serving.capacity import ENGINE_MEMORY
 from mlacalc.serving.plan import duration_text
+from mlacalc.serving.price import money
 from mlacalc.serving.provenance import serving_error_words, unmeasured_named
 from mlacalc.serving.scheduler import defaults_words, model_page_size
 from mlacalc.serving.search import search, target_edge_warnings, throughput_gpus
@@ -181,6 +182,48 @@ class PlanInputs:
     #: the routed experts' weight format (``mlacalc plan --expert-dtype``, scales counted);
     #: None: as the other weights
     expert_dtype: str | None = None
+    #: US dollars a GPU-hour (``mlacalc plan --gpu-hour-price``); None: no price (none assumed)
+    gpu_hour_price: float | None = None
+
+
+#: the request mix's and targets' URL parameters: (key, widget key, default, low, high);
+#: TPOT's in ms as its box takes it; conc and price have no default (an empty box)
+MIX_URL = (
+    ("isl", "plan_isl", D.ISL, 1, 1 << 20),
+    ("osl", "plan_osl", D.OSL, 1, 1 << 20),
+    ("conc", "plan_conc", None, 1, 1 << 22),
+    ("ttft", "plan_ttft", D.TTFT_TARGET_S, 0.0, 600.0),
+    ("tpot", "plan_tpot", D.TPOT_TARGET_S * 1e3, 0.0, 10_000.0),
+    ("price", "plan_price", None, 0.0, 10_000.0),
+)
+
+
+def _url_mix(sc: Scenario) -> dict[str, Any]:
+    """The URL's request mix, targets and GPU-hour price (each box's default where absent; a
+    value out of its box's range clamped, a non-number refused, both said in a notice)."""
+    out: dict[str, Any] = {}
+    for key, _widget, default, lo, hi in MIX_URL:
+        seen = len(sc.url.notices)
+        read = sc.url.integer if isinstance(lo, int) else sc.url.number
+        value = read(key, -1 if default is None else default, lo, hi)  # -1: an empty box
+        out[key] = None if default is None and value == -1 else value
+        if out[key] is None:  # the notice says the empty box, not the stand-in -1
+            sc.url.notices[seen:] = [
+                re.sub(r"using -1(\.0)?\.$", "leaving the box empty.", n)
+                for n in sc.url.notices[seen:]
+            ]
+    return out
+
+
+def _mix_to_url(values: dict[str, Any]) -> None:
+    """The request mix, targets and price into the URL where they are not the boxes'
+    defaults (a scenario is shared by its link), out of it where they are."""
+    for key, _widget, default, _lo, _hi in MIX_URL:
+        value = values[key]
+        if value is not None and value != default and not (key == "price" and value == 0):
+            st.query_params[key] = f"{value:g}" if isinstance(value, float) else str(value)
+        elif key in st.query_params:
+            del st.query_params[key]
 
 
 @dataclass(frozen=True)
@@ -299,6 +342,7 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
     the URL."""
     seen = len(sc.url.notices)
     url_gpus, url_tp, url_ep, url_dpa, url_redundant = _url_layout(sc)
+    mix = _url_mix(sc)
     st.markdown("**Deployment and request mix**")
     c = st.columns(7)
     # the boxes take any number and the plan refuses what it cannot use, in the answer's
@@ -308,13 +352,13 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
     tp = c[1].number_input(
         "tensor parallel", 1, 4096, max(1, min(int(gpus), url_tp)), key="plan_tp"
     )
-    isl = c[2].number_input("input tokens", 1, 1 << 20, D.ISL, key="plan_isl")
-    osl = c[3].number_input("output tokens", 1, 1 << 20, D.OSL, key="plan_osl")
+    isl = c[2].number_input("input tokens", 1, 1 << 20, mix["isl"], key="plan_isl")
+    osl = c[3].number_input("output tokens", 1, 1 << 20, mix["osl"], key="plan_osl")
     conc = c[4].number_input(
         "requests in flight",
         1,
         1 << 22,
-        None,
+        mix["conc"],
         key="plan_conc",
         placeholder="auto",
         help="Empty (auto): the most that meet both latency targets (not as many as fit), "
@@ -322,13 +366,10 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
     )
     conc_slot = c[4].empty()  # auto: the count the answer found, written once it is
     ttft = c[5].number_input(
-        "TTFT target (s)", 0.0, 600.0, D.TTFT_TARGET_S, key="plan_ttft", format="%g"
+        "TTFT target (s)", 0.0, 600.0, mix["ttft"], key="plan_ttft", format="%g"
     )
-    tpot = (
-        c[6].number_input(
-            "TPOT target (ms)", 0.0, 10_000.0, D.TPOT_TARGET_S * 1e3, key="plan_tpot", format="%g"
-        )
-        / 1e3
+    tpot_ms = c[6].number_input(
+        "TPOT target (ms)", 0.0, 10_000.0, mix["tpot"], key="plan_tpot", format="%g"
     )
     with st.expander("Layout, memory and engine"):
         c1, c2, c3, c4 = st.columns(4)
@@ -400,6 +441,17 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
         )
         # the prefill pool's inputs and, below the mode, the prefix cache's hit
         pool = _read_prefill_pool(sc, mode) | {"prefix_cache_hit": _prefix_hit_input(c2)}
+        price = c3.number_input(
+            "GPU-hour price ($)",
+            0.0,
+            10_000.0,
+            mix["price"],
+            key="plan_price",
+            placeholder="none",
+            format="%g",
+            help="US dollars one GPU costs an hour (yours: none is assumed): the answer adds "
+            "what a million output tokens cost at it (--gpu-hour-price). Empty or 0: none.",
+        )
         reserve, engine_memory = _memory_inputs(sc)
         moe_backend = _moe_backend_input(sc)
         expert_dtype = _expert_dtype_input(sc) if moe else None
@@ -407,6 +459,7 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
     tp_used = _dp_attention_tp(int(gpus), int(tp), int(pp), bool(dp_attention) and moe)
     st.query_params.update({"gpus": str(gpus), "tp": str(tp)})
     _layout_to_url(moe, int(ep), bool(dp_attention), int(redundant), expert_dtype)
+    _mix_to_url(dict(isl=isl, osl=osl, conc=conc, ttft=ttft, tpot=tpot_ms, price=price))
     return conc_slot, PlanInputs(
         gpus=int(gpus),
         tp=tp_used,
@@ -424,10 +477,11 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
         prefill_pass=prefill_pass,
         lag=int(lag),
         ttft=float(ttft),
-        tpot=float(tpot),
+        tpot=float(tpot_ms) / 1e3,
         redundant_experts=int(redundant) if moe else 0,
         moe_backend=moe_backend,
         expert_dtype=expert_dtype,
+        gpu_hour_price=float(price) if price else None,  # empty or 0: no price
         **pool,
     )
 
@@ -835,6 +889,19 @@ def answer_line(result, load: Load | None, inputs: PlanInputs, label: str) -> st
 PROMPTS_WARNING = "other requests' prompts make "
 
 
+def _show_price(column: Any, price: Any) -> None:
+    """What a million output tokens cost at the user's GPU-hour price, with a million tokens
+    and a request (and each pool's, disaggregated) under it, in ``mlacalc plan``'s words."""
+    column.metric(
+        "$ per million output tokens",
+        money(price.usd_per_million_output_tokens),
+        help="The GPUs' hour at your price over the output tokens they serve an hour, the "
+        "prompts' passes included (docs/serving.md, 'Cost at your GPU-hour price').",
+    )
+    rows = {k: v for k, v in price.rows()[2:]}  # after the price and the figure above
+    column.caption("  \n".join(f"{k.strip()}: {v}" for k, v in rows.items()))
+
+
 def show_answer(result, load: Load | None, inputs: PlanInputs, label: str) -> None:
     """The answer at the top: one line, then TTFT, TPOT, tokens/s per GPU and per user and
     what binds; below them, the plan's warnings and where the times come from."""
@@ -872,6 +939,8 @@ def show_answer(result, load: Load | None, inputs: PlanInputs, label: str) -> No
         else f"{result.output_tokens_per_s_per_user:,.1f}",
         help="Output tokens per second one request receives.",
     )
+    if inputs.gpu_hour_price:  # the user's price (none assumed), as plan --gpu-hour-price
+        _show_price(rates[2], result.price(inputs.gpu_hour_price))
     # a metric's value truncates ("memory band..."): label and value as text that wraps
     c[4].markdown(
         '<div style="font-size:0.875rem">binding</div>'

@@ -859,3 +859,33 @@ def test_prompts_in_the_steps_bind_the_answer_and_point_to_the_pages_boxes():
     (said,) = [i.value for i in at.info if i.value.startswith(PROMPTS_WARNING)]
     assert "--mode disaggregated" in said and "'prefill / decode' box" in said
     assert any(t == "**Decode step by component**" for t in texts)
+
+
+def test_request_mix_targets_and_price_come_from_the_url_and_go_back():
+    """A long-context trial shared a planner link with `seq_len=131072` and its typed request
+    mix and targets were not in it: the link reopened at 2,000 in / 500 out. The mix, the
+    targets and the GPU-hour price are URL parameters both ways, written only where they are
+    not their boxes' defaults; the price's figure is the answer's own tokens/s per GPU at it."""
+    ask = dict(model="llama-3-8b", hw="H100-SXM", gpus="1", tp="1", isl="8000", osl="300")
+    at = _run(**ask, conc="4", ttft="10", tpot="80", price="2.5")
+    assert not at.error, [e.value for e in at.error]
+    boxes = {k: at.number_input(key=f"plan_{k}").value for k in ("isl", "osl", "conc", "ttft")}
+    assert boxes == {"isl": 8000, "osl": 300, "conc": 4, "ttft": 10.0}
+    assert at.number_input(key="plan_tpot").value == 80.0
+    assert at.number_input(key="plan_price").value == 2.5
+    for key, value in dict(isl="8000", osl="300", conc="4", ttft="10", tpot="80").items():
+        assert at.query_params[key] == value
+    assert at.query_params["price"] == "2.5"
+    shown = metrics(at)
+    per_gpu = float(shown["output tokens/s per GPU"].replace(",", ""))
+    usd = float(shown["$ per million output tokens"].lstrip("$").replace(",", ""))
+    assert usd == pytest.approx(2.5 / (per_gpu * 3600) * 1e6, rel=2e-3)  # 4 digits shown
+    at.number_input(key="plan_price").set_value(0.0).run()  # 0: no price
+    assert "price" not in at.query_params
+    assert "$ per million output tokens" not in metrics(at)
+    at.number_input(key="plan_isl").set_value(D.ISL).run()  # the default leaves the URL
+    assert "isl" not in at.query_params and at.query_params["osl"] == "300"
+    bad = _run(**{**ask, "isl": "-5"}, price="abc")
+    said = " ".join(str(x.value) for x in bad.warning)  # the URL's notices
+    assert "URL parameter 'price=abc' is not a number; leaving the box empty" in said
+    assert "URL parameter 'isl=-5' is below the smallest value 1; clamped to 1" in said

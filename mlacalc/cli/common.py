@@ -161,6 +161,22 @@ class ArgumentType(click.ParamType):
 RATE = ArgumentType("rate", "request_rate", arguments.rate)
 #: the share of each prompt's tokens found cached (:func:`mlacalc.words.arguments.prefix_hit`)
 PREFIX_HIT = ArgumentType("fraction", "prefix_cache_hit", arguments.prefix_hit)
+#: US dollars a GPU-hour (:func:`mlacalc.serving.price.check_price`: the same words)
+GPU_HOUR_PRICE = ArgumentType(
+    "usd", "--gpu-hour-price", lambda name, v: arguments.rate(name, v, "US dollars per GPU-hour")
+)
+
+
+def gpu_hour_price_option(f: Callable) -> Callable:
+    """``--gpu-hour-price USD``: what the tokens cost at the user's price (none is shipped)."""
+    return click.option(
+        "--gpu-hour-price",
+        type=GPU_HOUR_PRICE,
+        default=None,
+        metavar="USD",
+        help="Price of one GPU for an hour, in US dollars: adds what a million output tokens "
+        "(and, with a request mix, a million tokens and a request) cost at it (none assumed).",
+    )(f)
 
 
 class EngineType(click.ParamType):

@@ -20,6 +20,7 @@ from mlacalc.cli.common import (
     engine_options,
     format_option,
     given,
+    gpu_hour_price_option,
     load,
     load_profile_option,
     profile_option,
@@ -235,6 +236,7 @@ def layout_options(f):
     "much of each step another engine's fits time.",
 )
 @state_dtype_option
+@gpu_hour_price_option
 @set_option
 @format_option
 def command(
@@ -277,6 +279,7 @@ def command(
     engine,
     compare_engines,
     state_dtype,
+    gpu_hour_price,
     fmt,
     sets,
     **engine_opts,
@@ -302,6 +305,7 @@ def command(
           --prefill-tp 8 --prefill-ep 8 --no-prefill-dp-attention   # a search's answer
       mlacalc plan deepseek-v3 -H H200 --gpus 16 --tp 1 --dp-attention --ep 16 \\
           --isl 2000 --osl 500 --concurrency 1024 --compare-engines
+      mlacalc plan qwen3-8b -H B200 --gpus 1 --isl 8k --osl 1k --gpu-hour-price 3.5
     """
 
     _check_request_mix_flags(isl, osl, batch, chunked_prefill)
@@ -355,8 +359,9 @@ def command(
     )
     if compare_engines:
         return plan_engines.compare(
-            make_plan, (loaded, hardware, gpus), kwargs, engine_opts, chunks, fmt
-        )
+            make_plan, (loaded, hardware, gpus), kwargs, engine_opts, chunks, fmt,
+            gpu_hour_price=gpu_hour_price,
+        )  # fmt: skip
     # the engine's defaults are plan's to fill (engine_defaults): one rule for the API and CLI
     engine = engine_option_values(engine_opts, serving_engine)
     defaults, note = defaults_note(engine, chunks)
@@ -372,15 +377,27 @@ def command(
     engine.update(p.scheduler_defaults_applied)  # what the launch commands are given
     chunked_prefill = engine.pop("chunked_prefill", chunked_prefill)
     doc = {**with_stored_dtype(p.to_dict(), stored_weight_dtype(loaded)), **_kv_fields(p)}
+    price = _price(p, gpu_hour_price, doc)
     text = _launch_part(
         launch, model_path, p, doc, engine, loaded, redundant_experts=redundant_experts,
         overlap=overlap, kv_dtype=kv_dtype, weight_dtype=weight_dtype, hardware=hardware,
         memory_reserve=memory_reserve, isl=isl, chunked_prefill=chunked_prefill,
         mtp_tokens=mtp_tokens,
     )  # fmt: skip
-    emit(fmt, doc, lambda: sections(p, loaded, hardware))
+    emit(fmt, doc, lambda: sections(p, loaded, hardware, price))
     if fmt in ("table", "markdown"):
         click.echo(with_kernel_versions(note, p.profile) + text, nl=False)
+
+
+def _price(p, gpu_hour_price: float | None, doc: dict) -> Any:
+    """The plan's :meth:`~mlacalc.serving.plan.Plan.price` at ``--gpu-hour-price``, put in
+    ``doc`` as ``price`` (null where nothing was timed); None, and no key, without a price:
+    none is assumed."""
+    if gpu_hour_price is None:
+        return None
+    price = p.price(gpu_hour_price)
+    doc["price"] = price and price.to_dict()
+    return price
 
 
 def _launch_part(
@@ -684,10 +701,12 @@ def plan_note(p, hardware: Any = None) -> str:
     return note + (f"\n{p.prediction['note']}" if p.prediction.get("note") else "")
 
 
-def sections(p, model=None, hardware: Any = None) -> list[Section]:
+def sections(p, model=None, hardware: Any = None, price: Any = None) -> list[Section]:
     """The plan as tables: memory and capacity, serving figures, the step's kernels (each
     attention kernel with its kind of layer, where ``model``'s layers differ); ``hardware``
-    (the device as given, a file's path too; None: the plan's name) for the links' words."""
+    (the device as given, a file's path too; None: the plan's name) for the links' words;
+    ``price`` (:class:`mlacalc.serving.price.Price`, from ``--gpu-hour-price``): what the
+    tokens cost, after the serving figures."""
     out = [
         Section(
             f"Plan: {p.model}",
@@ -700,6 +719,8 @@ def sections(p, model=None, hardware: Any = None) -> list[Section]:
     ]
     if p.ttft_s is not None:
         out.append(Section("Serving", ["figure", "value"], serving_rows(p)))
+    if price is not None:
+        out.append(Section("Cost at your GPU-hour price", ["figure", "value"], price.rows()))
     if p.step_parts():
         out.append(step_parts_section(p))
     if p.kernels:

@@ -12,6 +12,7 @@ import click
 
 from mlacalc.cli.common import Section, emit, warn
 from mlacalc.cli.serving_flags import defaults_note, engine_option_values
+from mlacalc.serving.price import money
 from mlacalc.words.engines import ENGINE_LABELS
 from mlacalc.words.errors import MlacalcError
 
@@ -42,12 +43,15 @@ def compare(
     engine_opts: dict[str, Any],
     chunked: bool | str,
     fmt: str,
+    gpu_hour_price: float | None = None,
 ) -> None:
     """Plan ``args`` (model, hardware, GPUs) with ``kwargs`` under each of :data:`ENGINES`,
     each with its own kernels and scheduler defaults as ``plan --engine E`` takes them
     (``engine_opts``: the engine options given, the same for each), and print one row each:
     its figures, how its kernels were predicted and the error to expect; an engine that
-    refuses the deployment gets its one-line reason. Warnings go to stderr, those of one
+    refuses the deployment gets its one-line reason; with ``gpu_hour_price`` (US dollars a
+    GPU-hour) each row adds what a million output tokens cost at it (its plan's
+    :meth:`~mlacalc.serving.plan.Plan.price`). Warnings go to stderr, those of one
     engine only prefixed with its name."""
     plans: dict[str, Any] = {}
     refused: dict[str, str] = {}
@@ -60,19 +64,23 @@ def compare(
             )
         except MlacalcError as exc:
             refused[engine] = str(exc)
-    rows = [_row(e, plans.get(e), refused.get(e)) for e in ENGINES]
+    rows = [_row(e, plans.get(e), refused.get(e), gpu_hour_price) for e in ENGINES]
     doc = {
         "schema": SCHEMA,
         "engines": rows,
         "plans": {e: p.to_dict() for e, p in plans.items()},
     }
-    emit(fmt, doc, lambda: [_section(rows)])
+    emit(fmt, doc, lambda: [_section(rows, gpu_hour_price is not None)])
     _warnings(plans)
 
 
-def _row(engine: str, p: Any, refused: str | None) -> dict[str, Any]:
-    """One engine's figures as the comparison gives them (None where the plan has none)."""
+def _row(engine: str, p: Any, refused: str | None, price: float | None) -> dict[str, Any]:
+    """One engine's figures as the comparison gives them (None where the plan has none); the
+    dollars a million output tokens only where a ``price`` a GPU-hour is given."""
     out: dict[str, Any] = {"engine": engine, "refused": refused}
+    if price is not None:
+        cost = p and p.price(price)
+        out["usd_per_million_output_tokens"] = cost and cost.usd_per_million_output_tokens
     if p is None:
         return out
     route = p.prediction or {}
@@ -124,9 +132,9 @@ def _unmeasured_words(r: dict[str, Any]) -> str:
     return "-" if share is None else "none" if share == 0 else f"{share:.0%} of the decode step"
 
 
-def _section(rows: list[dict[str, Any]]) -> Section:
+def _section(rows: list[dict[str, Any]], priced: bool = False) -> Section:
     heads = ["engine", "fits", "largest batch", "decode step ms", "TTFT ms", "TPOT ms",
-             "output tok/s/GPU",
+             "output tok/s/GPU", *(["$ / M output tokens"] if priced else []),
              "timed by another engine's fits", "measured by no table",
              "expected error"]  # fmt: skip
     table = []
@@ -145,6 +153,7 @@ def _section(rows: list[dict[str, Any]]) -> Section:
             _ms(r["tpot_s"]),
             "-" if r["output_tokens_per_s_per_gpu"] is None
             else f"{r['output_tokens_per_s_per_gpu']:,.1f}",
+            *([money(r["usd_per_million_output_tokens"])] if priced else []),
             _route_words(r),
             _unmeasured_words(r),
             "not measured" if e is None else f"{e:.1%} median (kernels)",
@@ -163,6 +172,12 @@ def _section(rows: list[dict[str, Any]]) -> Section:
             "Expected error: the "
             "kernel tables' median |error| for that engine's route (README.md), not TTFT's or "
             "TPOT's."
+            + (
+                " $ / M output tokens: the GPUs' hour at --gpu-hour-price over the output "
+                "tokens served an hour (plan --gpu-hour-price gives the rest)."
+                if priced
+                else ""
+            )
         ),
     )
 

@@ -15,6 +15,7 @@ from mlacalc.cli.common import (
     emit,
     engine_options,
     format_option,
+    gpu_hour_price_option,
     load,
     load_profile_option,
     profile_option,
@@ -41,6 +42,7 @@ from mlacalc.cli.serving_flags import (
     with_kernel_versions,
 )
 from mlacalc.serving.plan import duration_text as plan_duration
+from mlacalc.serving.price import money, per_million
 from mlacalc.serving.search_command import plan_command, scheduler_words, set_words
 from mlacalc.timemodel.mla_geometry import MLA_GEOMETRY_SAID
 from mlacalc.words import defaults as D
@@ -134,7 +136,7 @@ def _mode(p: dict[str, Any]) -> str:
     return f"{p['mode']}, chunks {n}" if n else str(p["mode"])
 
 
-def _row(p: dict[str, Any]) -> list[str]:
+def _point_row(p: dict[str, Any]) -> list[str]:
     special = {"gpus": _gpus, "layout": _layout_cell, "mode": _mode}
     return [special[k](p) if k in special else _cell(k, p[k]) for k, _ in _POINT_COLUMNS]
 
@@ -444,6 +446,7 @@ def _chunked_prefills(text: str) -> list[int] | None:
     "run: the rest is byte-identical for the same command.",
 )
 @state_dtype_option
+@gpu_hour_price_option
 @set_option
 @format_option
 def command(
@@ -479,6 +482,7 @@ def command(
     fmt,
     throughput,
     throughput_of,
+    gpu_hour_price,
     **engine_opts,
 ):
     """Search layouts, batch sizes, dtypes and aggregated vs disaggregated serving for the
@@ -496,6 +500,7 @@ def command(
       mlacalc search llama-3-70b -H H100 --gpus 4,8 --isl 1000 --osl 1000 --format csv --all
       mlacalc search qwen3-8b -H H100 --gpus 1,2 --isl 1000 --osl 200 --tpot 100ms \\
           --throughput 50k
+      mlacalc search qwen3-8b -H H100 --gpus 1 --isl 1k --osl 200 --gpu-hour-price 2.5
     """
     # deferred: the search loads numpy; `mlacalc --help` stays light
     from mlacalc.serving.scheduler import Scheduler
@@ -555,11 +560,11 @@ def command(
         engine["overlap_schedule"] = True
     stored = stored_weight_dtype(loaded) if fmt in ("json", "csv") else None
     if fmt == "csv":
-        _emit_csv(result, all_points, stored)
+        _emit_csv(result, all_points, stored, gpu_hour_price)
         _warn_of(result)  # on stderr, as the other formats say them (a trial's CSV had none)
         return
     doc = result.to_dict(wall_time=not no_wall_time, all_points=all_points)
-    target = _throughput_target(result, doc, throughput, throughput_of)
+    target = _throughput_target(result, doc, throughput, throughput_of, gpu_hour_price)
     if stored:  # a checkpoint's points name the dtype it stores, as plan's JSON
         doc["best"] = doc["best"] and with_stored_dtype(doc["best"], stored)
         doc["frontier"] = [with_stored_dtype(p, stored) for p in doc["frontier"]]
@@ -584,8 +589,8 @@ def command(
         fmt,
         doc,
         lambda: (
-            sections(result, model, hardware, profile, extra)
-            + _throughput_sections(throughput, throughput_of, target, hardware)
+            sections(result, model, hardware, profile, extra, gpu_hour_price)
+            + _throughput_sections(throughput, throughput_of, target, hardware, gpu_hour_price)
         ),
     )
     _warn_of(result)
@@ -613,16 +618,19 @@ def _warn_of(result) -> None:
             warn(w)
 
 
-def _emit_csv(result, all_points: bool, stored: str | None) -> None:
-    """The frontier's rows (every point's with --all) as CSV; nothing timed: the header alone
-    says what the columns would be."""
+def _emit_csv(result, all_points: bool, stored: str | None, price: float | None = None) -> None:
+    """The frontier's rows (every point's with --all) as CSV, with a
+    ``usd_per_million_output_tokens`` column at a ``price`` a GPU-hour; nothing timed: the
+    header alone says what the columns would be."""
     # deferred: the search loads numpy; `mlacalc --help` stays light
     from mlacalc.serving.search import ROW_FIELDS
 
     rows = result.rows() if all_points else [result.row(p) for p in result.frontier]
     rows = [with_stored_dtype(r, stored) for r in rows]
+    if price is not None:
+        rows = [{**r, PRICE_KEY: _usd(r, price)} for r in rows]
     if not rows:
-        click.echo(",".join(ROW_FIELDS))
+        click.echo(",".join([*ROW_FIELDS, *([PRICE_KEY] if price is not None else [])]))
         return
     emit("csv", rows, list, rows_csv=True)
 
@@ -646,21 +654,65 @@ def _check_output_flags(throughput, throughput_of: str, all_points: bool, fmt: s
         )
 
 
-def _throughput_target(result, doc: dict, throughput, throughput_of: str) -> dict | None:
+#: a point's dollars a million output tokens at --gpu-hour-price (its JSON and CSV key)
+PRICE_KEY = "usd_per_million_output_tokens"
+
+
+def _usd(p: dict[str, Any], price: float) -> float | None:
+    """A point's dollars a million output tokens at ``price`` a GPU-hour: each GPU's hour over
+    the output tokens it serves an hour (:func:`mlacalc.serving.price.per_million`, one GPU);
+    None where the point serves none."""
+    rate = p.get("output_tokens_per_s_per_gpu")
+    return per_million(price, 1, rate) if rate else None
+
+
+def _priced(doc: dict, price: float | None) -> None:
+    """At a ``price`` a GPU-hour: the JSON's ``gpu_hour_price``, each point's
+    :data:`PRICE_KEY` (best, frontier, every point with --all) and the --throughput fleet's
+    dollars an hour; nothing without one."""
+    if price is None:
+        return
+    doc["gpu_hour_price"] = price
+    points = doc.get("points")  # a count, or every point's record with --all
+    listed = points if isinstance(points, list) else []
+    for p in [doc.get("best"), *doc.get("frontier", []), *listed]:
+        if p:
+            p[PRICE_KEY] = _usd(p, price)
+    if doc.get("throughput_target"):
+        doc["throughput_target"]["usd_per_hour"] = doc["throughput_target"]["gpus"] * price
+
+
+def _throughput_target(
+    result, doc: dict, throughput, throughput_of: str, price: float | None = None
+) -> dict | None:
     """--throughput's answer (``SearchResult.gpus_for``; None without a deployment meeting
-    the targets), put in ``doc`` as ``throughput_target`` without its point; None unasked."""
-    if throughput is None:
-        return None
-    target = result.gpus_for(throughput, of=throughput_of) if result.best is not None else None
-    doc["throughput_target"] = target and {k: v for k, v in target.items() if k != "point"}
+    the targets), put in ``doc`` as ``throughput_target`` without its point; None unasked.
+    Then, at a ``price`` a GPU-hour, ``doc``'s price keys (:func:`_priced`)."""
+    target = None
+    if throughput is not None:
+        best = result.best is not None
+        target = result.gpus_for(throughput, of=throughput_of) if best else None
+        doc["throughput_target"] = target and {k: v for k, v in target.items() if k != "point"}
+    _priced(doc, price)
     return target
 
 
 def sections(
-    result, model: str | None = None, hardware: str | None = None, profile=None, extra: str = ""
+    result,
+    model: str | None = None,
+    hardware: str | None = None,
+    profile=None,
+    extra: str = "",
+    price: float | None = None,
 ):
-    """The best deployment, the frontier and the count of losers by reason."""
-    heads = [title for _, title in _POINT_COLUMNS]
+    """The best deployment, the frontier and the count of losers by reason; at a ``price`` a
+    GPU-hour, each point's dollars a million output tokens (a column: the ranking is tokens/s
+    per GPU's, which at one price a GPU is the same order)."""
+    heads = [title for _, title in _POINT_COLUMNS] + (["$/M out"] if price is not None else [])
+
+    def _row(p: dict[str, Any]) -> list[str]:
+        return _point_row(p) + ([money(_usd(p, price))] if price is not None else [])
+
     out = []
     served = result.served_targets or {}
     targets = [
@@ -805,9 +857,12 @@ def _nodes_words(gpus: int, node: int | None) -> str:
     return f" ({said}" + (f", {spare} GPUs spare)" if spare else ")")
 
 
-def _throughput_sections(throughput, of, target, hardware: Any = None) -> list:
+def _throughput_sections(
+    throughput, of, target, hardware: Any = None, price: float | None = None
+) -> list:
     """The GPUs a --throughput target needs, as one table (none without the option; a
-    sentence where no point meets the targets)."""
+    sentence where no point meets the targets); at a ``price`` a GPU-hour, their dollars an
+    hour too."""
     if throughput is None:
         return []
     what = "output tokens/s" if of == "output" else "tokens/s (prompt + output)"
@@ -822,7 +877,16 @@ def _throughput_sections(throughput, of, target, hardware: Any = None) -> list:
     return [
         Section(
             title,
-            ["layout", "mode", "GPUs a replica", f"{what} a replica", "replicas", "GPUs", what],
+            [
+                "layout",
+                "mode",
+                "GPUs a replica",
+                f"{what} a replica",
+                "replicas",
+                "GPUs",
+                what,
+                *(["$ an hour"] if price is not None else []),
+            ],
             [
                 [
                     t["layout"],
@@ -832,6 +896,7 @@ def _throughput_sections(throughput, of, target, hardware: Any = None) -> list:
                     t["replicas"],
                     f"{t['gpus']:,}{_nodes_words(t['gpus'], node)}",
                     f"{t['tokens_per_s']:,.0f}",
+                    *([f"${t['gpus'] * price:,.2f}"] if price is not None else []),
                 ]
             ],
             note=(

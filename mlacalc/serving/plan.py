@@ -143,6 +143,7 @@ from mlacalc.serving.plan_checks import (
     prefix_cached_tokens,
     trtllm_attention_tp,
 )
+from mlacalc.serving.price import Price, price_of
 from mlacalc.serving.provenance import (
     calibration_of,
     prediction_route,
@@ -638,6 +639,19 @@ class Plan:
                 f" (the model's max_position_embeddings; memory allows {self.max_context_memory:,})"
             )
         return text
+
+    def price(self, gpu_hour_usd: float) -> Price | None:
+        """The plan's tokens at ``gpu_hour_usd`` US dollars a GPU-hour (the user's price; none
+        is shipped): dollars a million output tokens, a million tokens and a request, and each
+        pool's, disaggregated (:func:`mlacalc.serving.price.price_of`); None where nothing was
+        timed. ``gpu_hour_usd`` must be a finite positive number.
+
+        >>> p = plan("llama-3-8b", "H100-SXM", 1, isl=1000, osl=200, concurrency=8)
+        >>> pr = p.price(2.0)
+        >>> round(pr.usd_per_million_output_tokens * pr.output_tokens_per_s * 3600 / 1e6, 6)
+        2.0
+        """
+        return price_of(self, gpu_hour_usd)
 
     @property
     def total_gpus(self) -> int:
