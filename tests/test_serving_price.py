@@ -87,6 +87,17 @@ def test_price_scales_linearly_and_money_keeps_four_digits(served):
     ]  # fmt: skip
 
 
+@pytest.mark.parametrize("usd", [1e300, 1e-300, 0.001])
+def test_an_extreme_price_prints_short_figures_not_hundreds_of_digits(served, usd):
+    """A price far outside any market's (1e300 dollars a GPU-hour, or 1e-300) printed each
+    figure in full: 300 digits of "$100,000,...", or "$0.00 an hour" for the fleet; money
+    switches to four significant digits in scientific notation out there."""
+    rows = dict(served.price(usd).rows())
+    assert all(len(v) < 60 for k, v in rows.items() if k != "  priced on"), rows
+    assert "$0.00 an hour" not in rows["price (given)"]
+    assert money(usd * 2) in rows["price (given)"]
+
+
 BAD = [-1, 0, -0.0, math.nan, math.inf, -math.inf, "2.5", "$2", True, None, [2.5], 1e400]
 
 

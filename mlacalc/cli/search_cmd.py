@@ -896,7 +896,7 @@ def _throughput_sections(
                     t["replicas"],
                     f"{t['gpus']:,}{_nodes_words(t['gpus'], node)}",
                     f"{t['tokens_per_s']:,.0f}",
-                    *([f"${t['gpus'] * price:,.2f}"] if price is not None else []),
+                    *([money(t["gpus"] * price)] if price is not None else []),
                 ]
             ],
             note=(

@@ -96,7 +96,7 @@ class Price:
         """The price's lines for a plan's table."""
         rows = [
             ["price (given)", f"${self.gpu_hour_usd:,.4g} a GPU-hour x {self.gpus:,} "
-             f"GPU{'s' if self.gpus > 1 else ''} = ${self.fleet_usd_per_hour:,.2f} an hour"],
+             f"GPU{'s' if self.gpus > 1 else ''} = {money(self.fleet_usd_per_hour)} an hour"],
             ["$ per million output tokens", money(self.usd_per_million_output_tokens)],
         ]  # fmt: skip
         if self.usd_per_million_tokens is not None:
@@ -119,9 +119,17 @@ def money(usd: float | None) -> str:
 
     >>> money(0.515), money(4.8012), money(0.00010994), money(12345.678)
     ('$0.5150', '$4.801', '$0.0001099', '$12,345.68')
+
+    Past a trillion dollars or under a millionth of a cent, four significant digits in
+    scientific notation (a fixed form would print hundreds of digits):
+
+    >>> money(8.6638e306), money(8.6638e-302)
+    ('$8.664e+306', '$8.664e-302')
     """
     if usd is None:
         return "-"
+    if usd and not 1e-8 <= abs(usd) < 1e12:
+        return f"${usd:.4g}"
     decimals = 2 if usd >= 100 else max(2, 3 - math.floor(math.log10(usd))) if usd > 0 else 2
     return f"${usd:,.{decimals}f}"
 
