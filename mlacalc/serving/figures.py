@@ -32,6 +32,7 @@ __all__ = [
     "closed_loop",
     "draft_seconds",
     "in_progress",
+    "micro_batch_prompts",
     "mix_timing",
     "open_loop",
     "others_share",
@@ -159,6 +160,23 @@ def prompt_args(req: Any) -> dict[str, int]:
     before them as a chunk of a chunked prefill attends the chunks before it (``pf_pre``);
     the whole prompt without."""
     return dict(pf_q=req.computed_tokens, pf_pre=req.cached_tokens)
+
+
+def micro_batch_prompts(slow: Any, mean: Any, mb: Any) -> tuple[Any, Any]:
+    """The prompts the slowest of ``mb`` micro-batches carries, and the experts' load beside
+    them, when the slowest group's step carries ``slow`` whole prompts (unchunked) and the
+    synced set's mean per group is ``mean``: a prompt is not split over the micro-batches
+    pipeline parallelism keeps in flight, so one micro-batch holds ``ceil(slow / mb)`` of
+    them and the step's ``pp`` stage times each pass that micro-batch with its prompts whole
+    (a prompt crosses the stages one after another: its step is at least its own pass); the
+    experts see the mean in the same proportion to the slowest group's. Without pipeline
+    parallelism (``mb`` 1) this is ``slow`` and ``mean``. Before, every micro-batch held
+    ``slow / mb`` of a prompt, and one prompt's step took a ``1 / pp`` share of its pass
+    (llama-3.1-70b TP1 PP4, 32K prompts: TTFT 4,252.8 ms against an 8,040.8 ms pass)."""
+    slow = np.asarray(slow, dtype=np.float64)
+    per = np.ceil(slow / np.asarray(mb, dtype=np.float64) - 1e-9)
+    scale = np.divide(per, slow, out=np.ones_like(per), where=slow > 0)
+    return per, np.asarray(mean, dtype=np.float64) * scale
 
 
 def prompts(mix: MixTiming, n: float) -> int:
@@ -453,13 +471,14 @@ def _arrivals_cycle(
     states = np.arange(g * k_max + 1, dtype=np.float64)
     J = sample_states(len(states)).astype(np.float64)
     slow = np.ceil(J / g - 1e-9)
+    per, moe = micro_batch_prompts(slow, J / g, mb)  # whole prompts in one micro-batch
     mixed = mix.sm.step(
         overlap=req.overlap,
         dec_B=B / mb,
         dec_q=mix.q,
         dec_S=mix.S_avg,
-        pf_N=slow / mb,
-        pf_moe=J / g / mb,
+        pf_N=per,
+        pf_moe=moe,
         **prompt_args(req),
     )
     stages = np.interp(states, J, mixed.stage_seconds)
@@ -517,13 +536,14 @@ def _in_flight_cycle(
     load = float(set_load(in_system, mix.groups))
     n = load / request_steps(1, req.osl, mix.tau)
     _, share, slow, mean = (float(x) for x in synced_prompts(n, mix.groups, k_max))
+    per, moe = (float(x) for x in micro_batch_prompts(slow, mean, mb))
     mixed = mix.sm.step(
         overlap=req.overlap,
         dec_B=B / mb,
         dec_q=mix.q,
         dec_S=mix.S_avg,
-        pf_N=slow / mb,
-        pf_moe=mean / mb,
+        pf_N=per,
+        pf_moe=moe,
         **prompt_args(req),
     )
     t_mix = lay.pp * float(mixed.stage_seconds[0])

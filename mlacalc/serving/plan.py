@@ -87,7 +87,10 @@ on the running requests' KV that counts no prefix kept for requests not running:
 :data:`PREFIX_CACHE_MEMORY`) and the KV transfer (the whole prompt's) are as without.
 
 Pipeline parallelism splits the running batch into ``pp`` micro-batches in flight: a token
-takes ``pp`` slowest-stage times. ``overlap="tbo"`` (two-batch overlap, as DeepSeek and SGLang
+takes ``pp`` slowest-stage times. An unchunked prompt rides whole in one micro-batch and crosses
+the stages one after another (its step is at least its own pass,
+:func:`~mlacalc.serving.figures.micro_batch_prompts`); a chunked one pipelines by chunk.
+``overlap="tbo"`` (two-batch overlap, as DeepSeek and SGLang
 run it) splits each step into two micro-batches whose communication hides behind the other's
 computation (a decode step's MoE layers in DeepSeek's five stages,
 :func:`~mlacalc.serving.gpu_step.five_stage_layer`; every other part behind its own compute);

@@ -19,7 +19,13 @@ from mlacalc.hardware.catalogue import HardwareSpec
 from mlacalc.models.loading import ModelConfig
 from mlacalc.serving.arrivals import sample_states
 from mlacalc.serving.capacity import prompts_per_pass
-from mlacalc.serving.figures import chunk_fluid, chunk_rule, prompt_args, request_steps
+from mlacalc.serving.figures import (
+    chunk_fluid,
+    chunk_rule,
+    micro_batch_prompts,
+    prompt_args,
+    request_steps,
+)
 from mlacalc.serving.gpu_step import Spec, StepModel, time_jobs
 from mlacalc.serving.layout import (
     KV_HEAD_FIELDS,
@@ -839,7 +845,9 @@ def _batch_rows(
         for what, db, pn, pm in blocks:
             mb = np.minimum(lay.pp, np.maximum(db, 1))  # micro-batches
             full = np.full(len(Bf), 1.0)
-            rows.add((ov, what), db / mb * f, pn / mb * f, full * q, pm / mb * f, full * pre)
+            # whole prompts in one micro-batch (the plan's figures.micro_batch_prompts)
+            pn, pm = micro_batch_prompts(pn, pm, mb)
+            rows.add((ov, what), db / mb * f, pn * f, full * q, pm * f, full * pre)
         if mixed:  # one prompt alone, the other synced groups idle (plan's prefill_alone)
             one = np.ones(1)
             rows.add((ov, "alone"), 0 * one, one * f, one * q, one / groups * f, one * pre)
