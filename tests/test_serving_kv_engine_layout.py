@@ -42,14 +42,20 @@ def test_sparse_layout_on_a_model_without_dsa_is_said():
     assert p.kv_bytes_per_token_per_gpu == 61 * 656 == 40_016  # every TP rank holds the row
     notes = [w for w in p.warnings if "--kv-dtype fp8_ds_mla" in w]
     assert len(notes) == 1 and "no DSA" in notes[0] and "\n" not in notes[0]
-    # DeepSeek-V3.2 (DSA) takes the layout without a word on it; at TP8 its latent-copy
-    # warning (plan_checks.latent_copies, round 21) and its indexer's (plan.indexer_tp_warnings,
-    # round 24) are the ones said, and not about the layout
-    said = plan("deepseek-v3.2", "B200", 8, kv_dtype="fp8_ds_mla", seq_len=4096).warnings
+    # DeepSeek-V3.2 (DSA) under vLLM takes the layout without a word on it; at TP8 its
+    # latent-copy warning (plan_checks.latent_copies, round 21) and its indexer's
+    # (plan.indexer_tp_warnings, round 24) are said, not about the layout (and vLLM's
+    # stand-in kernels)
+    kw = dict(kv_dtype="fp8_ds_mla", seq_len=4096)
+    said = plan("deepseek-v3.2", "B200", 8, engine="vllm", **kw).warnings
     latent = [w for w in said if "copied on every tensor-parallel rank" in w]
     indexer = [w for w in said if "DSA indexer" in w and "whole on every tensor-parallel" in w]
-    assert len(latent) == len(indexer) == 1 and len(said) == 2
+    assert len(latent) == len(indexer) == 1
     assert not any("fp8_ds_mla" in w for w in said)
+    # the default engine's (TensorRT-LLM: plain fp8) says it stores another (trial r29, 3)
+    said = plan("deepseek-v3.2", "B200", 8, **kw).warnings
+    (layout,) = [w for w in said if "fp8_ds_mla" in w]
+    assert len(said) == 3 and "TensorRT-LLM stores DeepSeek-V3.2's (DSA)" in layout
 
 
 def test_sparse_layout_note_gives_the_models_own_row():

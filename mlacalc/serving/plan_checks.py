@@ -1050,12 +1050,45 @@ _ENGINE_KV = {
 _ENGINE_KV_MLA = {"trtllm": ("fp8", "fp8_e4m3", "fp8_ds_mla")}
 
 
+#: the fp8 layout each engine stores a DSA model's latent cache in, whichever fp8 is asked,
+#: then the other names of it (from recall, as
+#: :data:`~mlacalc.serving.precision.DSA_FP8_LAYOUT_ENGINES` says): vLLM's
+#: DeepSeek-V3.2 hook turns every ``--kv-cache-dtype fp8*`` into ``fp8_ds_mla``, the only fp8
+#: its FlashMLA-sparse path reads; TensorRT-LLM's MLA cache holds plain fp8 (one scale per
+#: tensor), never FlashMLA's layout
+_DSA_FP8_STORED = {"vllm": ("fp8_ds_mla", "fp8"), "trtllm": ("fp8", "fp8_e4m3")}
+
+
+def _dsa_fp8_warning(m: ModelConfig, kv: KVLayout, engine: str) -> tuple[str, ...]:
+    """An fp8 cache of a DSA model in a layout the engine does not store it in (trial round
+    29: ``fp8_e5m2`` under vLLM and ``fp8_ds_mla`` under TensorRT-LLM were sized with no
+    word): sized as asked, and the layout the engine stores named with its bytes."""
+    names = _DSA_FP8_STORED.get(engine, ())
+    if not names or kv.name in names or not kv.name.startswith("fp8"):
+        return ()
+    stored = names[0]
+    rank, rope = m.kv_lora_rank or 0, m.qk_rope_head_dim or 0
+    asked, kept = (resolve_kv_layout(x).row_bytes(rank, rope) for x in (kv.name, stored))
+    what = "plain fp8 (e4m3, one scale per tensor)" if stored == "fp8" else stored
+    return (
+        f"--kv-dtype {kv.name} under --engine {engine}: {ENGINE_LABELS.get(engine, engine)} "
+        f"stores {m.label}'s (DSA) fp8 latent cache as {what}, {kept:,} B a layer's latent "
+        f"row (from recall of its code), not {kv.name} ({asked:,} B): the figures are for a "
+        f"cache it does not store; --kv-dtype {stored} counts the one it does",
+    )
+
+
 def _engine_kv_warnings(m: ModelConfig, kv: KVLayout, engine: str) -> tuple[str, ...]:
     """A KV cache format the engine named does not offer (for this attention): sized and timed
     as asked, but said, naming both options (int4 under vLLM, fp4/nvfp4 under TensorRT-LLM for
-    MLA were taken with a timing caveat only)."""
+    MLA were taken with a timing caveat only); a DSA model's fp8 in a layout the engine does
+    not store (:func:`_dsa_fp8_warning`)."""
     if kv.bits >= 16 or engine not in _ENGINE_KV:
         return ()
+    if m.index_topk and m.is_mla:
+        said = _dsa_fp8_warning(m, kv, engine)
+        if said:
+            return said
     mla = m.is_mla and engine in _ENGINE_KV_MLA
     offered = _ENGINE_KV_MLA[engine] if mla else _ENGINE_KV[engine]
     if not m.index_topk:  # FlashMLA's sparse layout is for DSA models only
