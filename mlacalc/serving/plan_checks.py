@@ -1024,12 +1024,20 @@ def latent_copies(
     if alt is None:
         return (words + "; DP-attention (--dp-attention) splits the attention by sequences",)
     a_token, a_tokens, a_batch = figures_of(alt)
-    held = (
-        f"each GPU caches its own sequences' {a_token:,} B a token: {a_tokens:,} KV tokens a "
-        f"GPU, {a_tokens * alt.dp:,} in all, largest batch {a_batch:,}"
-        if a_batch >= 1
-        else "but its attention weights on every GPU leave no cache for a sequence"
-    )
+    if a_batch >= 1:
+        held = (
+            f"each GPU caches its own sequences' {a_token:,} B a token: {a_tokens:,} KV tokens "
+            f"a GPU, {a_tokens * alt.dp:,} in all, largest batch {a_batch:,}"
+        )
+    elif a_tokens >= 1:  # room for a cache, not for one sequence of the context (trial r29)
+        held = (
+            f"but one sequence is whole on one GPU there too ({a_token:,} B a token), and the "
+            f"{a_tokens:,} KV tokens a GPU has room for hold no sequence of this context"
+        )
+    else:  # the weights a GPU holds leave no cache at all
+        held = "but the weights each GPU holds under it leave no room for a KV cache" + (
+            f", as under TP{lay.tp}" if tokens < 1 else ""
+        )
     return (
         words + f"; DP-attention splits the attention by sequences instead ({alt.describe()}: "
         f"--tp 1 --dp-attention; {_dp_attention_flags(alt.ep)}): {held}",
