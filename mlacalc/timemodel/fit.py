@@ -24,6 +24,7 @@ import numpy as np
 
 from mlacalc.hardware.catalogue import load_hardware
 from mlacalc.timemodel.device import device_figures
+from mlacalc.timemodel.gemm_time import kept_shapes
 from mlacalc.timemodel.profile import Profile, measured_device_of
 from mlacalc.timemodel.terms import PARAMS, class_key, default_params, fit_params, kernel_terms
 from mlacalc.words.engines import DEFAULT_ENGINE
@@ -197,6 +198,20 @@ def fit_class(
     """The fitted parameters of one kernel class over ``observations`` (all of one kind and
     dtype), each device weighted equally. ``also``: a third start (a profile's current values
     of the class, for a refit after a formula change), the best of the three kept."""
+    # the search predicts the same rows at every step, only the parameters changing: a GEMM's
+    # candidate kernels are taken once (speed only, gemm_time.kept_shapes)
+    with kept_shapes():
+        return _fit_class(observations, base=base, use_scipy=use_scipy, also=also)
+
+
+def _fit_class(
+    observations: list[Observations],
+    *,
+    base: dict[str, float] | None,
+    use_scipy: bool,
+    also: dict[str, float] | None,
+) -> dict[str, float]:
+    """:func:`fit_class`, its GEMM candidates kept."""
     if not observations:
         raise InvalidArgumentError("observations", "nothing to fit")
     kind, dtype = observations[0].batch.kind, observations[0].batch.dtype

@@ -16,8 +16,12 @@ figures behind each rule are in docs/decisions.md ("Time model").
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -754,7 +758,13 @@ class _Call:
     cluster_m: np.ndarray | float
     weight: np.ndarray
     warm: np.ndarray
-    resident_share: np.ndarray
+    resident_share: np.ndarray | None
+    #: the weight copies' bytes a warm replay cycles through (``resident_share`` is its
+    #: share found in the L2, which depends on the parameters)
+    footprint: np.ndarray | float = 0.0
+    #: the candidates' parameter-free arrays (:func:`_geometry`) by the rows they were taken
+    #: at, kept for the next prediction of the same rows (:func:`kept_shapes`); None: not kept
+    memo: dict[str, dict[str, Any]] | None = field(default=None, repr=False, compare=False)
 
 
 def _dispatched(listed, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -765,11 +775,25 @@ def _dispatched(listed, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _call(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> _Call:
+    """The candidate kernels of a batch (:func:`_call_shape`) at the parameters ``prm``."""
+    return _priced(_call_shape(batch, fig), prm)
+
+
+def _priced(shape: _Call, prm: dict[str, float]) -> _Call:
+    """``shape`` (:func:`_call_shape`, no parameters read) at the parameters ``prm``: the
+    tensor rate per SM and the share of the weights a warm replay finds in the L2."""
+    batch, fig = shape.batch, shape.fig
+    per_sm = prm["eff_compute"] * fig.peak(batch.dtype) / fig.sm_count
+    resident_share = l2_resident_share(shape.footprint, fig, prm)
+    return dataclasses.replace(shape, prm=prm, per_sm=per_sm, resident_share=resident_share)
+
+
+def _call_shape(batch: KernelBatch, fig: DeviceFigures) -> _Call:
     """The candidate kernels of a batch: the dtype's tiles, its GEMV for few-row calls, and
-    the split-K rule of its library."""
+    the split-K rule of its library. Reads no fit parameter (:func:`_priced` adds them), so
+    a fit's every prediction of the same rows shares it (:func:`_shapes`)."""
     m, n, k = col(batch, "m", 1), col(batch, "n", 1), col(batch, "k", 1)
     groups = col(batch, "groups", 1)
-    per_sm = prm["eff_compute"] * fig.peak(batch.dtype) / fig.sm_count
     # every candidate tile at once: arrays of (tile, row)
     tm, tn, rate = _TILES.get(batch.dtype, _TILES[""])
     if fig.tcgen05 and batch.dtype in BLOCK_SCALED_MMA and batch.variant != "bmm":
@@ -846,16 +870,15 @@ def _call(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> _Cal
     footprint = weight * np.maximum(col(batch, "weight_copies", 1), 1.0) + x
     # the bytes a warm call can find in the L2: its weight and a shared input
     weight = weight + x
-    resident_share = l2_resident_share(footprint, fig, prm)
     return _Call(
         batch=batch,
         fig=fig,
-        prm=prm,
+        prm={},
         m=m,
         n=n,
         k=k,
         groups=groups,
-        per_sm=per_sm,
+        per_sm=0.0,
         tm=tm,
         tn=tn,
         rate=rate,
@@ -866,7 +889,8 @@ def _call(batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]) -> _Cal
         cluster_m=cluster_m,
         weight=weight,
         warm=warm,
-        resident_share=resident_share,
+        resident_share=None,
+        footprint=footprint,
     )
 
 
@@ -903,20 +927,17 @@ def _persistent(c: _Call) -> np.ndarray | bool:
     return c.batch.dtype in PERSISTENT_DTYPES
 
 
-def _tile_seconds(
-    c: _Call, waves: np.ndarray, walk: np.ndarray, busy: np.ndarray | None = None
-) -> np.ndarray:
-    """The busiest SM's time on its tiles: ``waves`` tiles walking ``walk`` of K each, at the
-    tile's share of the SM's tensor rate, ``tile_s`` a wave (the pipeline's fill and the
-    epilogue's fixed part; once a call for a persistent kernel, :data:`PERSISTENT_DTYPES`),
-    and the dtype's CUDA-core work beside the MMAs; with ``busy``, the
-    share of the SMs the call keeps busy, at the clock the chip's power allows them
-    (:data:`POWER_LIMITED_DTYPES`).
+def _tile_work(c: _Call, waves: np.ndarray, walk: np.ndarray) -> dict[str, Any]:
+    """The parameter-free part of :func:`_tile_seconds`: ``waves`` tiles walking ``walk`` of
+    K each. ``work``: the busiest SM's tensor work in FLOPs at a full SM's rate (the tile's
+    share of the rate, below); ``floor``: the least time of the waves' K blocks (None: none);
+    ``stage_waves`` and ``stage``: the pipeline fills ``tile_s`` is paid for; ``promote`` and
+    ``dequant``: the dtype's CUDA-core work, in the units of its parameter (None: none).
 
     Tiles resident on an SM at once (RESIDENT_TILES_BY_DTYPE) run ``resident`` at a time, and a
     group of j tiles reaches min(1, j x rate) of the SM's tensor rate: a small tile alone
     leaves the tensor cores idle while it waits on its loads; two fill them."""
-    prm, dtype = c.prm, c.batch.dtype
+    dtype = c.batch.dtype
     resident = np.maximum(np.minimum(waves, RESIDENT_TILES_BY_DTYPE.get(dtype, 1.0)), 1.0)
     full, rest = np.floor(waves / resident), np.mod(waves, resident)
     slots = full * resident / np.minimum(1.0, resident * c.rate) + rest / np.minimum(
@@ -926,29 +947,25 @@ def _tile_seconds(
         # one tile an SM at a time: a wave's tiles take the tile's time at its rate, and a
         # balanced kernel's fraction of a wave (BALANCED_WAVES) its fraction of that time
         slots = waves / np.minimum(1.0, c.rate)
-    mma = slots * 2.0 * c.tm * c.tn * walk / c.per_sm
-    if busy is not None:
-        # the clock the chip's power allows (POWER_LIMITED_DTYPES): ``eff_compute`` of the
-        # peak with every SM busy, the peak with one
-        eff = prm["eff_compute"]
-        mma = mma * eff / (1.0 - (1.0 - eff) * busy)
+    out: dict[str, Any] = {"work": slots * 2.0 * c.tm * c.tn * walk, "floor": None}
     # sgl-kernel's Blackwell scaled_mm walks each K block of a wave in at least
     # CUTLASS_SM100_KBLOCK_CYCLES, whatever its tile
     sm100 = (col(c.batch, "cutlass_dispatch", 0) > 0) & (col(c.batch, CUTLASS_SM100_FIELD, 0) > 0)
     if c.fig.tcgen05 and np.any(sm100):
-        floor = (
+        out["sm100"] = sm100
+        out["floor"] = (
             waves
             * np.ceil(walk / CUTLASS_SM100_KBLOCK)
             * (CUTLASS_SM100_KBLOCK_CYCLES / c.fig.clock_hz)
         )
-        mma = np.where(sm100, np.maximum(mma, floor), mma)
     # a persistent kernel fills its pipeline and drains its epilogue once (PERSISTENT_DTYPES)
     # Hopper's CUTLASS scaled_mm fills each wave's pipeline with its tile's operands: the
     # fill by the bytes of a stage, (tm + tn) rows of K, a 128 x 128 tile's ``tile_s``
     # (CUTLASS_SM90_STAGE_ROWS)
     disp = (col(c.batch, "cutlass_dispatch", 0) > 0) & (not c.fig.tcgen05)
-    stage = np.where(disp, (c.tm + c.tn) / CUTLASS_SM90_STAGE_ROWS, 1.0)
-    cand = mma + np.where(_persistent(c), 1.0, waves) * prm["tile_s"] * stage
+    out["stage"] = np.where(disp, (c.tm + c.tn) / CUTLASS_SM90_STAGE_ROWS, 1.0)
+    out["stage_waves"] = np.where(_persistent(c), 1.0, waves)
+    out["promote"] = out["dequant"] = None
     if dtype in ("fp8_block",) and not c.fig.tcgen05:
         # block scaling: after each 128-deep K block a tile multiplies its partial product
         # by the two scales and adds it to its fp32 accumulator on the CUDA cores (the
@@ -956,21 +973,44 @@ def _tile_seconds(
         # output element and block on one SM, beside the MMAs of the next block. Not where the
         # MMA applies the scales itself (``tcgen05``: B200's own fit drove the term to about
         # 0, 2.5e-7 cycles against H100's 0.0081)
-        cand = cand + waves * c.tm * c.tn * np.ceil(walk / SCALE_BLOCK_K) * (
-            prm["promote_cycles"] / c.fig.clock_hz
-        )
+        out["promote"] = waves * c.tm * c.tn * np.ceil(walk / SCALE_BLOCK_K)
     if dtype in ("w4a16", "w8a16"):
         # weight-only: every tile converts the weights of its columns to bf16 on the CUDA
         # cores as it walks K (``dequant_s`` per element on one SM), once per row tile
-        cand = cand + waves * c.tn * walk * prm["dequant_s"]
+        out["dequant"] = waves * c.tn * walk
+    return out
+
+
+def _tile_seconds(c: _Call, w: dict[str, Any], busy: np.ndarray | None = None) -> np.ndarray:
+    """The busiest SM's time on its tiles (their :func:`_tile_work` ``w``): the work at the
+    tile's share of the SM's tensor rate, ``tile_s`` a wave (the pipeline's fill and the
+    epilogue's fixed part; once a call for a persistent kernel, :data:`PERSISTENT_DTYPES`),
+    and the dtype's CUDA-core work beside the MMAs; with ``busy``, the
+    share of the SMs the call keeps busy, at the clock the chip's power allows them
+    (:data:`POWER_LIMITED_DTYPES`)."""
+    prm = c.prm
+    mma = w["work"] / c.per_sm
+    if busy is not None:
+        # the clock the chip's power allows (POWER_LIMITED_DTYPES): ``eff_compute`` of the
+        # peak with every SM busy, the peak with one
+        eff = prm["eff_compute"]
+        mma = mma * eff / (1.0 - (1.0 - eff) * busy)
+    if w["floor"] is not None:  # sgl-kernel's Blackwell K blocks' least time (_tile_work)
+        mma = np.where(w["sm100"], np.maximum(mma, w["floor"]), mma)
+    cand = mma + w["stage_waves"] * prm["tile_s"] * w["stage"]
+    if w["promote"] is not None:  # block scaling's rescale on the CUDA cores (_tile_work)
+        cand = cand + w["promote"] * (prm["promote_cycles"] / c.fig.clock_hz)
+    if w["dequant"] is not None:  # weight-only's conversion of the weights (_tile_work)
+        cand = cand + w["dequant"] * prm["dequant_s"]
     return cand
 
 
-def _candidates(c: _Call, rows: np.ndarray, nbytes: np.ndarray) -> dict[str, np.ndarray]:
-    """Every candidate (tile, split) of a call of ``rows`` rows moving ``nbytes``: its compute,
-    the units drawing the bandwidth, its partial sums' time, its reduce kernel and its whole
-    time (what the library's profiler picks by)."""
-    prm, fig, groups = c.prm, c.fig, c.groups
+def _geometry(c: _Call, rows: np.ndarray) -> dict[str, Any]:
+    """The parameter-free part of :func:`_candidates` for calls of ``rows`` rows: each
+    candidate's tiles, splits, waves and the K each walks, the SMs it keeps busy, its split-K
+    partial sums' bytes, its output's bytes and its tiles' work (:func:`_tile_work`). Reads no
+    fit parameter: a fit's predictions of the same rows take it once (``_Call.memo``)."""
+    fig, groups = c.fig, c.groups
     sms = fig.sm_count
     row_tiles = np.ceil(np.ceil(rows / c.tm) / c.cluster_m) * c.cluster_m
     tiles = groups * row_tiles * np.ceil(c.n / c.tn)
@@ -992,31 +1032,64 @@ def _candidates(c: _Call, rows: np.ndarray, nbytes: np.ndarray) -> dict[str, np.
     walk = np.ceil(c.k / splits)
     power_limited = c.batch.dtype in POWER_LIMITED_DTYPES
     busy = np.minimum(1.0, tiles * splits / sms) if power_limited else None
-    cand = _tile_seconds(c, waves, walk, busy)
+    w = _tile_work(c, waves, walk)
+    shape = np.broadcast_shapes(*(np.shape(x) for x in [*_work_arrays(w), busy] if x is not None))
+    return {
+        "tile_work": w,
+        "busy": busy,
+        "shape": shape,
+        # every split writes its fp32 partial tile and the reduction reads them all back
+        "partials": np.where(splits > 1, splits * tiles * c.tm * c.tn * SPLIT_K_PARTIAL_BYTES, 0.0),
+        "out": groups * rows * c.n * col(c.batch, "out_elem", 2.0),
+        "units": np.broadcast_to(tiles * splits, shape),
+        "reduced": c.choose_split & (splits > 1),
+    }
+
+
+def _work_arrays(w: dict[str, Any]) -> list[Any]:
+    """The arrays of a :func:`_tile_work` (those it holds)."""
+    names = ("work", "floor", "stage", "stage_waves", "promote", "dequant", "sm100")
+    return [w[n] for n in names if w.get(n) is not None]
+
+
+def _candidates(
+    c: _Call, rows: np.ndarray, nbytes: np.ndarray, at: str | None = None
+) -> dict[str, np.ndarray]:
+    """Every candidate (tile, split) of a call of ``rows`` rows moving ``nbytes``: its compute,
+    the units drawing the bandwidth, its partial sums' time, its reduce kernel and its whole
+    time (what the library's profiler picks by). ``at``: the name ``rows`` are kept by in
+    ``c.memo`` (their :func:`_geometry`; None: not kept)."""
+    prm, fig = c.prm, c.fig
+    keep = at is not None and c.memo is not None
+    g = c.memo.get(at) if keep else None
+    if g is None:
+        g = _geometry(c, rows)
+        if keep:
+            c.memo[at] = g
+    cand = _tile_seconds(c, g["tile_work"], g["busy"])
     # split-K's reduction: every split writes its fp32 partial tile and the reduction reads
     # them all back (SPLIT_K_PARTIAL_BYTES a padded output element and split) at the class's
     # HBM rate, after the splits' mainloops: memory time (HBM traffic, combined with the
     # mainloops by the class's overlap), weighed by the library against the idle SMs a split
     # fills
-    partials = np.where(splits > 1, splits * tiles * c.tm * c.tn * SPLIT_K_PARTIAL_BYTES, 0.0)
-    partial_s = np.broadcast_to(partials / (prm["eff_memory"] * fig.hbm_bytes_per_s), cand.shape)
+    partial_s = np.broadcast_to(
+        g["partials"] / (prm["eff_memory"] * fig.hbm_bytes_per_s), cand.shape
+    )
     resident_b = np.where(c.warm, c.resident_share * np.minimum(c.weight, nbytes), 0.0)
     # the output tiles' epilogue: a tile writes its output after its mainloop, so the write is
     # not hidden behind that tile's MMAs; the share ``epilogue_share`` of it is not hidden
     # behind other tiles' mainloops either and adds to the time
-    out = groups * rows * c.n * col(c.batch, "out_elem", 2.0)
-    out = np.minimum(out, np.maximum(nbytes - resident_b, 0.0))
+    out = np.minimum(g["out"], np.maximum(nbytes - resident_b, 0.0))
     # the library's profiler runs the fastest kernel: the tile and split whose whole time
     # (compute, memory at the bandwidth its units draw, the partial sums, the epilogue) is
     # least, not the least compute
-    units_all = np.broadcast_to(tiles * splits, cand.shape)
+    units_all = g["units"]
     memory_all, extra_all = _streams(c, units_all, nbytes, out, resident_b)
     # the reduction's own kernels where a chosen split count splits (SPLIT_K_CHOICES)
     reduce = np.broadcast_to(
-        np.where(c.choose_split & (splits > 1), SPLIT_K_REDUCE_NODES * prm["fixed_s"], 0.0),
-        cand.shape,
+        np.where(g["reduced"], SPLIT_K_REDUCE_NODES * prm["fixed_s"], 0.0), cand.shape
     )
-    total = combine(cand, memory_all + partial_s, prm["overlap"]) + extra_all + reduce
+    total = _totals(c, cand, memory_all + partial_s, extra_all, reduce)
     return {
         "reduce": reduce,
         "compute": cand,
@@ -1026,6 +1099,33 @@ def _candidates(c: _Call, rows: np.ndarray, nbytes: np.ndarray) -> dict[str, np.
         "out": out,
         "resident": resident_b,
     }
+
+
+def _totals(
+    c: _Call, cand: np.ndarray, memory: np.ndarray, extra: np.ndarray, reduce: np.ndarray
+) -> np.ndarray:
+    """Each candidate's whole time, ``combine(cand, memory) + extra + reduce``, what the
+    library's profiler picks by (:func:`_best`). Of a class that chooses its split count
+    (``choose_split``), a candidate equal in all four to the one before it in its row (a split
+    count the row's tiles cannot use, SPLIT_K_CHOICES: the split of the count before) is not
+    evaluated and reads +inf: the first of equal candidates is the one an argmin takes, and
+    only the chosen candidates' totals are read. Speed only (a fit of SGLang's B200 bf16 or fp8
+    rows evaluates about half of its candidates); every chosen candidate and figure the same."""
+    p = c.prm["overlap"]
+    if not c.choose_split or np.ndim(cand) != 2 or np.shape(cand)[0] < 2:
+        return combine(cand, memory, p) + extra + reduce
+    cand, memory, extra, reduce = np.broadcast_arrays(cand, memory, extra, reduce)
+    same = np.zeros(cand.shape, dtype=bool)
+    same[1:] = (
+        (cand[1:] == cand[:-1])
+        & (memory[1:] == memory[:-1])
+        & (extra[1:] == extra[:-1])
+        & (reduce[1:] == reduce[:-1])
+    )
+    keep = ~same
+    total = np.full(cand.shape, np.inf)
+    total[keep] = combine(cand[keep], memory[keep], p) + extra[keep] + reduce[keep]
+    return total
 
 
 def _best(c: _Call, at: dict[str, np.ndarray]) -> np.ndarray:
@@ -1038,7 +1138,7 @@ def _best(c: _Call, at: dict[str, np.ndarray]) -> np.ndarray:
         in_elem = 1.0 if c.batch.dtype == "int8" else 2.0
         row_bytes = k * in_elem + n * col(c.batch, "out_elem", 2.0)
         moved = c.batch.bytes + c.groups * (profiled - m) * row_bytes
-        best = np.argmin(_candidates(c, profiled, moved)["total"], axis=0)
+        best = np.argmin(_candidates(c, profiled, moved, "profiled")["total"], axis=0)
     return best
 
 
@@ -1098,7 +1198,7 @@ def _swapped_operands(
     swap = dataclasses.replace(
         c, tm=tm[pick][None, :, 0], tn=tn[pick][None, :, 0],
         rate=tile_rate(tm[pick], tn[pick], reuse)[None, :, 0],
-        choose_split=False, choice=None, cluster_m=1.0,
+        choose_split=False, choice=None, cluster_m=1.0, memo=None,
     )  # fmt: skip
     alt = _candidates(swap, c.m, c.batch.bytes)
     faster = bound & (alt["total"][0] < at["total"][best, cols])
@@ -1245,28 +1345,66 @@ def _host_floor(c: _Call) -> np.ndarray:
 #: block-scaled and fp4 classes, of a few candidates, 9-13 ms either way).
 SLICE_ROWS = 1024
 
+#: The candidate kernels of the batches :func:`gemm_terms` is given inside
+#: :func:`kept_shapes` (a fit's search, which predicts the same rows at every step and only
+#: its parameters change): by the batch's id, the batch held with its figures and its slices'
+#: :func:`_call_shape` and :func:`_geometry`. Speed only: the same arrays and the same
+#: arithmetic in the same order, every figure bit-identical. None outside :func:`kept_shapes`
+#: (every other prediction times its batch once).
+_KEPT: contextvars.ContextVar[dict[int, tuple[Any, DeviceFigures, list[_Call]]] | None] = (
+    contextvars.ContextVar("gemm_kept_shapes", default=None)
+)
+
+
+@contextlib.contextmanager
+def kept_shapes() -> Iterator[None]:
+    """Keep the candidate kernels of every batch :func:`gemm_terms` times inside the block and
+    time each batch again from them (a fit's search: :func:`mlacalc.timemodel.fit.fit_class`);
+    dropped at the block's end. The batches are not to change inside it, nor this module's
+    tables."""
+    token = _KEPT.set({})
+    try:
+        yield
+    finally:
+        _KEPT.reset(token)
+
+
+def _shapes(batch: KernelBatch, fig: DeviceFigures) -> list[_Call]:
+    """The :func:`_call_shape` of each slice of :data:`SLICE_ROWS` rows of ``batch`` on ``fig``,
+    inside :func:`kept_shapes` the ones kept for it (with a ``memo`` for their geometry)."""
+    kept = _KEPT.get()
+    held = kept.get(id(batch)) if kept is not None else None
+    if held is not None and held[0] is batch and held[1] is fig:
+        return held[2]
+    n = len(batch)
+    pieces = [batch] if n <= SLICE_ROWS else [
+        batch.take(slice(i, i + SLICE_ROWS)) for i in range(0, n, SLICE_ROWS)
+    ]  # fmt: skip
+    shapes = [_call_shape(piece, fig) for piece in pieces]
+    if kept is not None:
+        shapes = [dataclasses.replace(c, memo={}) for c in shapes]
+        kept[id(batch)] = (batch, fig, shapes)  # (the batch held: its id stays its own)
+    return shapes
+
 
 def gemm_terms(
     batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]
 ) -> dict[str, np.ndarray]:
     """``compute_s``, ``memory_s`` and ``extra_s`` of a batch of GEMMs: the kernel the
     library runs (its tile, split and GEMV rules), then its streams and extra work
-    (:data:`SLICE_ROWS` rows at a time)."""
-    n = len(batch)
-    if n <= SLICE_ROWS:
-        return _gemm_terms(batch, fig, prm)
-    sliced = [
-        _gemm_terms(batch.take(slice(i, i + SLICE_ROWS)), fig, prm) for i in range(0, n, SLICE_ROWS)
-    ]
+    (:data:`SLICE_ROWS` rows at a time; inside :func:`kept_shapes`, a batch timed again from
+    its kept candidates)."""
+    shapes = _shapes(batch, fig)
+    if len(shapes) == 1:
+        return _gemm_terms(_priced(shapes[0], prm))
+    sliced = [_gemm_terms(_priced(shape, prm)) for shape in shapes]
     return {name: np.concatenate([s[name] for s in sliced]) for name in sliced[0]}
 
 
-def _gemm_terms(
-    batch: KernelBatch, fig: DeviceFigures, prm: dict[str, float]
-) -> dict[str, np.ndarray]:
-    """:func:`gemm_terms` of one slice of rows."""
-    c = _call(batch, fig, prm)
-    at = _candidates(c, c.m, batch.bytes)
+def _gemm_terms(c: _Call) -> dict[str, np.ndarray]:
+    """:func:`gemm_terms` of one slice of rows (its :func:`_priced` candidates ``c``)."""
+    batch, fig, prm = c.batch, c.fig, c.prm
+    at = _candidates(c, c.m, batch.bytes, "rows")
     best = _best(c, at)
     cols = np.arange(len(batch))
     chosen = {name: at[name][best, cols] for name in ("compute", "units", "partial", "reduce")}
