@@ -162,6 +162,21 @@ def test_bad_group_values_are_one_line_naming_the_field_and_the_fix(changes, fie
     assert "\n" not in text and f"'{field}'" in text and says in text, text
 
 
+def test_groups_stated_without_topk_group_are_refused_not_read_as_one():
+    """A config stating n_group 8 and leaving topk_group out read it as 1 (the schema's
+    default): a token's experts from one group, the tightest limit, with no word (DeepSeek-V3
+    at EP32 over 4 H100 nodes: 0.75 remote nodes a token where 4 of 8 groups give more).
+    DeepseekV3Config's own default is 4, so the field is required once groups are stated."""
+    data = json.loads((HF_CONFIGS / "deepseek-v3.config.json").read_text(encoding="utf-8"))
+    del data["topk_group"]
+    with pytest.raises(ConfigError) as err:
+        import_hf_config(data)
+    text = str(err.value)
+    assert "\n" not in text and "'topk_group'" in text and "required when n_group > 1" in text
+    data["n_group"] = 1  # one group: no limit, nothing to state
+    assert import_hf_config(data).routing_groups is None
+
+
 def test_a_plan_says_the_groups_and_counts_them():
     kw = dict(tp=1, dp_attention=True, ep=64, isl=2000, osl=500, concurrency=2048)
     p = mlacalc.plan("deepseek-v3", "H200", 64, **kw)

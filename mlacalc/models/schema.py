@@ -441,7 +441,7 @@ class ModelConfig:
         "groups a token's experts may come from (DeepSeek-V3: 4 of n_group 8)",
         hi=MAX_EXPERTS,
         default=1,
-        absent="1 (DeepseekV3Config's own default is 4: state it)",
+        absent="required when n_group > 1 (DeepseekV3Config's own default is 4); else 1",
     )
     topk_method: str = _spec(
         OPTSTR,
@@ -1574,7 +1574,19 @@ def _group_problems(v: Mapping[str, Any], have: set[str], experts: int) -> list[
                 f"use a divisor of {experts} (such as {near}), or 1 for no group limit",
             )
         )
-    if _valid(have, "topk_group") and v.get("topk_group", 1) > groups:
+    if groups > 1 and "topk_group" not in v:
+        # absent it would be 1, the tightest limit (one group a token): never what a file
+        # stating groups means (DeepseekV3Config's own default is 4)
+        out.append(
+            (
+                "topk_group",
+                f"is required when n_group > 1 (n_group {groups}): absent it would be 1, a "
+                "token's experts from one group",
+                f"state the groups a token's experts may come from (DeepSeek-V3: 4 of 8); "
+                f"topk_group {groups} means no limit",
+            )
+        )
+    elif _valid(have, "topk_group") and v.get("topk_group", 1) > groups:
         out.append(
             (
                 "topk_group",
