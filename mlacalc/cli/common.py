@@ -60,11 +60,13 @@ __all__ = [
     "PREFIX_HIT",
     "RATE",
     "SCOPE_CHOICE",
+    "SHARED_PREFIX",
     "SIZE",
     "VARIANT_CHOICE",
     "W_DTYPE",
     "DtypeType",
     "EngineType",
+    "PrefixSizeType",
     "Section",
     "SizeType",
     "check_impl",
@@ -74,6 +76,7 @@ __all__ = [
     "load",
     "note",
     "phases",
+    "shared_prefix_option",
     "size_list",
     "size_text",
     "terminal_width",
@@ -112,6 +115,53 @@ class SizeType(click.ParamType):
 
 _POSITIVE = "must be a positive integer"
 SIZE = SizeType()
+
+
+class PrefixSizeType(SizeType):
+    """``--shared-prefix``: a token count as :class:`SizeType` reads it (``100k``), or 0 for
+    none; every refusal names the option and the fix."""
+
+    name = "tokens"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+        text = str(value).strip()
+        if text in ("0", "0k", "0K"):
+            return 0
+        if self._pattern.match(text):
+            try:
+                return super().convert(value, param, ctx)
+            except click.BadParameter:  # 1.5: no whole number of tokens
+                self.fail(
+                    f"'{value}' is not a whole number of tokens: write the shared prefix's "
+                    "tokens as 100000 or 100k (0: none)",
+                    param,
+                    ctx,
+                )
+        self.fail(
+            f"'{value}' is not a token count >= 0: write the shared prefix's tokens as 100000 "
+            "or 100k (0: none)",
+            param,
+            ctx,
+        )
+
+
+#: the tokens every prompt begins with alike (``--shared-prefix``)
+SHARED_PREFIX = PrefixSizeType()
+
+
+def shared_prefix_option(f: Callable) -> Callable:
+    """``--shared-prefix TOKENS``: the first tokens of every prompt alike, held once."""
+    return click.option(
+        "--shared-prefix",
+        type=SHARED_PREFIX,
+        default=0,
+        show_default=True,
+        help="Tokens every prompt begins with alike (a shared system prompt or document set), "
+        "fewer than --isl: their KV is held once per attention group and found cached by "
+        "every request after the first (with --isl/--osl).",
+    )(f)
 
 
 class FractionType(click.ParamType):

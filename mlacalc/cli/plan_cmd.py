@@ -27,6 +27,7 @@ from mlacalc.cli.common import (
     recurrent_state_check,
     serving_engine_option,
     set_option,
+    shared_prefix_option,
     size_text,
     state_dtype_option,
     stored_weight_dtype,
@@ -198,6 +199,7 @@ def layout_options(f):
     "vLLM's prefix caching), in [0, 1): the prefill computes the rest, attending the cached "
     "tokens; the cache is still sized for whole prompts (with --isl/--osl).",
 )
+@shared_prefix_option
 @engine_options
 @click.option("--mtp-tokens", type=click.IntRange(0, 16), default=0, help="Draft tokens per step.")
 @click.option(
@@ -269,6 +271,7 @@ def command(
     prefill_redundant_experts,
     chunked_prefill,
     prefix_cache_hit,
+    shared_prefix,
     prefill_pass,
     output_lag_steps,
     mtp_tokens,
@@ -346,6 +349,7 @@ def command(
         prefill_pass=prefill_pass,
         output_lag_steps=output_lag_steps,
         prefix_cache_hit=prefix_cache_hit,
+        shared_prefix=shared_prefix,
         overlap=overlap,
         mtp_tokens=mtp_tokens,
         mtp_acceptance=mtp_acceptance,
@@ -761,9 +765,11 @@ def plan_rows(p, compressed: bool = False, copied: bool = False) -> list[list[st
             rows.append([f"  {key[8:].replace('_', ' ')}", human_bytes(value)])
     rows += [
         ["KV budget per GPU", human_bytes(max(p.kv_budget_per_gpu_bytes, 0))],
+        *shared_prefix_rows(p),
         *kv_rows(p, compressed, copied),
         [
             f"largest batch at {p.isl + p.osl if p.isl else p.seq_len:,} tokens"
+            + (f" ({p.shared_prefix_tokens:,} shared)" if p.shared_prefix_tokens else "")
             + (" (the engine's max running)" if p.admission != "kv capacity" else ""),
             f"{p.max_batch:,}",
         ],
@@ -808,6 +814,19 @@ def plan_rows(p, compressed: bool = False, copied: bool = False) -> list[list[st
     return rows
 
 
+def shared_prefix_rows(p) -> list[list[str]]:
+    """A shared prefix's pages in the KV budget: held once per attention group on a GPU."""
+    if not p.kv_bytes_shared_prefix_per_gpu:
+        return []
+    return [
+        [
+            "  shared prefix (once per attention group)",
+            f"{human_bytes(p.kv_bytes_shared_prefix_per_gpu)} for {p.shared_prefix_tokens:,} "
+            "tokens; each request holds the rest of its context",
+        ]
+    ]
+
+
 def _duration(seconds: float) -> str:
     """A time in TTFT's unit (ms below 10 s, then s, then minutes)."""
     # deferred: the planner (loaded by then) loads numpy; `mlacalc --help` stays light
@@ -839,7 +858,7 @@ def serving_rows(p) -> list[list[str]]:
         ["output tokens/s per user", _per_token(p.output_tokens_per_s_per_user, "{:,.1f}".format)],
         ["tokens per step (MTP)", f"{p.tokens_per_step:.2f}"],
     ]
-    if p.prefix_cache_hit:
+    if p.prefix_cache_hit or p.shared_prefix:
         srows.insert(1, ["prefix cache hit", p.prefix_cache_text()])
         srows.insert(2, ["  KV memory", p.prefix_cache_memory])
     if p.mode == "aggregated":

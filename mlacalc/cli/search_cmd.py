@@ -22,6 +22,7 @@ from mlacalc.cli.common import (
     recurrent_state_check,
     serving_engine_option,
     set_option,
+    shared_prefix_option,
     size_list,
     state_dtype_option,
     stored_weight_dtype,
@@ -413,6 +414,7 @@ def _chunked_prefills(text: str) -> list[int] | None:
     help="Share of each prompt's tokens whose KV is found cached, in [0, 1): every point's "
     "prompts compute the rest, as plan --prefix-cache-hit times them.",
 )
+@shared_prefix_option
 @click.option(
     "--throughput",
     type=None,
@@ -470,7 +472,6 @@ def command(
     dp_attention,
     redundant_text,
     routing_imbalance,
-    prefix_cache_hit,
     prefill_pass,
     output_lag_steps,
     profile,
@@ -551,7 +552,8 @@ def command(
         expert_skew=engine["expert_skew"],
         rebalance=engine["rebalance"],
         routing_imbalance=routing_imbalance,
-        prefix_cache_hit=prefix_cache_hit,
+        prefix_cache_hit=engine_opts.pop("prefix_cache_hit"),
+        shared_prefix=engine_opts.pop("shared_prefix"),
         moe_backend=engine["moe_backend"],
         served_bias=engine_opts.pop("served_bias"),
     )

@@ -44,6 +44,7 @@ __all__ = [
     "prompts_per_pass",
     "reserve_share",
     "round_trip_share",
+    "shared_prefix_bytes",
     "usable_bytes",
     "usable_share",
 ]
@@ -97,6 +98,10 @@ class Capacity:
     #: what caps ``max_batch``: the KV cache, or the engine's admission limit
     #: (:func:`mlacalc.serving.plan.admitted`)
     admission: str = "kv capacity"
+    #: the shared prefix's cache on a GPU, held once per attention group (0: none;
+    #: :func:`shared_prefix_bytes`), and its tokens in whole pages
+    shared_bytes: int = 0
+    shared_tokens: int = 0
 
     @property
     def fits(self) -> bool:
@@ -287,7 +292,9 @@ def capacity(req: PlanRequest) -> Capacity:
     seq_bytes, per_token_full, fixed = sequence_bytes(
         m, kv, lay, context, req.page_size, include_mtp
     )
-    per_group_seqs = max(budget, 0) // seq_bytes
+    # a shared prefix: its pages held once per attention group, each sequence its own rest
+    shared = shared_prefix_bytes(per_token_full, req.shared_tokens)
+    per_group_seqs = max(budget - shared, 0) // (seq_bytes - shared)
     max_batch = per_group_seqs * lay.dp
     max_context = max_context_memory = None
     # the longest context at the batch does not hang on the context asked: a context too long
@@ -324,9 +331,24 @@ def capacity(req: PlanRequest) -> Capacity:
             "reserve": memory - usable,
             "memory": memory,
             **{f"weights_{k}": v for k, v in part_bytes.items() if v},
+            # the shared prefix's pages, once per attention group (none: not a key)
+            **({"kv_shared_prefix": shared} if shared else {}),
         },
         warnings=(beyond,) if beyond else (),
+        shared_bytes=shared,
+        shared_tokens=req.shared_tokens if shared else 0,
     )
+
+
+def shared_prefix_bytes(per_token_full: int, shared_tokens: int) -> int:
+    """The cache bytes on a GPU of a shared prefix of ``shared_tokens`` tokens (whole pages),
+    held once per attention group as SGLang's radix cache and vLLM's and TensorRT-LLM's
+    prefix caching keep one copy of a prefix's pages per cache pool (from recall of their
+    designs): the pages of the layers that keep every token (``per_token_full`` a token,
+    :func:`sequence_bytes`). A sliding-window or chunked layer's window and a linear layer's
+    state stay each sequence's own (its window lies past the prefix once the prompt is
+    longer than the window): counted in each sequence, an upper bound."""
+    return per_token_full * shared_tokens
 
 
 def sequence_bytes(

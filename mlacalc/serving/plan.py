@@ -85,6 +85,14 @@ cached keys as a chunk of a chunked prefill attends the chunks before it
 The decode step, the KV memory (each running request holds its whole prompt's KV, an upper bound
 on the running requests' KV that counts no prefix kept for requests not running:
 :data:`PREFIX_CACHE_MEMORY`) and the KV transfer (the whole prompt's) are as without.
+A shared prefix (``shared_prefix=S`` tokens, ``0 <= S < isl``: the first ``S`` tokens of every
+prompt alike, a system prompt or document set) is found cached by every request after the
+first (``c`` the larger of ``S`` and the hit's tokens, in whole pages), and its pages (``S``
+rounded down to whole pages) are held once per attention group (each DP-attention rank, each
+tensor-parallel group, its share on each GPU of the group), as the engines' radix cache and
+prefix caching keep one copy per cache pool: a GPU holds them once, each running request the
+rest of its context (:func:`~mlacalc.serving.capacity.shared_prefix_bytes`), so the largest
+batch is ``(budget - shared) // (sequence - shared)`` a group (:data:`SHARED_PREFIX_MEMORY`).
 
 Pipeline parallelism splits the running batch into ``pp`` micro-batches in flight: a token
 takes ``pp`` slowest-stage times. An unchunked prompt rides whole in one micro-batch and crosses
@@ -391,6 +399,12 @@ class Plan:
     prefix_cache_hit: float = 0.0
     prefix_cached_tokens: int = 0
     prefix_cache_memory: str | None = None
+    #: a shared prefix: the tokens every prompt begins with alike (``shared_prefix``, 0:
+    #: none), those held once per attention group (whole pages) and their cache bytes on a
+    #: GPU of the (decode) pool, counted once in the KV budget (:data:`SHARED_PREFIX_MEMORY`)
+    shared_prefix: int = 0
+    shared_prefix_tokens: int = 0
+    kv_bytes_shared_prefix_per_gpu: int = 0
     #: the memory rule, in words: the planner's ``memory_reserve`` or the engine's own setting
     #: (``engine_memory``, its share as given; None: not given) and the reserve it came to
     memory_setting: str = ""
@@ -531,10 +545,25 @@ class Plan:
     def prefix_cache_text(self) -> str | None:
         """The prefix cache's hit in words (None without one): the share and the tokens of a
         prompt found cached, and what the prompt computes."""
-        if not self.prefix_cache_hit or self.isl is None:
+        if not (self.prefix_cache_hit or self.shared_prefix) or self.isl is None:
             return None
         c, isl = self.prefix_cached_tokens, self.isl
         tokens = f"{isl:,} token{'' if isl == 1 else 's'}"
+        if self.shared_prefix and c == self.shared_prefix_tokens:  # the shared prefix's pages
+            pages = (
+                f" (its {self.shared_prefix:,} rounded down to whole {self.page_size}-token pages)"
+                if self.shared_prefix != c
+                else ""
+            )
+            hit = (
+                f"; the hit {self.prefix_cache_hit:.4g} finds no more"
+                if self.prefix_cache_hit
+                else ""
+            )
+            return (
+                f"the shared prefix: {c:,} of {tokens} found cached{pages}, {isl - c:,} computed"
+                + (hit or "")
+            )
         # an engine finds whole pages cached (prefix_cached_tokens): said where the pages
         # dropped tokens the hit alone would find cached
         dropped = prefix_cached_tokens(self.prefix_cache_hit, isl) != c
@@ -706,6 +735,14 @@ PREFIX_CACHE_MEMORY = (
     "radix cache) are not counted"
 )
 
+#: What a plan with a shared prefix assumes of the KV memory (``Plan.prefix_cache_memory``)
+SHARED_PREFIX_MEMORY = (
+    "the shared prefix's pages held once per attention group (per DP-attention rank or "
+    "tensor-parallel group, its share on each GPU of the group), each running request's "
+    "other tokens its own; one prefix for all requests, never evicted; the prefill pool's "
+    "pass and the KV transfer count each prompt whole"
+)
+
 
 def plan(
     model: ModelConfig | str,
@@ -756,6 +793,7 @@ def plan(
     output_lag_steps: int = 0,
     prefill_pass: str = "fused",
     prefix_cache_hit: float = 0.0,
+    shared_prefix: int = 0,
     profile: Any = None,
     engine: str | None = None,
     engine_defaults: str | None = None,
@@ -1313,7 +1351,16 @@ def plan_fields(req: PlanRequest, cap: Capacity) -> dict[str, Any]:
         output_lag_steps=req.output_lag_steps,
         prefix_cache_hit=req.prefix_cache_hit,
         prefix_cached_tokens=req.cached_tokens,
-        prefix_cache_memory=PREFIX_CACHE_MEMORY if req.prefix_cache_hit else None,
+        prefix_cache_memory=(
+            SHARED_PREFIX_MEMORY
+            if req.shared_prefix
+            else PREFIX_CACHE_MEMORY
+            if req.prefix_cache_hit
+            else None
+        ),
+        shared_prefix=req.shared_prefix,
+        shared_prefix_tokens=cap.shared_tokens,
+        kv_bytes_shared_prefix_per_gpu=cap.shared_bytes,
         isl=req.isl,
         osl=req.osl,
         concurrency=req.concurrency,

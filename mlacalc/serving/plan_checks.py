@@ -59,6 +59,7 @@ __all__ = [
     "check_number",
     "check_request",
     "check_routing_args",
+    "check_shared_prefix",
     "decode_layout",
     "engine_runs_kv",
     "format_warnings",
@@ -66,6 +67,7 @@ __all__ = [
     "prefill_layout",
     "prefix_cached_tokens",
     "refuse_without_ranks",
+    "shared_prefix_tokens",
     "trtllm_attention_tp",
 ]
 
@@ -139,6 +141,9 @@ class PlanRequest:
     components: dict[str, str] = field(default_factory=dict)
     #: the share of each prompt's tokens whose KV is found cached (prefix caching, in [0, 1))
     prefix_cache_hit: float = 0.0
+    #: the tokens every prompt begins with alike (a shared system prompt or document set:
+    #: ``shared_prefix``, < isl; 0: none), their KV held once per attention group
+    shared_prefix: int = 0
     #: the engine's own memory setting, (engine, share) (None: ``memory_reserve``'s rule;
     #: :data:`mlacalc.serving.capacity.ENGINE_MEMORY`)
     engine_memory: tuple[str, float] | None = None
@@ -172,7 +177,15 @@ class PlanRequest:
     def cached_tokens(self) -> int:
         """A prompt's tokens found cached (:func:`prefix_cached_tokens`): ``floor(prefix_cache_hit
         x isl)``, at most ``isl - 1``, rounded down to whole pages of ``page_size`` tokens."""
-        return prefix_cached_tokens(self.prefix_cache_hit, self.isl, self.page_size)
+        return prefix_cached_tokens(
+            self.prefix_cache_hit, self.isl, self.page_size, self.shared_prefix
+        )
+
+    @property
+    def shared_tokens(self) -> int:
+        """The shared prefix's tokens held once per attention group: ``shared_prefix`` rounded
+        down to whole pages (:func:`shared_prefix_tokens`)."""
+        return shared_prefix_tokens(self.shared_prefix, self.page_size)
 
     @property
     def computed_tokens(self) -> int:
@@ -181,18 +194,28 @@ class PlanRequest:
         return self.isl - self.cached_tokens
 
 
-def prefix_cached_tokens(hit: float, isl: int | None, page_size: int = 1) -> int:
+def shared_prefix_tokens(shared: int, page_size: int = 1) -> int:
+    """A shared prefix of ``shared`` tokens (the first tokens of every prompt, alike) as the
+    engines keep it: whole pages of ``page_size`` tokens, rounded down (a page the prefix only
+    partly fills holds each request's own tokens too, so it is each request's own)."""
+    return shared // page_size * page_size
+
+
+def prefix_cached_tokens(hit: float, isl: int | None, page_size: int = 1, shared: int = 0) -> int:
     """A prompt of ``isl`` tokens' tokens found cached at prefix cache hit ``hit``:
     ``floor(hit x isl)``, the hit read as the decimal written (0.29 of 100 tokens is 29), at
     most ``isl - 1`` (the last token is always computed), rounded down to whole pages of
     ``page_size`` tokens (an engine finds cached whole pages only: vLLM's blocks, SGLang's radix
     cache at its page size, TensorRT-LLM's reused blocks; from recall of their prefix
-    matching); 0 without a request mix. Plan's and search's
-    (:class:`mlacalc.serving.search_space.SearchRequest`) one rule."""
+    matching); 0 without a request mix. A shared prefix of ``shared`` tokens (< isl) is found
+    cached by every request after the first: the larger of the two, in whole pages. Plan's and
+    search's (:class:`mlacalc.serving.search_space.SearchRequest`) one rule."""
     if not isl:
         return 0
     tokens = min(int(Fraction(repr(hit)) * isl), isl - 1)
-    return tokens // page_size * page_size
+    return max(
+        tokens // page_size * page_size, shared_prefix_tokens(min(shared, isl - 1), page_size)
+    )
 
 
 def check_int(name: str, value: Any, allow_none: bool = True, minimum: int = 1) -> int | None:
@@ -284,6 +307,7 @@ def check_request(
         args["page_size"] = model_page_size(args.get("scheduler_defaults"), m, hw)
     concurrency, request_rate = _check_load(args["concurrency"], args["request_rate"])
     prefix_cache_hit = arguments.prefix_hit("prefix_cache_hit", args["prefix_cache_hit"])
+    shared_prefix = check_shared_prefix(args.get("shared_prefix"), isl)
     mode = args["mode"]
     chunked_prefill = _check_modes(args, isl, concurrency, request_rate)
     mtp_tokens = check_int("mtp_tokens", args["mtp_tokens"], allow_none=False, minimum=0)
@@ -374,8 +398,10 @@ def check_request(
         + _lowered_prefill_ep(m, lay, p_lay, args)
         + _split_experts(m, p_lay, args)
         + _vendor_warnings(hw, engine, {**stored, **components})
-        + _sglang_chunks(m, engine, chunked_prefill, isl, prefix_cache_hit, args["page_size"])
-        + _recurrent_prefix(m, isl, prefix_cache_hit, args["page_size"])
+        + _sglang_chunks(
+            m, engine, chunked_prefill, isl, prefix_cache_hit, args["page_size"], shared_prefix
+        )
+        + _recurrent_prefix(m, isl, prefix_cache_hit, args["page_size"], shared_prefix)
         + ((mtp_note,) if mtp_note else ()),
         routing=routing,
         expert_skew=expert_skew,
@@ -387,8 +413,36 @@ def check_request(
         # a dtype asked quantizes the layers' linear weights: the embedding and head kept
         components=kept_components(m, weight_dtype and w_dtype, components),
         prefix_cache_hit=prefix_cache_hit,
+        shared_prefix=shared_prefix,
         engine_memory=args["engine_memory"],
     )
+
+
+def check_shared_prefix(value: Any, isl: int | None) -> int:
+    """``shared_prefix``: the tokens every prompt begins with alike, a whole number in
+    ``[0, isl)`` (None is 0), only with a request mix. Each refusal names the argument and
+    the fix (plan's and search's one check)."""
+    if value is None:
+        return 0
+    number = whole(value)
+    if number is None or number < 0:
+        raise InvalidArgumentError(
+            "shared_prefix",
+            "must be a whole number of tokens >= 0, the first tokens of every prompt alike "
+            f"(100000, or 0 for none); got {value!r}",
+        )
+    if number and isl is None:
+        raise InvalidArgumentError(
+            "shared_prefix",
+            "applies to serving a request mix: give isl and osl (--isl, --osl) with it",
+        )
+    if number and number >= isl:
+        raise InvalidArgumentError(
+            "shared_prefix",
+            f"must be fewer tokens than isl ({isl:,}): a prompt's last token is always its "
+            f"own; got {number:,}",
+        )
+    return number
 
 
 def _check_scheduler(args: dict[str, Any]) -> tuple[int | None, int | None, Scheduler]:
@@ -1274,25 +1328,33 @@ def _request_warnings(
 
 
 def _sglang_chunks(
-    m: ModelConfig, engine: str, chunk: int | None, isl: int | None, hit: float, page_size: int
+    m: ModelConfig,
+    engine: str,
+    chunk: int | None,
+    isl: int | None,
+    hit: float,
+    page_size: int,
+    shared: int = 0,
 ) -> tuple[str, ...]:
     """SGLang's MLA chunks after a short prefix (the first chunk after a cached prefix, or a
     chunked prompt's second): priced expanded where SGLang runs them absorbed, said
     (:func:`~mlacalc.timemodel.mla_time.sglang_chunk_note`)."""
     if not isl:
         return ()
-    cached = prefix_cached_tokens(hit, isl, page_size)
+    cached = prefix_cached_tokens(hit, isl, page_size, shared)
     first = cached or (chunk if chunk and chunk < isl else 0)
     note = sglang_chunk_note(m, engine, first)
     return (note,) if note else ()
 
 
-def _recurrent_prefix(m: ModelConfig, isl: int | None, hit: float, page: int) -> tuple[str, ...]:
+def _recurrent_prefix(
+    m: ModelConfig, isl: int | None, hit: float, page: int, shared: int = 0
+) -> tuple[str, ...]:
     """A prefix hit on a model with linear-attention or Mamba layers (review10 F8): the plan
     takes the cached tokens in every layer, but those layers' caches are one state a sequence
     that an engine snapshots only at some boundaries, and the snapshots' memory is not counted:
     said where some token is found cached."""
-    cached = prefix_cached_tokens(hit, isl, page) if isl else 0
+    cached = prefix_cached_tokens(hit, isl, page, shared) if isl else 0
     layers = layer_pattern(m).layers
     alone = [k.attention for k in layers if k.attention in STATE_KINDS]
     beside = sum(k.mamba and k.attention not in STATE_KINDS for k in layers)

@@ -63,6 +63,7 @@ from mlacalc.serving.plan_checks import (
     check_int,
     check_number,
     check_routing_args,
+    check_shared_prefix,
     dense_dp_attention,
     engine_runs_kv,
     format_warnings,
@@ -386,6 +387,9 @@ class SearchResult:
     #: prefix caching: the share of each prompt's tokens found cached in every point (plan's
     #: ``prefix_cache_hit``; 0: none)
     prefix_cache_hit: float = 0.0
+    #: a shared prefix: the tokens every prompt begins with alike in every point (plan's
+    #: ``shared_prefix``; 0: none), its pages held once per attention group
+    shared_prefix: int = 0
     #: the ``mlacalc plan`` command line that gives the best point's figures, as ``mlacalc
     #: search --format json`` says it (:func:`~mlacalc.serving.search_command.plan_command`):
     #: the model as given where named by a name or path, a changed shipped model as its name
@@ -413,6 +417,7 @@ class SearchResult:
             **{f"prefill_{k}": v for k, v in prefill.items()},
             **self.routing,
             "prefix_cache_hit": self.prefix_cache_hit,
+            **({"shared_prefix": self.shared_prefix} if self.shared_prefix else {}),
         }
 
     def constraints_text(self) -> str:
@@ -437,6 +442,8 @@ class SearchResult:
                     words.append(f"{flag} {value:g}")
         if self.prefix_cache_hit:  # as written: plan reads the decimal (prefix_cached_tokens)
             words.append(f"--prefix-cache-hit {self.prefix_cache_hit!r}")
+        if self.shared_prefix:
+            words.append(f"--shared-prefix {self.shared_prefix}")
         return " ".join(words)
 
     @property
@@ -477,8 +484,10 @@ class SearchResult:
             # plan's keys, same meaning: the hit and a prompt's tokens found cached
             "prefix_cache_hit": self.prefix_cache_hit,
             "prefix_cached_tokens": prefix_cached_tokens(
-                self.prefix_cache_hit, self.isl, self.page_size
+                self.prefix_cache_hit, self.isl, self.page_size, self.shared_prefix
             ),
+            # plan's key: the tokens every prompt begins with alike (none: not a key)
+            **({"shared_prefix": self.shared_prefix} if self.shared_prefix else {}),
             "ttft_target_s": self.ttft_target_s,
             "tpot_target_s": self.tpot_target_s,
             "served_targets": self.served_targets,
@@ -542,7 +551,8 @@ class SearchResult:
         :func:`mlacalc.serving.capacity.reserve_share` (None under vLLM and SGLang, whose
         setting is the launch's ``1 - memory_reserve``)."""
         memory = load_hardware(self.hardware).memory_bytes
-        per_seq = p["kv_per_gpu_bytes"] // max(int(p["batch_per_group"]), 1)
+        shared = p.get("kv_shared_prefix_bytes", 0)  # held once per group
+        per_seq = (p["kv_per_gpu_bytes"] - shared) // max(int(p["batch_per_group"]), 1)
         units = (p["kv_per_token_bytes"], per_seq)
         weights = p["weights_per_gpu_bytes"]
         if pool == "prefill":  # its own weights (TensorRT-LLM's share is of what they leave)
@@ -776,6 +786,7 @@ def check_search(
     prefill_dp_attention: Any = None,
     prefill_redundant_experts: Any = None,
     prefix_cache_hit: Any = 0.0,
+    shared_prefix: Any = 0,
     engine_memory: Any = None,
     moe_backend: Any = None,
     state_dtype: Any = None,
@@ -785,8 +796,7 @@ def check_search(
     fp8 tensor cores, fp8."""
     m = as_model(model)
     hw = load_hardware(hardware)
-    # a list-valued option given one value (a str is one dtype, not its characters) is a list
-    # of one; an empty list is refused (it would search nothing and say nothing)
+    # one value of a list-valued option (a str: one dtype) is a list of one; none is refused
     budget = None
     if whole(gpus) is not None:
         # one number: a budget, split between pools and replicas
@@ -796,7 +806,7 @@ def check_search(
         gpus, kv_dtypes, modes, overlaps, weight_dtypes, batches
     )
     gpus, isl, osl, ttft, tpot = _check_values(gpus, isl, osl, ttft, tpot, modes, overlaps)
-    prefix_cache_hit = prefix_hit("prefix_cache_hit", prefix_cache_hit)  # plan's check
+    prefix = _prefix_args(prefix_cache_hit, shared_prefix, isl)  # plan's checks
     if not m.is_moe:  # two-batch overlap is for routed experts: plan refuses it here
         if overlaps == ("tbo",):
             raise InvalidArgumentError(
@@ -881,10 +891,18 @@ def check_search(
         limits=limits,
         prefill_limits=pf_limits,
         routing=tuple(moe.items()),
-        prefix_cache_hit=prefix_cache_hit,
+        **prefix,
         engine_memory=engine_memory,
         state_dtype=_state_dtype(state_dtype),
     )
+
+
+def _prefix_args(prefix_cache_hit: Any, shared_prefix: Any, isl: int) -> dict[str, Any]:
+    """The prompts' prefix caching, checked as plan checks it: the hit, the shared prefix."""
+    return {
+        "prefix_cache_hit": prefix_hit("prefix_cache_hit", prefix_cache_hit),
+        "shared_prefix": check_shared_prefix(shared_prefix, isl),
+    }
 
 
 def _state_dtype(value: Any) -> str | None:
@@ -1440,6 +1458,7 @@ def search(
     prefill_dp_attention: Any = None,
     prefill_redundant_experts: Any = None,
     prefix_cache_hit: float = 0.0,
+    shared_prefix: int = 0,
     engine_memory: float | None = None,
     moe_backend: str | None = None,
     served_bias: bool = False,
@@ -1479,10 +1498,10 @@ def search(
     and counting what each reason ruled out. ``routing``, ``expert_skew``, ``rebalance``
     and ``routing_imbalance`` load the routed experts of every point as :func:`mlacalc.plan`
     does (refused as plan refuses them; ``SearchResult.constraints()`` says what the search
-    ran under). ``prefix_cache_hit``, ``state_dtype``, ``page_size`` (None: the engine's page;
-    16 with none), ``memory_reserve`` (None: 0.1) or ``engine_memory`` (not both) and
-    ``moe_backend``: as :func:`mlacalc.plan` takes them, for every point. ``served_bias``:
-    the targets met as served (:func:`predicted_targets`; else :func:`target_edge_warnings`).
+    ran under). ``prefix_cache_hit``, ``shared_prefix``, ``state_dtype``, ``page_size`` (None: the
+    engine's page; 16 with none), ``memory_reserve`` (None: 0.1) or ``engine_memory`` (not both) and
+    ``moe_backend``: as :func:`mlacalc.plan` takes them, for every point. ``served_bias``: the
+    targets met as served (:func:`predicted_targets`; else :func:`target_edge_warnings`).
 
     Examples
     --------
@@ -1547,7 +1566,6 @@ def search(
         limits=req.limits,
         prefill_limits=req.prefill_limits,
         routing=dict(req.routing),
-        prefix_cache_hit=req.prefix_cache_hit,
     )
 
 
@@ -1564,7 +1582,9 @@ def _finished(req: SearchRequest, stand_ins: list[dict[str, Any]], **fields: Any
         if fields["points"]
         else {}  # nothing timed: no route of times to say (plan says "No times" there)
     )
-    # the model's routed experts: a launch command's load balancer counts their slots
+    # the model's routed experts: a launch command's load balancer counts their slots; the
+    # prompts' prefix caching every point was timed with
+    fields.update(prefix_cache_hit=req.prefix_cache_hit, shared_prefix=req.shared_prefix)
     result = SearchResult(**fields, routed_experts=req.m.n_routed_experts or 0, prediction=route)
     if result.best is None or req.replay is None:
         return result
@@ -2263,8 +2283,9 @@ def _edge_note(
     same = ("mode", "decode_gpus", "layout", "weight_format", "kv_dtype", "overlap")
     largest = max(p["batch_per_group"] for p in points if all(p[k] == best[k] for k in same))
     b = best["batch_per_group"]
-    per_seq = best["kv_per_gpu_bytes"] // max(b, 1)
-    fit = req.room(best["weights_per_gpu_bytes"]) // per_seq if per_seq else b
+    shared = best.get("kv_shared_prefix_bytes", 0)  # a shared prefix's, held once per group
+    per_seq = (best["kv_per_gpu_bytes"] - shared) // max(b, 1)
+    fit = max(req.room(best["weights_per_gpu_bytes"]) - shared, 0) // per_seq if per_seq else b
     if b < largest or fit <= b:
         return ()
     head = (

@@ -193,6 +193,8 @@ def plan_command(model: str, hardware: str, result, p: dict[str, Any], profile=N
     ]
     if getattr(result, "prefix_cache_hit", 0.0):  # as written (plan reads the decimal)
         words.append(f"--prefix-cache-hit {result.prefix_cache_hit!r}")
+    if getattr(result, "shared_prefix", 0):
+        words.append(f"--shared-prefix {result.shared_prefix}")
     if p["mode"] == "disaggregated":
         words += [
             "--mode disaggregated",

@@ -170,7 +170,7 @@ def evaluate(
     for c, t in zip(cands, secs):
         if not len(c.Bf):
             continue
-        context_bytes = (c.Bf * c.per_seq).astype(np.int64)
+        context_bytes = (c.Bf * c.per_seq + c.shared).astype(np.int64)
         for ov in c.overlaps:
             found.layouts += 1
             dec = composed(req, c, t, ov, "dec")
@@ -281,6 +281,8 @@ def _aggregated_point(
         "output_tokens_per_s_per_gpu": total / g,
         "output_tokens_per_s_per_user": 1.0 / gap,
         "kv_per_gpu_bytes": int(context_bytes[i]),
+        # a shared prefix's pages, held once per group (a key only with one)
+        **({"kv_shared_prefix_bytes": c.shared} if c.shared else {}),
     }
     found.add(point, c.sm, c.sm)
     return point
@@ -480,6 +482,7 @@ def _disaggregated(
                 "output_tokens_per_s_per_gpu": tots[i] / gpus_used,
                 "output_tokens_per_s_per_user": 1.0 / tps[i],
                 "kv_per_gpu_bytes": kvs[i],
+                **({"kv_shared_prefix_bytes": c.shared} if c.shared else {}),
             }
             found.add(point, c.sm, pool.sm)
             found.pending[id(point)] = (c, ov, pool, transfer)
@@ -527,7 +530,7 @@ def settles(req: SearchRequest, found: Points, point: dict[str, Any]) -> bool:
         return True
     c, ov, pool, transfer = check
     lay = c.lay
-    cap = req.room(c.weights) // c.per_seq  # the largest batch plan admits
+    cap = max(req.room(c.weights) - c.shared, 0) // c.per_seq  # the largest batch plan admits
     if req.max_running is not None:
         cap = min(cap, req.max_running)
     key = ("whole", id(c), ov)

@@ -18,7 +18,7 @@ from mlacalc.cost.quant import stored_weight_dtype
 from mlacalc.hardware.catalogue import HardwareSpec
 from mlacalc.models.loading import ModelConfig
 from mlacalc.serving.arrivals import sample_states
-from mlacalc.serving.capacity import prompts_per_pass
+from mlacalc.serving.capacity import prompts_per_pass, sequence_bytes, shared_prefix_bytes
 from mlacalc.serving.figures import (
     chunk_fluid,
     chunk_rule,
@@ -38,7 +38,7 @@ from mlacalc.serving.layout import (
     weight_format,
     weights_per_gpu,
 )
-from mlacalc.serving.plan_checks import prefix_cached_tokens, usable_of
+from mlacalc.serving.plan_checks import prefix_cached_tokens, shared_prefix_tokens, usable_of
 from mlacalc.serving.precision import component_weight_bytes, engine_kv_layout, kept_components
 from mlacalc.serving.ranks import synced_groups, synced_prompts
 from mlacalc.serving.scheduler import Scheduler
@@ -217,6 +217,9 @@ class SearchRequest:
     #: ``prefix_cache_hit`` (every prompt a point times computes :attr:`computed_tokens`
     #: after :attr:`cached_tokens`, :func:`mlacalc.serving.figures.prompt_args`)
     prefix_cache_hit: float = 0.0
+    #: a shared prefix: the tokens every prompt begins with alike, as plan's ``shared_prefix``
+    #: (its pages held once per attention group; 0: none)
+    shared_prefix: int = 0
     #: the engine's own memory setting, ``(engine, share)``, as plan's ``engine_memory``
     #: (None: ``memory_reserve``'s rule)
     engine_memory: tuple[str, float] | None = None
@@ -233,7 +236,9 @@ class SearchRequest:
     @property
     def cached_tokens(self) -> int:
         """A prompt's tokens found cached (plan's rule: :func:`prefix_cached_tokens`)."""
-        return prefix_cached_tokens(self.prefix_cache_hit, self.isl, self.page_size)
+        return prefix_cached_tokens(
+            self.prefix_cache_hit, self.isl, self.page_size, self.shared_prefix
+        )
 
     @property
     def computed_tokens(self) -> int:
@@ -340,7 +345,7 @@ class Candidate:
     kv: str
     kv_layout: Any
     weights: int
-    #: one sequence's cache on a GPU at the request's context
+    #: one sequence's cache on a GPU at the request's context (less the shared prefix's)
     per_seq: int
     #: the batches per group that fit, the prompts a step brings in at each and the prompts
     #: the slowest synced group prefills in a step that carries any (one group: its own),
@@ -367,6 +372,8 @@ class Candidate:
     #: ``pf_pre`` of :meth:`~mlacalc.serving.gpu_step.StepModel.specs`, ``dec_S`` the
     #: request's average context)
     rows: tuple[np.ndarray, ...] = ()
+    #: a shared prefix's cache on a GPU, held once per attention group (0: none)
+    shared: int = 0
 
 
 class StepRows:
@@ -691,9 +698,11 @@ def candidate(
     # the layout the engine stores (a DSA model's fp8 under vLLM and SGLang: fp8_ds_mla)
     layout = engine_kv_layout(m, resolve_kv_layout(kv), req.engine)[0]
     layout = with_state_dtype(layout, req.state_dtype)  # a recurrent state's, as plan's
-    # one sequence's cache on a GPU, every layer kind as it keeps it, in pages
-    per_seq = per_sequence_bytes(req, layout, lay, req.context)
-    per_group = req.room(weights) // per_seq
+    # one sequence's cache on a GPU, every layer kind as it keeps it, in pages; a shared
+    # prefix's pages held once per group, as plan's (mlacalc.serving.capacity.capacity)
+    shared = shared_bytes(req, layout, lay)
+    per_seq = per_sequence_bytes(req, layout, lay, req.context) - shared
+    per_group = max(req.room(weights) - shared, 0) // per_seq
     decode, prefill = req.roles(lay)  # the pools the limits let it run
     B = np.asarray(req.batches if decode else (), dtype=np.float64)
     fit = per_group >= B
@@ -743,6 +752,7 @@ def candidate(
         kv_layout=layout,
         weights=weights,
         per_seq=per_seq,
+        shared=shared,
         per_token=kv_bytes_per_token_per_gpu(m, layout, lay),
         Bf=Bf,
         n=n,
@@ -757,6 +767,16 @@ def candidate(
         groups=synced_groups(m, lay),
         rows=arrays,
     )
+
+
+def shared_bytes(req: SearchRequest, layout: Any, lay: Layout) -> int:
+    """A shared prefix's cache bytes on a GPU of ``lay``, held once per attention group
+    (plan's :func:`~mlacalc.serving.capacity.shared_prefix_bytes`; 0: none)."""
+    tokens = shared_prefix_tokens(req.shared_prefix, req.page_size)
+    if not tokens:
+        return 0
+    per_token_full = sequence_bytes(req.m, layout, lay, req.context, req.page_size, False)[1]
+    return shared_prefix_bytes(per_token_full, tokens)
 
 
 def per_sequence_bytes(req: SearchRequest, layout: Any, lay: Layout, context: int) -> int:
