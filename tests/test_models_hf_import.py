@@ -313,6 +313,8 @@ def test_defaults_follow_the_hugging_face_class(model_type):
             expected = 4 * ref.hidden_size  # GPT-2: n_inner null means 4 x n_embd
         if expected is None and field in ("n_routed_experts", "num_experts_per_tok"):
             expected = 0
+        if expected is None and field in ("n_group", "topk_group"):
+            expected = 1  # DeepseekV2Config's None: no group limit
         if field == "sliding_window" and expected == 0:
             expected = None  # Qwen2MoeConfig: 0 means no window
         if (model_type, field) == ("deepseek_v4", "num_nextn_predict_layers"):

@@ -11,6 +11,7 @@ sampling of the routing it states, and DeepSeek-V3's own router on random scores
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -162,19 +163,26 @@ def test_bad_group_values_are_one_line_naming_the_field_and_the_fix(changes, fie
     assert "\n" not in text and f"'{field}'" in text and says in text, text
 
 
-def test_groups_stated_without_topk_group_are_refused_not_read_as_one():
+def test_groups_stated_without_topk_group_take_the_class_default_or_are_refused(tmp_path):
     """A config stating n_group 8 and leaving topk_group out read it as 1 (the schema's
     default): a token's experts from one group, the tightest limit, with no word (DeepSeek-V3
-    at EP32 over 4 H100 nodes: 0.75 remote nodes a token where 4 of 8 groups give more).
-    DeepseekV3Config's own default is 4, so the field is required once groups are stated."""
+    at EP32 over 4 H100 nodes: 0.75 remote nodes a token). A DeepSeek-V3 config now takes
+    DeepseekV3Config's defaults (8 and 4, as import-hf fills every absent field); a model file
+    of a family with no such default is refused in one line naming topk_group."""
     data = json.loads((HF_CONFIGS / "deepseek-v3.config.json").read_text(encoding="utf-8"))
     del data["topk_group"]
+    assert import_hf_config(data).routing_groups == (8, 4)
+    del data["n_group"]
+    assert import_hf_config(data).routing_groups == (8, 4)
+    text = (Path(mlacalc.__file__).parent / "data" / "models" / "qwen3-30b-a3b.yaml").read_text(
+        encoding="utf-8"
+    )
+    path = tmp_path / "grouped.yaml"
+    path.write_text(text + "\nn_group: 8\n", encoding="utf-8")
     with pytest.raises(ConfigError) as err:
-        import_hf_config(data)
+        mlacalc.load_model(str(path))
     text = str(err.value)
     assert "\n" not in text and "'topk_group'" in text and "required when n_group > 1" in text
-    data["n_group"] = 1  # one group: no limit, nothing to state
-    assert import_hf_config(data).routing_groups is None
 
 
 def test_a_plan_says_the_groups_and_counts_them():

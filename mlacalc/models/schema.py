@@ -434,14 +434,14 @@ class ModelConfig:
         "experts come from at most topk_group of them (the exchange between nodes; no count)",
         hi=MAX_EXPERTS,
         default=1,
-        absent="1, no group limit (DeepseekV3Config's own default is 8: state it)",
+        absent="1, no group limit (deepseek_v3 / v32 / kimi_k2: DeepseekV3Config's 8)",
     )
     topk_group: int = _spec(
         POS,
         "groups a token's experts may come from (DeepSeek-V3: 4 of n_group 8)",
         hi=MAX_EXPERTS,
         default=1,
-        absent="required when n_group > 1 (DeepseekV3Config's own default is 4); else 1",
+        absent="required when n_group > 1 (deepseek_v3 / v32 / kimi_k2: DeepseekV3Config's 4)",
     )
     topk_method: str = _spec(
         OPTSTR,

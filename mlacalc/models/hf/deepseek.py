@@ -28,6 +28,12 @@ _V3 = {
         "DeepseekV3 routers always carry e_score_correction_bias", value="noaux_tc", warn=False
     ),
     "num_nextn_predict_layers": Default("DeepseekV3Config num_mtp_layers default", value=1),
+    # group-limited routing: the class's 8 groups, a token's experts from 4 (at most n_group
+    # where a config states fewer groups: the router's top-k of groups needs as many)
+    "n_group": Default("DeepseekV3Config default", value=8),
+    "topk_group": Default(
+        "DeepseekV3Config default", rule=lambda v: min(4, v["n_group"]), needs=("n_group",)
+    ),
 }
 
 FAMILY = register(

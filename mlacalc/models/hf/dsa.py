@@ -79,6 +79,8 @@ FAMILY = register(
                 index_n_heads=64,
                 index_head_dim=128,
                 index_topk=2048,
+                n_group=8,
+                topk_group=4,
             ),
             "glm_moe_dsa": _class(
                 "GlmMoeDsaConfig",
