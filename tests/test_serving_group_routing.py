@@ -19,6 +19,7 @@ from reference_data import HF_CONFIGS
 
 import mlacalc
 from mlacalc import import_hf_config
+from mlacalc.models.registry import ClassDefault
 from mlacalc.serving.comm import (
     group_routing_words,
     node_expert_ranges,
@@ -171,7 +172,10 @@ def test_groups_stated_without_topk_group_take_the_class_default_or_are_refused(
     of a family with no such default is refused in one line naming topk_group."""
     data = json.loads((HF_CONFIGS / "deepseek-v3.config.json").read_text(encoding="utf-8"))
     del data["topk_group"]
-    assert import_hf_config(data).routing_groups == (8, 4)
+    filled = import_hf_config(data)
+    assert filled.routing_groups == (8, 4)
+    said = [n for n in filled.derived if isinstance(n, ClassDefault)]  # import-hf's stderr
+    assert "topk_group = 4 (DeepseekV3Config default)" in said
     del data["n_group"]
     assert import_hf_config(data).routing_groups == (8, 4)
     text = (Path(mlacalc.__file__).parent / "data" / "models" / "qwen3-30b-a3b.yaml").read_text(

@@ -32,7 +32,10 @@ _V3 = {
     # where a config states fewer groups: the router's top-k of groups needs as many)
     "n_group": Default("DeepseekV3Config default", value=8),
     "topk_group": Default(
-        "DeepseekV3Config default", rule=lambda v: min(4, v["n_group"]), needs=("n_group",)
+        "DeepseekV3Config default",
+        rule=lambda v: min(4, v["n_group"]),
+        needs=("n_group",),
+        warn=True,  # the class's constant (at most the groups stated): said on stderr
     ),
 }
 
