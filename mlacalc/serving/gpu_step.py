@@ -1998,7 +1998,7 @@ def _one_node(hw: HardwareSpec, n_gpus: int) -> bool:
 
 def _engine_all_reduce(
     batch: KernelBatch, engine: str | None, hw: HardwareSpec
-) -> tuple[KernelBatch, np.ndarray]:
+) -> tuple[KernelBatch, np.ndarray, np.ndarray]:
     """A custom all-reduce batch with the shape fields of ``engine``'s own kernel, as its
     measured rows were fitted with (``measured.mapping._allreduce_table``), and where the
     engine's call is NCCL's whatever the custom kernel's fit says (1.0): SGLang's and vLLM's
