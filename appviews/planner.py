@@ -215,13 +215,27 @@ def _url_mix(sc: Scenario) -> dict[str, Any]:
     return out
 
 
+def url_number(value: float | int) -> str:
+    """A box's value as the URL carries it: ``%g``'s short form where it reads back the same
+    (``2.5``, ``10``), else every digit (``%g`` alone wrote a price of 1234.5678 as
+    ``1234.57``: the shared link reopened at another price).
+
+    >>> url_number(2.5), url_number(10.0), url_number(1234.5678), url_number(4)
+    ('2.5', '10', '1234.5678', '4')
+    """
+    if not isinstance(value, float):
+        return str(value)
+    short = f"{value:g}"
+    return short if float(short) == value else repr(value)
+
+
 def _mix_to_url(values: dict[str, Any]) -> None:
     """The request mix, targets and price into the URL where they are not the boxes'
     defaults (a scenario is shared by its link), out of it where they are."""
     for key, _widget, default, _lo, _hi in MIX_URL:
         value = values[key]
         if value is not None and value != default and not (key == "price" and value == 0):
-            st.query_params[key] = f"{value:g}" if isinstance(value, float) else str(value)
+            st.query_params[key] = url_number(value)
         elif key in st.query_params:
             del st.query_params[key]
 

@@ -889,3 +889,13 @@ def test_request_mix_targets_and_price_come_from_the_url_and_go_back():
     said = " ".join(str(x.value) for x in bad.warning)  # the URL's notices
     assert "URL parameter 'price=abc' is not a number; leaving the box empty" in said
     assert "URL parameter 'isl=-5' is below the smallest value 1; clamped to 1" in said
+
+
+def test_the_urls_numbers_read_back_as_the_boxes_values():
+    """``%g`` wrote a GPU-hour price of 1234.5678 into the link as 1234.57 (and a TPOT target
+    of 12.3456789 ms as 12.3457): the link reopened at another value."""
+    from appviews.planner import url_number
+
+    for value in (2.5, 10.0, 1234.5678, 12.3456789, 0.1 + 0.2, 1e-7):
+        assert float(url_number(value)) == value
+    assert url_number(2.5) == "2.5" and url_number(10.0) == "10" and url_number(4) == "4"
