@@ -30,7 +30,12 @@ _V3 = {
     "num_nextn_predict_layers": Default("DeepseekV3Config num_mtp_layers default", value=1),
     # group-limited routing: the class's 8 groups, a token's experts from 4 (at most n_group
     # where a config states fewer groups: the router's top-k of groups needs as many)
-    "n_group": Default("DeepseekV3Config default", value=8),
+    "n_group": Default(
+        "DeepseekV3Config default",
+        rule=lambda v: 8 if v["n_routed_experts"] % 8 == 0 else 1,  # 1: 8 groups cannot split
+        needs=("n_routed_experts",),  # the experts (a small test model's 6), the router neither
+        warn=True,
+    ),
     "topk_group": Default(
         "DeepseekV3Config default",
         rule=lambda v: min(4, v["n_group"]),

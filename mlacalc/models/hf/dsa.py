@@ -79,9 +79,21 @@ FAMILY = register(
                 index_n_heads=64,
                 index_head_dim=128,
                 index_topk=2048,
-                n_group=8,
-                topk_group=4,
-            ),
+            )
+            | {
+                "n_group": Default(
+                    "DeepseekV32Config default",
+                    rule=lambda v: 8 if v["n_routed_experts"] % 8 == 0 else 1,
+                    needs=("n_routed_experts",),
+                    warn=True,
+                ),
+                "topk_group": Default(
+                    "DeepseekV32Config default",
+                    rule=lambda v: min(4, v["n_group"]),
+                    needs=("n_group",),
+                    warn=True,
+                ),
+            },
             "glm_moe_dsa": _class(
                 "GlmMoeDsaConfig",
                 q_lora_rank=2048,
