@@ -79,6 +79,7 @@ def _search(
     memory: tuple[tuple[str, Any], ...] = (),
     moe_backend: str | None = None,
     state_dtype: str | None = None,
+    shared_prefix: int = 0,
 ):
     """search()'s points, frontier, best, reasons, seconds, the warnings the CLI's search
     prints and how the best was timed (cached: a rerun that keeps the
@@ -100,6 +101,7 @@ def _search(
         output_lag_steps=output_lag_steps,
         engine=engine,
         prefix_cache_hit=prefix_cache_hit,
+        shared_prefix=shared_prefix,
         page_size=page_size,
         state_dtype=None if state_dtype == "fp32" else state_dtype,
         **dict(limits),
@@ -174,6 +176,8 @@ class PlanInputs:
     prefill_dp_attention: bool | None = None
     #: the share of each prompt's tokens found cached (``mlacalc plan --prefix-cache-hit``)
     prefix_cache_hit: float = 0.0
+    #: the tokens every prompt begins with alike (``mlacalc plan --shared-prefix``)
+    shared_prefix: int = 0
     #: the engine's own memory setting in place of ``reserve`` (``mlacalc plan
     #: --engine-memory``); None: the reserve
     engine_memory: float | None = None
@@ -454,7 +458,7 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
             else f"{sc.model.label} has no routed experts.",
         )
         # the prefill pool's inputs and, below the mode, the prefix cache's hit
-        pool = _read_prefill_pool(sc, mode) | {"prefix_cache_hit": _prefix_hit_input(c2)}
+        pool = _read_prefill_pool(sc, mode) | _prefix_inputs(c2, int(isl))
         price = c3.number_input(
             "GPU-hour price ($)",
             0.0,
@@ -543,6 +547,34 @@ def _prefix_hit_input(column: Any) -> float:
         "vLLM's prefix caching): the prefill computes the rest, attending the cached tokens; "
         "the cache is still sized for whole prompts (--prefix-cache-hit). The search below "
         "times its prompts at the same hit.",
+    )
+
+
+def _prefix_inputs(column: Any, isl: int) -> dict[str, Any]:
+    """The prefix cache's hit and the shared prefix, one box under the other."""
+    return {
+        "prefix_cache_hit": _prefix_hit_input(column),
+        "shared_prefix": _shared_prefix_input(column, isl),
+    }
+
+
+def _shared_prefix_input(column: Any, isl: int) -> int:
+    """The tokens every prompt begins with alike (``mlacalc plan --shared-prefix``), below
+    the input tokens (a box past them is held at ``isl - 1``)."""
+    if st.session_state.get("plan_shared_prefix", 0) > max(isl - 1, 0):
+        st.session_state["plan_shared_prefix"] = max(isl - 1, 0)
+    return int(
+        column.number_input(
+            "shared prefix (tokens)",
+            0,
+            max(isl - 1, 0),
+            0,
+            1024,
+            key="plan_shared_prefix",
+            help="Tokens every prompt begins with alike (a shared system prompt or document "
+            "set): their KV is held once per attention group and found cached by every "
+            "request after the first, so more requests fit (--shared-prefix).",
+        )
     )
 
 
@@ -724,6 +756,8 @@ def _serving_args(inputs: PlanInputs) -> dict:
     serving = dict(isl=inputs.isl, osl=inputs.osl, mode=inputs.mode)
     if inputs.prefix_cache_hit:
         serving["prefix_cache_hit"] = inputs.prefix_cache_hit
+    if inputs.shared_prefix:
+        serving["shared_prefix"] = inputs.shared_prefix
     if inputs.mode == "aggregated":
         serving.update(prefill_pass=inputs.prefill_pass, output_lag_steps=inputs.lag)
     else:
@@ -836,6 +870,7 @@ SECTION_BOXES = {
     "moe_backend": "TensorRT-LLM MoE backend",
     "component_dtypes": "routed experts' weights",
     "prefix_cache_hit": "prefix cache hit (share of a prompt)",
+    "shared_prefix": "shared prefix (tokens)",
     "output_lag_steps": "output lag (steps, aggregated)",
 }
 
@@ -1186,11 +1221,13 @@ def _show_memory(result, context: int, compressed: bool = False, copied: bool = 
 
 
 def memory_parts(result, context: int) -> dict[str, int]:
-    """Bytes of one GPU by part: the weights' parts, the running batch's KV, reserve, free."""
+    """Bytes of one GPU by part: the weights' parts, the running batch's KV (a shared
+    prefix's once, each sequence the rest of its context), reserve, free."""
     running = result.running_batch_per_group or 0
+    shared = result.kv_bytes_shared_prefix_per_gpu if running else 0
     kv_used = min(
         max(result.kv_budget_per_gpu_bytes, 0),
-        int(result.kv_bytes_per_sequence_per_gpu * running),
+        int(shared + (result.kv_bytes_per_sequence_per_gpu - shared) * running),
     )
     fill = {
         k[8:].replace("_", " "): v for k, v in result.memory.items() if k.startswith("weights_")
@@ -1298,6 +1335,7 @@ def _show_search(
         tuple(memory_args(inputs).items()),  # the plan form's reserve or engine's setting
         inputs.moe_backend,  # the plan form's MoE backend, where the points' experts take it
         sc.state_dtype,
+        inputs.shared_prefix,
     )
     fig = frontier_figure(points, frontier, best, secs, inputs.tpot, inputs.ttft)
     st.plotly_chart(fig, width="stretch", key="plan_frontier")

@@ -494,6 +494,28 @@ def test_the_prefix_cache_hit_is_set_as_the_cli_sets_it(capsys):
     assert "not deduplicated" in captions
 
 
+def test_the_shared_prefix_is_set_as_the_cli_sets_it(capsys):
+    """The plan form's shared prefix is ``mlacalc plan --shared-prefix``: 1,500 of the
+    2,000-token prompts alike, held once per attention group (more requests fit) and found
+    cached; the answer's figures are the CLI's."""
+    from mlacalc.cli import main
+    from mlacalc.serving.plan import duration_text
+
+    at = _run()
+    at.number_input(key="plan_conc").set_value(64)
+    at.number_input(key="plan_shared_prefix").set_value(1500).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    flags = "--kv-dtype bf16 --isl 2000 --osl 500 --concurrency 64 --shared-prefix 1500"
+    cli = "plan deepseek-v3 -H H200 --gpus 8 --tp 8 --engine trtllm --format json"
+    assert main(f"{cli} {flags}".split()) == 0
+    p = json.loads(capsys.readouterr().out)
+    assert p["prefix_cached_tokens"] == 1472 and p["kv_bytes_shared_prefix_per_gpu"] > 0
+    m = metrics(at)
+    assert m["TTFT"] == duration_text(p["ttft_s"]) and m["TPOT"] == f"{p['tpot_s'] * 1e3:,.2f} ms"
+    captions = " ".join(c.value for c in at.caption)
+    assert "the shared prefix: 1,472 of 2,000 tokens found cached" in captions
+
+
 def test_the_page_size_box_is_the_engines_own_page():
     """The plan form's page size was 16 whatever the engine; it is plan --engine's default
     now (scheduler.engine_page_size): TensorRT-LLM 32, SGLang 1 (its radix cache matches token
