@@ -46,6 +46,21 @@ def test_the_prompts_warning_gives_a_prefill_pool_that_keeps_up():
     assert d.sustainable and d.prefill_pool_requests_per_s >= d.output_tokens_per_s / 500
 
 
+def test_the_prefill_pool_it_names_is_a_layout_the_planner_takes():
+    """DeepSeek-V3 at EP16 on 16 H200 with 8k prompts: the warning said `--prefill-gpus 24`,
+    whose default prefill EP8 splits each expert 3 ways and is refused; the count is now a
+    multiple of the decode pool's expert group, and the plan it names is timed."""
+    import re
+
+    kw = dict(tp=1, dp_attention=True, ep=16, isl=8192, osl=1024)
+    (said,) = [w for w in plan("deepseek-v3", "H200", 16, **kw).warnings
+               if "prompts make" in w]  # fmt: skip
+    n = int(re.search(r"--prefill-gpus (\d+) \(about: ", said).group(1))
+    assert n % 16 == 0 and "multiples of the 16-GPU expert group" in said
+    d = plan("deepseek-v3", "H200", 16, **kw, mode="disaggregated", prefill_gpus=n)
+    assert d.ttft_s is not None
+
+
 def test_a_decode_bound_mix_keeps_the_roof_as_its_binding():
     """Short prompts, long outputs: the decode step is most of TPOT, the roof binds."""
     p = _dpa(isl=200, osl=4000)

@@ -902,7 +902,10 @@ def prefill_gpus_hint(req: PlanRequest, p: Plan) -> str:
     prefill pool of the plan's attention groups needs to keep up with the requests the decode
     steps serve without prompts (``decode_batch x tokens_per_step / decode_step_s / osl``
     a second), one prompt's pass alone (``prefill_s``) on an attention group's ``tp x pp``
-    GPUs a request, rounded up to whole scale-up domains (a node's 8 GPUs) and to as many as
+    GPUs a request, rounded up to whole scale-up domains (a node's 8 GPUs), under expert
+    parallelism to whole multiples of the decode pool's expert group too (the prefill pool's
+    default ep follows the decode pool's: DeepSeek-V3 at EP16 on 16 H200 with 8k prompts said
+    24, whose default EP8 splits each expert 3 ways and is refused; now 32), and to as many as
     hold the weights at the plan's share a GPU. An estimate from the plan's own figures (the
     groups of a busy pool meet at each MoE layer, which this leaves out): search sizes the
     pool by timing it."""
@@ -912,14 +915,20 @@ def prefill_gpus_hint(req: PlanRequest, p: Plan) -> str:
     rate = p.decode_batch * p.tokens_per_step / p.decode_step_s / req.osl
     group = lay.tp * lay.pp
     node = req.hw.scale_up_gpus or 8
+    step = math.lcm(node, lay.moe_group) if req.m.n_routed_experts and lay.ep > 1 else node
     weights = p.weights_per_gpu_bytes * lay.moe_group * lay.pp
     hold = -(-weights // max(p.usable_per_gpu_bytes, 1))
     need = max(rate * p.prefill_s * group, hold, group)
-    n = -(-math.ceil(need - 1e-9) // node) * node
+    n = -(-math.ceil(need - 1e-9) // step) * step
+    whole = (
+        f"in whole {node}-GPU domains"
+        if step == node
+        else f"in whole multiples of the {lay.moe_group}-GPU expert group and {node}-GPU domains"
+    )
     return (
         f"--prefill-gpus {n} (about: {rate:,.2f} requests/s the decode steps serve without "
         f"prompts, each prompt's {p.prefill_s:,.3g} s pass on an attention group of {group} "
-        f"GPU{'s' if group > 1 else ''}, in whole {node}-GPU domains; search times it)"
+        f"GPU{'s' if group > 1 else ''}, {whole}; search times it)"
     )
 
 
