@@ -1023,13 +1023,22 @@ def test_per_tensor_fp8_gemm_accuracy(engine, system, profile, median, p90):
 def test_vllm_profiles_fit_no_plain_block_scaled_gemm():
     from mlacalc.timemodel.profile import load_profile
 
-    # the plain class is TensorRT-LLM's fit standing in (noted), fitted on none of vLLM's rows
-    # (docs/time-model.md, "vLLM's block-scaled projections take TensorRT-LLM's fit")
-    for name in ("fit-h100-sxm-vllm", "fit-b200-sxm-vllm"):
+    # the plain class is a stand-in (noted), fitted on none of vLLM's rows: on H100 TensorRT-LLM's
+    # fit (docs/time-model.md, "vLLM's block-scaled projections take TensorRT-LLM's fit"); on
+    # B200 vLLM's own DeepGEMM variant without its wrapper's host floor, its fixed cost
+    # TensorRT-LLM's ("vLLM's B200 MLA prompt projections take vLLM's DeepGEMM rate")
+    deepgemm = "gemm:fp8_block:DeepGemmFp8BlockScaledMMKernel"
+    for name, lender in (("fit-h100-sxm-vllm", "trtllm "), ("fit-b200-sxm-vllm", "vllm ")):
         prof = load_profile(name)
-        assert any(n.startswith("stand-in: gemm:fp8_block from trtllm ") for n in prof.notes)
+        assert any(n.startswith(f"stand-in: gemm:fp8_block from {lender}") for n in prof.notes)
         assert all("gemm:fp8_block" not in r for r in prof.residuals.values())
-        assert "gemm:fp8_block:DeepGemmFp8BlockScaledMMKernel" in prof.classes
+        assert deepgemm in prof.classes
+    b200 = load_profile("fit-b200-sxm-vllm")
+    plain, own = b200.classes["gemm:fp8_block"], b200.classes[deepgemm]
+    assert "host_s" not in plain and "align_s" not in plain
+    assert plain["eff_compute"] == own["eff_compute"]
+    trt = load_profile("fit-b200-sxm").devices["B200"]["gemm:fp8_block"]
+    assert plain["fixed_s"] == trt["fixed_s"]
 
 
 @pytest.mark.slow

@@ -166,8 +166,10 @@ SEQUENCE_DOUBLING_S: dict[tuple[str, str, str], float] = {
     # -> 11.63 us when vLLM's indexer logits class was refitted on its V4 rows of more than one
     # new token a sequence timed as one sequence (mapping._VLLM_FLAT_QUERIES); 11.63 -> 11.66 us
     # when vLLM's B200 bf16 GEMM class was refitted with its output write at a rate of its own
-    # (gemm_time._streams, ``write_share``)
-    (_B200, "vllm", _GEN): 1.166e-05,
+    # (gemm_time._streams, ``write_share``); 11.66 -> 11.22 us when vLLM's B200 block-scaled
+    # projections took vLLM's DeepGEMM rate without its wrapper's floor (fit-b200-sxm-vllm's
+    # gemm:fp8_block stand-in)
+    (_B200, "vllm", _GEN): 1.122e-05,
     # H100: chosen with its sparse classes refitted under it (above), not fit_doubling_s's
     # median over them (which falls as the classes give the growth back: 11.7 -> 7.6 -> 5.5 us)
     (_H100, "vllm", _GEN): 6.0e-06,
