@@ -178,6 +178,9 @@ def test_groups_stated_without_topk_group_take_the_class_default_or_are_refused(
     assert "topk_group = 4 (DeepseekV3Config default)" in said
     del data["n_group"]
     assert import_hf_config(data).routing_groups == (8, 4)
+    # a small model whose 4 groups of 1 expert cannot hold its top-6: no limit, as before
+    small = dict(data, n_routed_experts=8, num_experts_per_tok=6)
+    assert import_hf_config(small).routing_groups is None
     text = (Path(mlacalc.__file__).parent / "data" / "models" / "qwen3-30b-a3b.yaml").read_text(
         encoding="utf-8"
     )

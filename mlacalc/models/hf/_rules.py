@@ -41,3 +41,12 @@ def kv_heads_equal_heads(why: str) -> Default:
 def mlp_four_times_width(why: str) -> Default:
     """``intermediate_size = 4 * hidden_size`` (GPT-2 and Falcon MLPs)."""
     return Default(why, rule=lambda v: 4 * v["hidden_size"], needs=("hidden_size",))
+
+
+def class_groups(v) -> int:
+    """DeepseekV3Config's ``n_group`` default, 8, where it is a routing the schema takes: 8
+    groups split the routed experts and 4 of them (``topk_group``'s default) hold a token's
+    ``num_experts_per_tok``; else 1, no limit (a small test model's 6 experts, or 8 experts
+    at top-6, which 4 groups of 1 cannot hold)."""
+    experts, k = v["n_routed_experts"], v.get("num_experts_per_tok") or 0
+    return 8 if experts % 8 == 0 and 4 * (experts // 8) >= k else 1

@@ -5,7 +5,12 @@ Kimi-K2.5 (``kimi_k25``) wraps the same language model in ``text_config``.
 """
 
 from mlacalc.models.hf._layer_types import lift_text_config
-from mlacalc.models.hf._rules import MLA_IGNORED, MLA_MOE_REQUIRED, kv_heads_equal_heads
+from mlacalc.models.hf._rules import (
+    MLA_IGNORED,
+    MLA_MOE_REQUIRED,
+    class_groups,
+    kv_heads_equal_heads,
+)
 from mlacalc.models.registry import Default, Family, register
 
 
@@ -32,8 +37,8 @@ _V3 = {
     # where a config states fewer groups: the router's top-k of groups needs as many)
     "n_group": Default(
         "DeepseekV3Config default",
-        rule=lambda v: 8 if v["n_routed_experts"] % 8 == 0 else 1,  # 1: 8 groups cannot split
-        needs=("n_routed_experts",),  # the experts (a small test model's 6), the router neither
+        rule=class_groups,  # 1 where 8 groups of the experts, 4 a token, cannot route it
+        needs=("n_routed_experts",),
         warn=True,
     ),
     "topk_group": Default(

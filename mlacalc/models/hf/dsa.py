@@ -6,7 +6,12 @@ and lets the query attend the ``index_topk`` best."""
 
 from mlacalc.models.architecture import Arch
 from mlacalc.models.hf._layer_types import read_mlp_layer_types
-from mlacalc.models.hf._rules import MLA_IGNORED, MLA_MOE_REQUIRED, kv_heads_equal_heads
+from mlacalc.models.hf._rules import (
+    MLA_IGNORED,
+    MLA_MOE_REQUIRED,
+    class_groups,
+    kv_heads_equal_heads,
+)
 from mlacalc.models.patterns import shared_indexer_layers
 from mlacalc.models.registry import Default, Family, register
 
@@ -83,7 +88,7 @@ FAMILY = register(
             | {
                 "n_group": Default(
                     "DeepseekV32Config default",
-                    rule=lambda v: 8 if v["n_routed_experts"] % 8 == 0 else 1,
+                    rule=class_groups,
                     needs=("n_routed_experts",),
                     warn=True,
                 ),
