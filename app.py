@@ -103,6 +103,8 @@ PLANNER_URL_KEYS = {"gpus", "tp", "ep", "dpa", "redundant_experts", "experts"} |
     "ttft",
     "tpot",
     "price",
+    "hit",
+    "shared",
 }
 #: URL parameter of the open tab (its title; the first tab when absent).
 VIEW_KEY = "view"

@@ -199,6 +199,8 @@ MIX_URL = (
     ("ttft", "plan_ttft", D.TTFT_TARGET_S, 0.0, 600.0),
     ("tpot", "plan_tpot", D.TPOT_TARGET_S * 1e3, 0.0, 10_000.0),
     ("price", "plan_price", None, 0.0, 10_000.0),
+    ("hit", "plan_prefix_hit", 0.0, 0.0, 0.999),
+    ("shared", "plan_shared_prefix", 0, 0, (1 << 20) - 1),
 )
 
 
@@ -458,7 +460,7 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
             else f"{sc.model.label} has no routed experts.",
         )
         # the prefill pool's inputs and, below the mode, the prefix cache's hit
-        pool = _read_prefill_pool(sc, mode) | _prefix_inputs(c2, int(isl))
+        pool = _read_prefill_pool(sc, mode) | _prefix_inputs(c2, int(isl), mix)
         price = c3.number_input(
             "GPU-hour price ($)",
             0.0,
@@ -477,7 +479,10 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
     tp_used = _dp_attention_tp(int(gpus), int(tp), int(pp), bool(dp_attention) and moe)
     st.query_params.update({"gpus": str(gpus), "tp": str(tp)})
     _layout_to_url(moe, int(ep), bool(dp_attention), int(redundant), expert_dtype)
-    _mix_to_url(dict(isl=isl, osl=osl, conc=conc, ttft=ttft, tpot=tpot_ms, price=price))
+    _mix_to_url(
+        dict(isl=isl, osl=osl, conc=conc, ttft=ttft, tpot=tpot_ms, price=price)
+        | dict(hit=pool["prefix_cache_hit"], shared=pool["shared_prefix"])
+    )
     return conc_slot, PlanInputs(
         gpus=int(gpus),
         tp=tp_used,
@@ -532,14 +537,15 @@ def _page_input(column: Any, sc: Scenario) -> int:
     return column.number_input("page size (tokens)", 1, 4096, own, key=key)
 
 
-def _prefix_hit_input(column: Any) -> float:
+def _prefix_hit_input(column: Any, url_hit: float = 0.0) -> float:
     """The share of each prompt's tokens found cached (``mlacalc plan --prefix-cache-hit``):
-    up to 0.999, shown to 3 decimals (the CLI takes anything below 1; the box stopped at 0.99)."""
+    up to 0.999, shown to 3 decimals (the CLI takes anything below 1; the box stopped at 0.99);
+    ``url_hit``: the URL's ``hit``, its first value."""
     return column.number_input(
         "prefix cache hit (share of a prompt)",
         0.0,
         0.999,
-        0.0,
+        url_hit,
         0.05,
         format="%.3f",
         key="plan_prefix_hit",
@@ -550,17 +556,18 @@ def _prefix_hit_input(column: Any) -> float:
     )
 
 
-def _prefix_inputs(column: Any, isl: int) -> dict[str, Any]:
-    """The prefix cache's hit and the shared prefix, one box under the other."""
+def _prefix_inputs(column: Any, isl: int, mix: dict[str, Any]) -> dict[str, Any]:
+    """The prefix cache's hit and the shared prefix, one box under the other; their first
+    values the URL's ``hit`` and ``shared`` (:func:`_url_mix`)."""
     return {
-        "prefix_cache_hit": _prefix_hit_input(column),
-        "shared_prefix": _shared_prefix_input(column, isl),
+        "prefix_cache_hit": _prefix_hit_input(column, float(mix["hit"])),
+        "shared_prefix": _shared_prefix_input(column, isl, int(mix["shared"])),
     }
 
 
-def _shared_prefix_input(column: Any, isl: int) -> int:
+def _shared_prefix_input(column: Any, isl: int, url_shared: int = 0) -> int:
     """The tokens every prompt begins with alike (``mlacalc plan --shared-prefix``), below
-    the input tokens (a box past them is held at ``isl - 1``)."""
+    the input tokens (a box past them is held at ``isl - 1``; a URL's past them too)."""
     if st.session_state.get("plan_shared_prefix", 0) > max(isl - 1, 0):
         st.session_state["plan_shared_prefix"] = max(isl - 1, 0)
     return int(
@@ -568,7 +575,7 @@ def _shared_prefix_input(column: Any, isl: int) -> int:
             "shared prefix (tokens)",
             0,
             max(isl - 1, 0),
-            0,
+            min(url_shared, max(isl - 1, 0)),
             1024,
             key="plan_shared_prefix",
             help="Tokens every prompt begins with alike (a shared system prompt or document "

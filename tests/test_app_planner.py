@@ -907,6 +907,12 @@ def test_request_mix_targets_and_price_come_from_the_url_and_go_back():
     assert "$ per million output tokens" not in metrics(at)
     at.number_input(key="plan_isl").set_value(D.ISL).run()  # the default leaves the URL
     assert "isl" not in at.query_params and at.query_params["osl"] == "300"
+    at = _run(**ask, hit="0.25", shared="4096")  # the prefix boxes too, both ways
+    assert at.number_input(key="plan_prefix_hit").value == 0.25
+    assert at.number_input(key="plan_shared_prefix").value == 4096
+    assert (at.query_params["hit"], at.query_params["shared"]) == ("0.25", "4096")
+    at.number_input(key="plan_shared_prefix").set_value(0).run()
+    assert "shared" not in at.query_params and at.query_params["hit"] == "0.25"
     bad = _run(**{**ask, "isl": "-5"}, price="abc")
     said = " ".join(str(x.value) for x in bad.warning)  # the URL's notices
     assert "URL parameter 'price=abc' is not a number; leaving the box empty" in said
