@@ -190,6 +190,14 @@ def test_groups_stated_without_topk_group_take_the_class_default_or_are_refused(
         mlacalc.load_model(str(path))
     text = str(err.value)
     assert "\n" not in text and "'topk_group'" in text and "required when n_group > 1" in text
+    # --set n_group=8 on a model without groups carried its topk_group 1 (plan qwen3-30b-a3b
+    # --set n_group=8 at EP32 said "n_group 8, topk_group 1"): refused the same way
+    qwen = mlacalc.load_model("qwen3-30b-a3b")
+    with pytest.raises(ConfigError) as err:
+        qwen.with_changes(n_group=8)
+    assert "'topk_group'" in str(err.value) and "required when n_group > 1" in str(err.value)
+    assert qwen.with_changes(n_group=8, topk_group=4).routing_groups == (8, 4)
+    assert mlacalc.load_model("deepseek-v3").with_changes(n_group=4).routing_groups is None
 
 
 def test_a_plan_says_the_groups_and_counts_them():

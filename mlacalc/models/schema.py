@@ -976,6 +976,14 @@ class ModelConfig:
             raise_problems(origin, [_unknown_field(k) for k in unknown])
         if self.kv_lora_rank is not None and "kv_lora_rank" in changes:
             _refuse_half_mla(self, changes, origin)
+        groups = changes.get("n_group")
+        if (
+            isinstance(groups, int)
+            and groups > 1
+            and self.n_group <= 1
+            and "topk_group" not in changes
+        ):  # the copy would carry the ungrouped model's topk_group 1: the tightest limit
+            raise_problems(origin, [_topk_group_required(groups)])
         mla = changes.get("kv_lora_rank", self.kv_lora_rank) is not None
         if mla and "num_attention_heads" in changes and "num_key_value_heads" not in changes:
             # MLA files repeat the query heads here (as Hugging Face does): kept in step
@@ -1558,6 +1566,17 @@ def _expert_problems(v: Mapping[str, Any], have: set[str], unit: Any) -> list[Pr
     return out
 
 
+def _topk_group_required(groups: int) -> Problem:
+    """``n_group`` stated (or changed) above 1 with no ``topk_group``: it would be 1."""
+    return (
+        "topk_group",
+        f"is required when n_group > 1 (n_group {groups}): absent it would be 1, a "
+        "token's experts from one group",
+        f"state the groups a token's experts may come from (DeepSeek-V3: 4 of 8); "
+        f"topk_group {groups} means no limit",
+    )
+
+
 def _group_problems(v: Mapping[str, Any], have: set[str], experts: int) -> list[Problem]:
     """Group-limited routing's groups (``n_group``, ``topk_group``, DeepSeek-V3's names): the
     groups split the routed experts evenly, and a token picks at most all of them."""
@@ -1577,15 +1596,7 @@ def _group_problems(v: Mapping[str, Any], have: set[str], experts: int) -> list[
     if groups > 1 and "topk_group" not in v:
         # absent it would be 1, the tightest limit (one group a token): never what a file
         # stating groups means (DeepseekV3Config's own default is 4)
-        out.append(
-            (
-                "topk_group",
-                f"is required when n_group > 1 (n_group {groups}): absent it would be 1, a "
-                "token's experts from one group",
-                f"state the groups a token's experts may come from (DeepSeek-V3: 4 of 8); "
-                f"topk_group {groups} means no limit",
-            )
-        )
+        out.append(_topk_group_required(groups))
     elif _valid(have, "topk_group") and v.get("topk_group", 1) > groups:
         out.append(
             (
