@@ -461,17 +461,7 @@ def _read_inputs(sc: Scenario) -> tuple[Any, PlanInputs]:
         )
         # the prefill pool's inputs and, below the mode, the prefix cache's hit
         pool = _read_prefill_pool(sc, mode) | _prefix_inputs(c2, int(isl), mix)
-        price = c3.number_input(
-            "GPU-hour price ($)",
-            0.0,
-            10_000.0,
-            mix["price"],
-            key="plan_price",
-            placeholder="none",
-            format="%g",
-            help="US dollars one GPU costs an hour (yours: none is assumed): the answer adds "
-            "what a million output tokens cost at it (--gpu-hour-price). Empty or 0: none.",
-        )
+        price = _price_input(c3, mix["price"])
         reserve, engine_memory = _memory_inputs(sc)
         moe_backend = _moe_backend_input(sc)
         expert_dtype = _expert_dtype_input(sc) if moe else None
@@ -535,6 +525,22 @@ def _page_input(column: Any, sc: Scenario) -> int:
     own = model_page_size(sc.engine, sc.model, sc.device)
     key = f"plan_page_{sc.engine}_{sc.hardware}_{own}"
     return column.number_input("page size (tokens)", 1, 4096, own, key=key)
+
+
+def _price_input(column: Any, url_price: float | None) -> float | None:
+    """The GPU-hour price box (``mlacalc plan --gpu-hour-price``), empty by default: no price
+    is assumed; ``url_price``: the URL's ``price``."""
+    return column.number_input(
+        "GPU-hour price ($)",
+        0.0,
+        10_000.0,
+        url_price,
+        key="plan_price",
+        placeholder="none",
+        format="%g",
+        help="US dollars one GPU costs an hour (yours: none is assumed): the answer adds "
+        "what a million output tokens cost at it (--gpu-hour-price). Empty or 0: none.",
+    )
 
 
 def _prefix_hit_input(column: Any, url_hit: float = 0.0) -> float:
@@ -995,8 +1001,9 @@ def show_answer(result, load: Load | None, inputs: PlanInputs, label: str) -> No
         else f"{result.output_tokens_per_s_per_user:,.1f}",
         help="Output tokens per second one request receives.",
     )
-    if inputs.gpu_hour_price:  # the user's price (none assumed), as plan --gpu-hour-price
-        _show_price(rates[2], result.price(inputs.gpu_hour_price))
+    price = result.price(inputs.gpu_hour_price) if inputs.gpu_hour_price else None
+    if price is not None:  # the user's price (none assumed), as plan --gpu-hour-price
+        _show_price(rates[2], price)
     # a metric's value truncates ("memory band..."): label and value as text that wraps
     c[4].markdown(
         '<div style="font-size:0.875rem">binding</div>'

@@ -27,6 +27,7 @@ from mlacalc.render import (
     render_rows_csv,
     render_table,
 )
+from mlacalc.serving.price import check_price
 from mlacalc.serving.search_command import set_text
 from mlacalc.words import arguments
 from mlacalc.words.dtypes import DTYPE_BITS, KV_LAYOUTS, STATE_DTYPES, canonical_dtype
@@ -212,9 +213,7 @@ RATE = ArgumentType("rate", "request_rate", arguments.rate)
 #: the share of each prompt's tokens found cached (:func:`mlacalc.words.arguments.prefix_hit`)
 PREFIX_HIT = ArgumentType("fraction", "prefix_cache_hit", arguments.prefix_hit)
 #: US dollars a GPU-hour (:func:`mlacalc.serving.price.check_price`: the same words)
-GPU_HOUR_PRICE = ArgumentType(
-    "usd", "--gpu-hour-price", lambda name, v: arguments.rate(name, v, "US dollars per GPU-hour")
-)
+GPU_HOUR_PRICE = ArgumentType("usd", "--gpu-hour-price", check_price)
 
 
 def gpu_hour_price_option(f: Callable) -> Callable:

@@ -39,6 +39,9 @@ from mlacalc.words.errors import InvalidArgumentError
 
 #: the unit of a GPU-hour price, as the refusal of a bad one says it
 UNIT = "US dollars per GPU-hour"
+#: the highest price a GPU-hour taken: far above any GPU's, and low enough that no figure a
+#: plan prints from it overflows
+MAX_PRICE = 1e6
 
 
 def check_price(name: str, value: Any) -> float:
@@ -53,6 +56,11 @@ def check_price(name: str, value: Any) -> float:
     number = arguments.rate(name, value, UNIT) if value is not None else None
     if number is None:
         raise InvalidArgumentError(name, f"must be a positive finite number of {UNIT}; got None")
+    if number > MAX_PRICE:  # 1e308 a GPU-hour on 2 GPUs printed "$inf"
+        raise InvalidArgumentError(
+            name, f"must be at most {MAX_PRICE:,.0f} {UNIT} (a price of one GPU for an hour); "
+            f"got {number:g}"
+        )  # fmt: skip
     return number
 
 
@@ -139,46 +147,39 @@ def price_of(plan: Any, gpu_hour_usd: Any) -> Price | None:
     None where the plan timed no tokens (nothing fits)."""
     usd = check_price("gpu_hour_price", gpu_hour_usd)
     gpus = plan.gpus + plan.prefill_gpus
-    fleet = usd * gpus
-    rate = plan.output_tokens_per_s
-    if plan.isl is not None and rate:
-        osl, isl = plan.osl, plan.isl
-        per_s = rate / osl  # requests a second
-        basis = (
-            f"{rate:,.1f} output tokens/s served ({per_s:,.4g} requests/s of {isl:,} prompt "
-            f"and {osl:,} output tokens), prompts' passes included"
-        )
-        if not plan.sustainable:
-            basis += "; the deployment does not keep up with the offered load: what it serves"
-        pools: dict[str, float | None] = {}
-        if plan.mode == "disaggregated" and plan.prefill_gpus:
-            pools = {
-                "usd_per_million_input_tokens": per_million(usd, plan.prefill_gpus, per_s * isl),
-                "decode_pool_usd_per_million_output_tokens": per_million(usd, plan.gpus, rate),
-            }
-        return Price(
-            gpu_hour_usd=usd,
-            gpus=gpus,
-            fleet_usd_per_hour=fleet,
-            output_tokens_per_s=rate,
-            usd_per_million_output_tokens=per_million(usd, gpus, rate),
-            usd_per_million_tokens=per_million(usd, gpus, per_s * (isl + osl)),
-            usd_per_request=fleet / (per_s * 3600.0),
-            basis=basis,
-            **pools,
-        )
-    rate = plan.decode_tokens_per_s
+    served = plan.isl is not None and bool(plan.output_tokens_per_s)
+    rate = plan.output_tokens_per_s if served else plan.decode_tokens_per_s
     if not rate:
         return None
-    return Price(
-        gpu_hour_usd=usd,
-        gpus=gpus,
-        fleet_usd_per_hour=fleet,
-        output_tokens_per_s=rate,
-        usd_per_million_output_tokens=per_million(usd, gpus, rate),
-        basis=(
+    extra: dict[str, Any] = {}
+    if served:
+        osl, isl = plan.osl, plan.isl
+        per_s = rate / osl  # requests a second
+        extra = {
+            "usd_per_million_tokens": per_million(usd, gpus, per_s * (isl + osl)),
+            "usd_per_request": usd * gpus / (per_s * 3600.0),
+            "basis": f"{rate:,.1f} output tokens/s served ({per_s:,.4g} requests/s of "
+            f"{isl:,} prompt and {osl:,} output tokens), prompts' passes included"
+            + (
+                "; the deployment does not keep up with the offered load: what it serves"
+                if not plan.sustainable
+                else ""
+            ),
+        }
+        if plan.mode == "disaggregated" and plan.prefill_gpus:
+            extra["usd_per_million_input_tokens"] = per_million(usd, plan.prefill_gpus, per_s * isl)
+            extra["decode_pool_usd_per_million_output_tokens"] = per_million(usd, plan.gpus, rate)
+    else:
+        extra["basis"] = (
             f"{rate:,.1f} output tokens/s of decode-only steps at batch {plan.decode_batch:,} "
             "(no prompt's pass: a floor on what serving costs; a request mix, isl and osl, "
             "gives the served rate)"
-        ),
+        )
+    return Price(
+        gpu_hour_usd=usd,
+        gpus=gpus,
+        fleet_usd_per_hour=usd * gpus,
+        output_tokens_per_s=rate,
+        usd_per_million_output_tokens=per_million(usd, gpus, rate),
+        **extra,
     )
