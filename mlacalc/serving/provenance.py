@@ -441,16 +441,16 @@ ROUTE_ERRORS: dict[tuple[str, str], tuple[float, float, float]] = {
     ("trtllm", "H100-SXM"): (4.7, 15.1, 11.2),
     ("trtllm", "B200"): (5.3, 17.5, 10.2),
     ("sglang", "H100-SXM"): (5.1, 17.5, 10.9),
-    ("sglang", "B200"): (5.8, 19.3, 9.9),
+    ("sglang", "B200"): (5.7, 19.0, 9.9),
     ("vllm", "H100-SXM"): (4.9, 15.0, 10.8),
-    ("vllm", "B200"): (5.2, 16.7, 10.5),
+    ("vllm", "B200"): (5.2, 16.6, 10.5),
     ("trtllm", "A100-SXM-80GB"): (5.9, 20.0, 10.3),
 }
 
 #: The pooled p90 |error| (%) of the leave-one-device-out row each :data:`ROUTE_ERRORS` entry's
 #: third figure is the median of (the profile fitted on the key's device predicting the other
 #: device's tables; A100's: H100's tables from the A100 fit), from the same run of
-#: ``benchmarks/bench_timemodel.py --engines --loo-profile H100-SXM=fit-b200-sxm`` at 72681f5a
+#: ``benchmarks/bench_timemodel.py --engines --loo-profile H100-SXM=fit-b200-sxm`` at 950cdbc0
 #: whose medians README.md's per-engine table gives (its JSON: ``loo.pooled.p90_abs_error``),
 #: refreshed with ROUTE_ERRORS: the p90 a device predicted by datasheet ratios from that fit
 #: expects (:func:`prediction_route`)
@@ -460,7 +460,7 @@ ROUTE_LOO_P90: dict[tuple[str, str], float] = {
     ("sglang", "H100-SXM"): 32.5,
     ("sglang", "B200"): 30.2,
     ("vllm", "H100-SXM"): 43.6,
-    ("vllm", "B200"): 56.0,
+    ("vllm", "B200"): 56.1,
     ("trtllm", "A100-SXM-80GB"): 33.0,
 }
 
