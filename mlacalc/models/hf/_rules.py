@@ -50,3 +50,20 @@ def class_groups(v) -> int:
     at top-6, which 4 groups of 1 cannot hold)."""
     experts, k = v["n_routed_experts"], v.get("num_experts_per_tok") or 0
     return 8 if experts % 8 == 0 and 4 * (experts // 8) >= k else 1
+
+
+def class_group_defaults(config: str) -> dict[str, Default]:
+    """The group-limited routing fields a DeepSeek-V3-style class fills where a config leaves
+    them out (``config``: the class's name, ``"DeepseekV3Config"``): ``n_group`` by
+    :func:`class_groups`, ``topk_group`` 4 (at most ``n_group``), each said on stderr."""
+    return {
+        "n_group": Default(
+            f"{config} default", rule=class_groups, needs=("n_routed_experts",), warn=True
+        ),
+        "topk_group": Default(
+            f"{config} default",
+            rule=lambda v: min(4, v["n_group"]),
+            needs=("n_group",),
+            warn=True,  # the class's constant (at most the groups stated): said on stderr
+        ),
+    }

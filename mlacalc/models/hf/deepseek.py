@@ -8,7 +8,7 @@ from mlacalc.models.hf._layer_types import lift_text_config
 from mlacalc.models.hf._rules import (
     MLA_IGNORED,
     MLA_MOE_REQUIRED,
-    class_groups,
+    class_group_defaults,
     kv_heads_equal_heads,
 )
 from mlacalc.models.registry import Default, Family, register
@@ -35,18 +35,7 @@ _V3 = {
     "num_nextn_predict_layers": Default("DeepseekV3Config num_mtp_layers default", value=1),
     # group-limited routing: the class's 8 groups, a token's experts from 4 (at most n_group
     # where a config states fewer groups: the router's top-k of groups needs as many)
-    "n_group": Default(
-        "DeepseekV3Config default",
-        rule=class_groups,  # 1 where 8 groups of the experts, 4 a token, cannot route it
-        needs=("n_routed_experts",),
-        warn=True,
-    ),
-    "topk_group": Default(
-        "DeepseekV3Config default",
-        rule=lambda v: min(4, v["n_group"]),
-        needs=("n_group",),
-        warn=True,  # the class's constant (at most the groups stated): said on stderr
-    ),
+    **class_group_defaults("DeepseekV3Config"),
 }
 
 FAMILY = register(

@@ -9,7 +9,7 @@ from mlacalc.models.hf._layer_types import read_mlp_layer_types
 from mlacalc.models.hf._rules import (
     MLA_IGNORED,
     MLA_MOE_REQUIRED,
-    class_groups,
+    class_group_defaults,
     kv_heads_equal_heads,
 )
 from mlacalc.models.patterns import shared_indexer_layers
@@ -85,20 +85,7 @@ FAMILY = register(
                 index_head_dim=128,
                 index_topk=2048,
             )
-            | {
-                "n_group": Default(
-                    "DeepseekV32Config default",
-                    rule=class_groups,
-                    needs=("n_routed_experts",),
-                    warn=True,
-                ),
-                "topk_group": Default(
-                    "DeepseekV32Config default",
-                    rule=lambda v: min(4, v["n_group"]),
-                    needs=("n_group",),
-                    warn=True,
-                ),
-            },
+            | class_group_defaults("DeepseekV32Config"),
             "glm_moe_dsa": _class(
                 "GlmMoeDsaConfig",
                 q_lora_rank=2048,
