@@ -51,9 +51,12 @@ def tiny_gqa_moe():
 
 
 def tiny_mla_moe():
-    """DeepSeek-V3's layout (MLA, a first dense layer, MoE with a shared expert), tiny."""
+    """DeepSeek-V3's layout (MLA, a first dense layer, MoE with a shared expert), tiny; its 8
+    routing groups do not split 4 experts, so one group (no limit: the FLOPs do not see it)."""
     return _tiny(
         "deepseek-v3",
+        n_group=1,
+        topk_group=1,
         num_key_value_heads=4,
         kv_lora_rank=32,
         q_lora_rank=24,
