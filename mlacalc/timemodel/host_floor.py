@@ -300,7 +300,9 @@ HOST_FLOOR_S: dict[tuple[str, str, str, str, str, str], float] = {
     # 0.928 of its time; docs/time-model.md, "vLLM's block-scaled projections take
     # TensorRT-LLM's fit")
     (_B200, "vllm", _GEN, "FLASHMLA_SPARSE", _BF16, _BF16): 0.0001949,
-    (_B200, "vllm", _GEN, "FLASHMLA_SPARSE", _FP8B, _BF16): 0.0001925,
+    # (none for FlashMLA's group of fp8 block GEMMs and a bf16 cache, 0.1925 ms before vLLM's
+    # B200 fp8 block projections took vLLM's own DeepGEMM rate, 64b87a4d: its one-token
+    # kernels 0.929 of its time since, over HOST_BOUND_SHARE)
     # (FlashInfer's with fp8 block GEMMs and a bf16 cache, 0.152 ms, and FlashMLA's with nvfp4
     # GEMMs, 0.175 ms, have none since the decode top-k runs on every row,
     # cost.compressed.EVERY_DECODE_TOPK: their one-token kernels 0.97 and 0.95 of their time)
