@@ -190,35 +190,27 @@ class PlanInputs:
     gpu_hour_price: float | None = None
 
 
-#: the request mix's and targets' URL parameters: (key, widget key, default, low, high);
-#: TPOT's in ms as its box takes it; conc and price have no default (an empty box)
+#: the request mix's and targets' URL parameters: (key, default, low, high); TPOT's in ms as
+#: its box takes it; conc and price have no default (an empty box)
 MIX_URL = (
-    ("isl", "plan_isl", D.ISL, 1, 1 << 20),
-    ("osl", "plan_osl", D.OSL, 1, 1 << 20),
-    ("conc", "plan_conc", None, 1, 1 << 22),
-    ("ttft", "plan_ttft", D.TTFT_TARGET_S, 0.0, 600.0),
-    ("tpot", "plan_tpot", D.TPOT_TARGET_S * 1e3, 0.0, 10_000.0),
-    ("price", "plan_price", None, 0.0, 10_000.0),
-    ("hit", "plan_prefix_hit", 0.0, 0.0, 0.999),
-    ("shared", "plan_shared_prefix", 0, 0, (1 << 20) - 1),
+    ("isl", D.ISL, 1, 1 << 20),
+    ("osl", D.OSL, 1, 1 << 20),
+    ("conc", None, 1, 1 << 22),
+    ("ttft", D.TTFT_TARGET_S, 0.0, 600.0),
+    ("tpot", D.TPOT_TARGET_S * 1e3, 0.0, 10_000.0),
+    ("price", None, 0.0, 10_000.0),
+    ("hit", 0.0, 0.0, 0.999),
+    ("shared", 0, 0, (1 << 20) - 1),
 )
 
 
 def _url_mix(sc: Scenario) -> dict[str, Any]:
     """The URL's request mix, targets and GPU-hour price (each box's default where absent; a
     value out of its box's range clamped, a non-number refused, both said in a notice)."""
-    out: dict[str, Any] = {}
-    for key, _widget, default, lo, hi in MIX_URL:
-        seen = len(sc.url.notices)
-        read = sc.url.integer if isinstance(lo, int) else sc.url.number
-        value = read(key, -1 if default is None else default, lo, hi)  # -1: an empty box
-        out[key] = None if default is None and value == -1 else value
-        if out[key] is None:  # the notice says the empty box, not the stand-in -1
-            sc.url.notices[seen:] = [
-                re.sub(r"using -1(\.0)?\.$", "leaving the box empty.", n)
-                for n in sc.url.notices[seen:]
-            ]
-    return out
+    return {
+        key: (sc.url.integer if isinstance(lo, int) else sc.url.number)(key, default, lo, hi)
+        for key, default, lo, hi in MIX_URL
+    }
 
 
 def url_number(value: float | int) -> str:
@@ -238,7 +230,7 @@ def url_number(value: float | int) -> str:
 def _mix_to_url(values: dict[str, Any]) -> None:
     """The request mix, targets and price into the URL where they are not the boxes'
     defaults (a scenario is shared by its link), out of it where they are."""
-    for key, _widget, default, _lo, _hi in MIX_URL:
+    for key, default, _lo, _hi in MIX_URL:
         value = values[key]
         if value is not None and value != default and not (key == "price" and value == 0):
             st.query_params[key] = url_number(value)
@@ -960,8 +952,8 @@ def _show_price(column: Any, price: Any) -> None:
         help="The GPUs' hour at your price over the output tokens they serve an hour, the "
         "prompts' passes included (docs/serving.md, 'Cost at your GPU-hour price').",
     )
-    rows = {k: v for k, v in price.rows()[2:]}  # after the price and the figure above
-    column.caption("  \n".join(f"{k.strip()}: {v}" for k, v in rows.items()))
+    rows = price.rows()[2:]  # after the price given and the figure above
+    column.caption("  \n".join(f"{k.strip()}: {v}" for k, v in rows))
 
 
 def show_answer(result, load: Load | None, inputs: PlanInputs, label: str) -> None:

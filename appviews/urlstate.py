@@ -64,9 +64,9 @@ class UrlState:
             )
         return values[-1]
 
-    def integer(self, name: str, default: int, lo: int, hi: int) -> int:
+    def integer(self, name: str, default: int | None, lo: int, hi: int) -> int | None:
         """A whole number in [lo, hi]; outside it is clamped (either side, with a notice), a
-        non-number falls back to ``default``."""
+        non-number falls back to ``default`` (None: an empty box, said so)."""
         text = self._raw(name)
         if text is None:
             return default
@@ -77,7 +77,7 @@ class UrlState:
             if value is None:
                 self.notices.append(
                     f"URL parameter '{name}={text}' is not a whole number (or a size such as "
-                    f"128k); using {default:,}."
+                    f"128k); {_fallback(default, '{:,}')}."
                 )
                 return default
         if value < lo:
@@ -94,8 +94,9 @@ class UrlState:
             return hi
         return value
 
-    def number(self, name: str, default: float, lo: float, hi: float) -> float:
-        """A finite number in [lo, hi]; outside it is clamped, a non-number falls back."""
+    def number(self, name: str, default: float | None, lo: float, hi: float) -> float | None:
+        """A finite number in [lo, hi]; outside it is clamped, a non-number falls back to
+        ``default`` (None: an empty box, said so)."""
         text = self._raw(name)
         if text is None:
             return default
@@ -104,7 +105,9 @@ class UrlState:
         except ValueError:
             value = float("nan")
         if value != value or value in (float("inf"), float("-inf")):
-            self.notices.append(f"URL parameter '{name}={text}' is not a number; using {default}.")
+            self.notices.append(
+                f"URL parameter '{name}={text}' is not a number; {_fallback(default, '{}')}."
+            )
             return default
         if not lo <= value <= hi:
             clamped = min(hi, max(lo, value))
@@ -165,3 +168,9 @@ def _size(text: str) -> int | None:
         return SIZE.convert(text, None, None)
     except click.BadParameter:
         return None
+
+
+def _fallback(default: Any, fmt: str) -> str:
+    """What a URL value that does not parse falls back to, in a notice's words: ``using 2,000``,
+    or ``leaving the box empty`` for a box with no default (a price, the requests in flight)."""
+    return "leaving the box empty" if default is None else "using " + fmt.format(default)

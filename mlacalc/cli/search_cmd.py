@@ -565,7 +565,7 @@ def command(
         _emit_csv(result, all_points, stored, gpu_hour_price)
         _warn_of(result)  # on stderr, as the other formats say them (a trial's CSV had none)
         return
-    doc = result.to_dict(wall_time=not no_wall_time, all_points=all_points)
+    doc = _priced(result.to_dict(wall_time=not no_wall_time, all_points=all_points), gpu_hour_price)
     target = _throughput_target(result, doc, throughput, throughput_of, gpu_hour_price)
     if stored:  # a checkpoint's points name the dtype it stores, as plan's JSON
         doc["best"] = doc["best"] and with_stored_dtype(doc["best"], stored)
@@ -668,34 +668,32 @@ def _usd(p: dict[str, Any], price: float) -> float | None:
     return per_million(price, 1, rate) if rate else None
 
 
-def _priced(doc: dict, price: float | None) -> None:
-    """At a ``price`` a GPU-hour: the JSON's ``gpu_hour_price``, each point's
-    :data:`PRICE_KEY` (best, frontier, every point with --all) and the --throughput fleet's
-    dollars an hour; nothing without one."""
+def _priced(doc: dict, price: float | None) -> dict:
+    """``doc`` with, at a ``price`` a GPU-hour, the JSON's ``gpu_hour_price`` and each point's
+    :data:`PRICE_KEY` (best, frontier, every point with --all); as it is without one."""
     if price is None:
-        return
+        return doc
     doc["gpu_hour_price"] = price
     points = doc.get("points")  # a count, or every point's record with --all
     listed = points if isinstance(points, list) else []
     for p in [doc.get("best"), *doc.get("frontier", []), *listed]:
         if p:
             p[PRICE_KEY] = _usd(p, price)
-    if doc.get("throughput_target"):
-        doc["throughput_target"]["usd_per_hour"] = doc["throughput_target"]["gpus"] * price
+    return doc
 
 
 def _throughput_target(
     result, doc: dict, throughput, throughput_of: str, price: float | None = None
 ) -> dict | None:
     """--throughput's answer (``SearchResult.gpus_for``; None without a deployment meeting
-    the targets), put in ``doc`` as ``throughput_target`` without its point; None unasked.
-    Then, at a ``price`` a GPU-hour, ``doc``'s price keys (:func:`_priced`)."""
-    target = None
-    if throughput is not None:
-        best = result.best is not None
-        target = result.gpus_for(throughput, of=throughput_of) if best else None
-        doc["throughput_target"] = target and {k: v for k, v in target.items() if k != "point"}
-    _priced(doc, price)
+    the targets), put in ``doc`` as ``throughput_target`` without its point, with its GPUs'
+    dollars an hour (``usd_per_hour``) at a ``price`` a GPU-hour; None unasked."""
+    if throughput is None:
+        return None
+    target = result.gpus_for(throughput, of=throughput_of) if result.best is not None else None
+    doc["throughput_target"] = target and {k: v for k, v in target.items() if k != "point"}
+    if target and price is not None:
+        doc["throughput_target"]["usd_per_hour"] = target["gpus"] * price
     return target
 
 
