@@ -262,7 +262,8 @@ def test_a_served_step_runs_the_mapped_module_rule(phase, heads):
 def test_sglang_b200_dsa_decode_core_runs_between_the_absorption_bmms():
     """SGLang's B200 DSA decode core on the plain latent decode class takes the absorbed
     chain's saving (dsa_time.DSA_DECODE_CHAIN: mla_time.CHAIN_SAVING_S), in a served step and
-    in its module rows alike; TensorRT-LLM's B200 core and SGLang's H100 one do not."""
+    in its module rows alike; TensorRT-LLM's B200 core and SGLang's H100 one do not. Its module
+    rows run SGLang's own kernels before the call (dsa_time.DSA_DECODE_PRE_KERNELS)."""
     from mlacalc.timemodel.dsa_time import dsa_decode_chain
     from mlacalc.timemodel.mla_time import chain_saving_s
 
@@ -282,6 +283,18 @@ def test_sglang_b200_dsa_decode_core_runs_between_the_absorption_bmms():
     trt = _mapped_row("b200_sxm", "trtllm", "dsa_generation_module_perf", "mla_decode",
                       num_heads=16, batch_size=8, step=1024, kv_cache_dtype="fp8")  # fmt: skip
     assert trt.shape["absorbed_chain"][0] == 0
+    # its kernels before the call (dsa_time.DSA_DECODE_PRE_KERNELS): one fused RoPE + fp8
+    # quantize + write with an fp8 cache, three with a bf16 one; TensorRT-LLM's the default
+    from mlacalc.timemodel.dsa_time import dsa_decode_pre_kernels
+
+    assert mapped.shape["pre_kernels"][0] == 1
+    assert dsa_decode_pre_kernels("sglang", "tcgen05", np.array([True, False])).tolist() == [1, 3]
+    assert trt.shape["pre_kernels"][0] == 0
+    on = {**mapped.shape, "rope_kernel": np.ones(1)}
+    two = dataclasses.replace(mapped, shape={**on, "pre_kernels": np.full(1, 2.0)})
+    one = dataclasses.replace(mapped, shape=on)
+    launch = predict_batch(two, hw, prof)[0] - predict_batch(one, hw, prof)[0]
+    assert launch == pytest.approx(2e-6, rel=0.5)  # one launch_s less
 
 
 def _mapped_row(system: str, engine: str, table: str, part: str, **match):

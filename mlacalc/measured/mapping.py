@@ -146,6 +146,7 @@ from mlacalc.timemodel.dsa_time import (
     absorbed_prompt_core,
     causal_picks,
     dsa_decode_chain,
+    dsa_decode_pre_kernels,
     gen_sparse_variant,
     kv_cache_walk,
     sparse_small_units,
@@ -2818,6 +2819,8 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
         # the plain class's call between the absorption BMMs (dsa_time.DSA_DECODE_CHAIN)
         kgen = device_figures(load_hardware(t.system)).kernel_generation
         chain = float(dsa_decode_chain(t.engine, kgen))
+        # the engine's own kernels before the call (dsa_time.DSA_DECODE_PRE_KERNELS)
+        pre_k = dsa_decode_pre_kernels(t.engine, kgen, kvd == "fp8")
         b.add_by_dtype("mla_decode", "mla_decode", dt[sp], r,
                        flops[sp], nbytes[sp], variant=_core_variant(walks, own, False)[sp],
                        batch=bs[sp], q_len=1, kv_len=kv[sp], n_heads=hk[sp], n_kv=1,
@@ -2826,7 +2829,7 @@ def _dsa_module_table(t: MeasuredTable, b: _Builder, reason: np.ndarray, *, cont
                        operand_reads=kern["operand_reads"], preprocess_bytes=pre[sp],
                        rope_elements=(tok * (h + 1) * g["rope"])[sp],
                        unit_heads=np.where(walks, own_unit, 0.0)[sp],
-                       absorbed_chain=chain)  # fmt: skip
+                       absorbed_chain=chain, pre_kernels=pre_k[sp])  # fmt: skip
     reason[np.char.startswith(gt, "?")] = "unknown_dtype"
     # eager past a CUDA graph; a prompt past LONG_CACHE_TOKENS its long-context group
     labels = floor_sources(t.system, t.engine, t.table, src, bs, t.column("step"),

@@ -29,6 +29,7 @@ __all__ = [
     "DECODE_SPARSE_VARIANT",
     "DENSE_PROMPT",
     "DSA_DECODE_CHAIN",
+    "DSA_DECODE_PRE_KERNELS",
     "EVERY_SLOT_PROMPT",
     "FLASHINFER_WIDE_PICKS",
     "FLASHINFER_WIDE_TOKENS",
@@ -40,6 +41,7 @@ __all__ = [
     "absorbed_prompt_core",
     "causal_picks",
     "dsa_decode_chain",
+    "dsa_decode_pre_kernels",
     "engine_dsa_kernel",
     "gen_sparse_variant",
     "kv_cache_walk",
@@ -148,6 +150,34 @@ ONE_SPARSE_KERNEL = frozenset({"vllm"})
 #: (why the two engines' modules differ there the tables do not say); see docs/time-model.md
 #: ("The absorbed decode chain on Blackwell").
 DSA_DECODE_CHAIN = frozenset({("sglang", "tcgen05")})
+
+#: ``(engine, kernel generation)`` -> the kernels before a DSA decode call's attention (RoPE and
+#: the latent row's cache write, with an fp8 cache the query's quantization) by the cache's
+#: dtype, where the engine's count is not the MLA decode class's default (one, and one more
+#: for an fp8 cache's q: TensorRT-LLM's ``mla_rope_generation`` and its q quantization).
+#: SGLang on Blackwell, from recall: with an fp8 cache it runs RoPE, the q quantization and
+#: the latent write as one FlashInfer kernel (``mla_rope_quantize_fp8``) before
+#: TensorRT-LLM-gen's MLA kernel; with a bf16 cache the RoPE, the concatenation of the query's
+#: latent and RoPE parts and the cache write (``set_kv_buffer``) are three kernels. Evidence,
+#: SGLang's B200 ``dsa_generation_module_perf`` rows, the bf16 cache's time less the fp8
+#: cache's at the same shape (median over cached lengths, 1 to 64 sequences): 4-13 us at
+#: every head count (8 heads: 4.3 us at one sequence, 6.5-9.7 at 2-64; the indexer path
+#: 8.0-10.7), even at one cached key, where the classes gave 0.5-1.6 us (the fp8 cache's one
+#: more kernel against its fewer bytes); TensorRT-LLM's own B200 rows of the same kernel
+#: differ by -2 to +3 us up to 64 sequences, as the classes give. A served step times RoPE
+#: and the append as kernels of its own (``rope_kernel`` 0), so this is the module rows'
+#: alone.
+DSA_DECODE_PRE_KERNELS = {("sglang", "tcgen05"): {"fp8": 1.0, "bf16": 3.0}}
+
+
+def dsa_decode_pre_kernels(engine: str, generation: str, fp8: np.ndarray) -> np.ndarray:
+    """Per row the kernels before ``engine``'s DSA decode attention on a ``generation``
+    device (:data:`DSA_DECODE_PRE_KERNELS`), ``fp8`` the rows with an fp8 cache; 0 where the
+    class's default count holds."""
+    own = DSA_DECODE_PRE_KERNELS.get((engine, generation))
+    if own is None:
+        return np.zeros(np.shape(fp8))
+    return np.where(fp8, own["fp8"], own["bf16"])
 
 
 def dsa_decode_chain(engine: str, generation: str) -> bool:

@@ -767,10 +767,13 @@ def _mla_decode_side_kernels(
     # attention: ``launch_s`` each and their bytes (``preprocess_bytes``) streamed at the
     # class's bandwidth, not hidden behind the attention's work. ``rope_kernel`` 0: the caller
     # times RoPE and the append as kernels of its own, as a model step does (the measured
-    # rows include them, the default)
+    # rows include them, the default). ``pre_kernels``: the engine's own count of them, where
+    # a row gives one (SGLang's Blackwell DSA decode: dsa_time.DSA_DECODE_PRE_KERNELS)
     pre_bytes = col(batch, "preprocess_bytes", 0)
     rope = col(batch, "rope_kernel", 1) > 0
     pre_kernels = np.where(convert, 1.0, 1.0 + float(batch.dtype.startswith("fp8")))
+    given = col(batch, "pre_kernels", 0)
+    pre_kernels = np.where(given > 0, given, pre_kernels)
     pre = np.where(
         rope,
         prm["launch_s"] * pre_kernels + pre_bytes / (prm["eff_memory"] * fig.hbm_bytes_per_s),

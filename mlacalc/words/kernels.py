@@ -61,7 +61,9 @@ measured-set mapping, :mod:`mlacalc.measured.mapping`, sets them as the row was 
   attention: SGLang's Hopper kernels); ``mla_decode`` also ``wrapper_row_head_s`` (the engine's
   seconds a query row and head beyond the kernel: vLLM's FlashInfer MLA on B200) and
   ``absorbed_chain`` (1 = the call runs between the absorption BMMs, as a module row or a
-  served step runs it);
+  served step runs it) and ``pre_kernels`` (the kernels of the RoPE + latent-append step
+  before the attention, where the engine's own count differs from the class's default: one,
+  and one more for an fp8 cache's q);
 - ``moe``: ``assignments`` ((token, expert) pairs on the rank), ``alpha`` (power-law routing
   exponent, 0 = balanced), ``experts_total``, ``ep``, ``tp``;
 - ``quantize``: ``group``, ``passes``, ``write`` (0 = computes the scale only);
