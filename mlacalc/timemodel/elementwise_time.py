@@ -207,6 +207,21 @@ TOKEN_CTA_THREADS = 256
 #: Threads of one warp: a CTA of one warp reduces its token's maximum by the warp's shuffles.
 WARP_THREADS = 32
 
+#: The p of the p-norm over which each of vLLM's two per-token quantize calls (the amax table's
+#: dynamic and static ones) overlaps its CTAs' waits (``unit_latency_s`` each CTA an SM runs in
+#: turn, and the dynamic call's reductions, :func:`token_reduce_share`) with its traffic: a
+#: CTA waiting on its barrier while the SM's other CTAs stream. The table is the difference of
+#: the two overlapped calls, so the dynamic call's reductions hide where the static call is
+#: bound by its traffic: H100's difference at 16,384 tokens falls with k as the static call's
+#: bytes grow (14.1, 8.5, 5.7, 2.3 us at k = 1,024, 2,048, 3,072, 4,096, against 19, 36, 52,
+#: 68 us of static call), where the waits added after the traffic read 13-17 us (to +640%).
+#: The dynamic call fits a 2-norm (16,384 tokens: a wait of about 27 us and the static call's
+#: traffic, 17-68 us, give 32, 43, 58, 73 us against 33, 44, 57.5, 70.6 measured). Chosen, not
+#: fitted: the class refitted at p = 1.5 / 2 / 3 reads H100 6.8% / 6.7% / 9.9% median (p90
+#: 27.0 / 27.6 / 52.8%), B200 7.1 / 6.5 / 6.5% (48.0 / 48.7 / 49.6%); the waits added after
+#: the traffic (before) 7.7% / 29.2% and 7.6% / 50.3%.
+AMAX_WAIT_NORM = 2.0
+
 
 def token_reduce_share(row: np.ndarray) -> np.ndarray:
     """The share of a full CTA's wait that the dynamic per-token call adds for each CTA an SM
@@ -373,7 +388,22 @@ def _token_amax(batch, fig, prm, rows, bw, l2_bw) -> np.ndarray:
     static = np.maximum(hbm + share * 2.0 * e / l2_bw, 3.0 * e / l2_bw)
     reread = missed * 2.0 * e * ((1.0 - share) / bw + share / l2_bw)
     dynamic = np.maximum(hbm + share * 2.0 * e / l2_bw + reread, 5.0 * e / l2_bw)
-    return dynamic - static
+    return static, dynamic
+
+
+def _overlapped_amax(batch, fig, rows, lat, static_mem, dynamic_mem) -> np.ndarray:
+    """vLLM's amax table as the difference of its two calls, each its traffic (``static_mem``,
+    ``dynamic_mem``: :func:`_token_amax`) and its CTAs' waits overlapped
+    (:data:`AMAX_WAIT_NORM`): the static call's CTAs an SM, ``lat`` each, one after another; the
+    dynamic call's those and its reductions, an SM's first CTA's whole and each later one its
+    CTA's share (:func:`token_reduce_share`; none for one warp). The reductions hide where the
+    static call streams, not added after the traffic."""
+    row = col(batch, "elements", 0) / np.maximum(rows, 1.0)
+    per_sm = np.maximum(np.ceil(rows / fig.sm_count), 1.0)
+    reductions = (1.0 + (per_sm - 1.0) * token_reduce_share(row)) * lat
+    static_wait = per_sm * lat
+    dynamic = combine(dynamic_mem, static_wait + reductions, AMAX_WAIT_NORM)
+    return dynamic - combine(static_mem, static_wait, AMAX_WAIT_NORM)
 
 
 def streaming_terms(
@@ -436,7 +466,8 @@ def streaming_terms(
         l2_bw = np.minimum(l2_bw, cta)
     memory = (batch.bytes - resident) / bw + resident / l2_bw
     if batch.kind == "quantize" and batch.variant == "amax" and (rows > 0).any():
-        memory = np.where(rows > 0, _token_amax(batch, fig, prm, rows, bw, l2_bw), memory)
+        static_mem, dynamic_mem = _token_amax(batch, fig, prm, rows, bw, l2_bw)
+        memory = np.where(rows > 0, dynamic_mem - static_mem, memory)
     if batch.variant in WARM_TOPK_VARIANTS:
         # a warm top-k call finds its logits (and indices) in the L2 while they fit in the
         # share of it a kernel's operands keep (the quantize rule), read ``l2_speedup`` times
@@ -485,16 +516,14 @@ def streaming_terms(
         memory = combine(memory, rows / fig.sm_count * lat * scalar, CTA_WALK_NORM)
         rows = np.zeros(len(batch))
     wait = per_cta ** prm.get("slot_wait", 0.0)
-    if batch.kind == "quantize" and batch.variant == "amax":
+    if batch.kind == "quantize" and batch.variant == "amax" and (rows > 0).any():
         # vLLM's amax table is the dynamic per-token call less the static one: the static
         # call's CTAs wait as the dynamic one's do, which adds the reduction of each token's
-        # maximum across its CTA's warps; an SM's first CTA waits it whole (nothing to hide
-        # behind: rows of one CTA an SM as before), each later one its CTA's share
-        # (:func:`token_reduce_share`; none for one warp)
-        row = col(batch, "elements", 0) / np.maximum(rows, 1.0)
-        per_sm = np.maximum(np.ceil(rows / fig.sm_count), 1.0)
-        later = 1.0 + (per_sm - 1.0) * token_reduce_share(row)
-        wait = wait * np.where(rows > 0, later / per_sm, 1.0)
+        # maximum across its CTA's warps; each call's waits overlap its traffic, so the row
+        # is the difference of the two overlapped calls (no wait added after it)
+        both = _overlapped_amax(batch, fig, rows, lat, static_mem, dynamic_mem)
+        memory = np.where(rows > 0, both, memory)
+        wait = np.where(rows > 0, 0.0, wait)
     extra = extra + np.where(rows > 0, np.ceil(rows / fig.sm_count), 0.0) * lat * wait
     # TensorRT-LLM's decode top-k rows of a few keys past the top-k (``near_rows``,
     # cost.compressed.NEAR_TOPK_KEYS): ``near_topk_s`` a wave of them over the SMs
