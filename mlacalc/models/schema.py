@@ -806,7 +806,13 @@ class ModelConfig:
         (unquantized)."""
         if self.quantization_config is None:
             return None
-        return scheme_of(self.quantization_config, self.origin)
+        # read once a model: a search asks it some 20,000 times (its fields are frozen; the
+        # scheme is a frozen dataclass, kept beside the fields, not one of them)
+        kept = self.__dict__.get("_quantization")
+        if kept is None:
+            kept = scheme_of(self.quantization_config, self.origin)
+            self.__dict__["_quantization"] = kept
+        return kept
 
     @property
     def is_mla(self) -> bool:

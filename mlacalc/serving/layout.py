@@ -576,13 +576,18 @@ def _fullest_stage(
     m: ModelConfig, lay: Layout, include_mtp: bool
 ) -> tuple[dict[str, Fraction], range, bool]:
     """:func:`weight_breakdown`'s parts (exact), the layers of that stage, and whether it is
-    the last (the one that holds the MTP layers)."""
-    best: tuple[dict[str, Fraction], range, bool] | None = None
-    for stage in _stages(m, lay, include_mtp):
-        if best is None or sum(stage[0].values()) > sum(best[0].values()):
-            best = stage
-    assert best is not None
-    return best
+    the last (the one that holds the MTP layers). Remembered as :func:`stage_breakdowns`
+    is (a plan asks it for each weight dtype it sizes; the parts are read, never changed)."""
+
+    def fullest() -> tuple[dict[str, Fraction], range, bool]:
+        best: tuple[dict[str, Fraction], range, bool] | None = None
+        for stage in _stages(m, lay, include_mtp):
+            if best is None or sum(stage[0].values()) > sum(best[0].values()):
+                best = stage
+        assert best is not None
+        return best
+
+    return _remembered(_FULLEST, _BREAKDOWNS_KEPT, m, (lay, include_mtp), fullest)
 
 
 def stage_breakdowns(
@@ -622,6 +627,8 @@ def _remembered(memory: dict, most: int, m: ModelConfig, args: tuple, compute: A
 #: :func:`stage_breakdowns`' memory: (id(model), layout, include_mtp) -> (model, stages); the
 #: model kept so that its id is not reused while the entry lives
 _BREAKDOWNS: dict[tuple, tuple] = {}
+#: :func:`_fullest_stage`'s memory, alike
+_FULLEST: dict[tuple, tuple] = {}
 _BREAKDOWNS_KEPT = 512
 
 

@@ -847,8 +847,21 @@ def _stored_formats(m: ModelConfig, weight_dtype: str | None) -> dict[str, str]:
     stored (no ``weight_dtype``; else none)."""
     if weight_dtype is not None or not checkpoint_stored(m):
         return {}
-    stored = component_precision(m)
-    return {c: f for c in stored.weights if (f := stored.format_of(c)) is not None}
+    # read once a model (a sweep of plans asks it each time), each call its own dict; the
+    # model kept beside its formats so that its id is not reused while the entry lives
+    kept = _STORED.get(id(m))
+    if kept is None or kept[0] is not m:
+        stored = component_precision(m)
+        formats = {c: f for c in stored.weights if (f := stored.format_of(c)) is not None}
+        if len(_STORED) >= _STORED_KEPT:
+            _STORED.pop(next(iter(_STORED), None), None)
+        kept = _STORED[id(m)] = (m, formats)
+    return dict(kept[1])
+
+
+#: :func:`_stored_formats`' memory: id(model) -> (model, formats), its last 64 models
+_STORED: dict[int, tuple] = {}
+_STORED_KEPT = 64
 
 
 def _vendor_warnings(hw: HardwareSpec, engine: str, components: dict[str, str]) -> tuple[str, ...]:

@@ -2045,7 +2045,8 @@ def setup_of(p: dict[str, Any]) -> tuple:
     """What :func:`refine` keeps of a seed point: its mode, decode GPUs, layout (with its
     redundant experts), dtypes and overlap (its batches, chunk budgets and prefill pools are
     timed again)."""
-    comps = tuple(sorted((p.get("component_dtypes") or {}).items()))
+    comps = p.get("component_dtypes")
+    comps = tuple(sorted(comps.items())) if comps else ()
     layout = (p["tp"], p["dp"], p["pp"], p["ep"], p["dp_attention"], p["redundant_experts"])
     return (p["mode"], p["decode_gpus"], layout, p["kv_dtype"], p["weight_format"], comps,
             p["overlap"])  # fmt: skip
