@@ -78,6 +78,18 @@ def test_quick_preset_through_the_cli(tmp_path, capsys):
     # a fresh run has every column, and the host's speed measured before each timed point
     assert list(rows[0]) == list(CSV_FIELDS)
     assert all(float(r["launch_latency_s"]) > 0 for r in rows if r["status"] == "ok")
+    # each dtype's ceilings sized to its own rate, the sizes recorded
+    ceilings = meta["ceilings"]
+    sizes = ceilings["matmul_n_by_dtype"]
+    assert set(sizes) == set(ceilings["matmul_flops_per_s"]) == {"fp32", "bf16"}
+    assert all(512 <= n <= 2048 for n in sizes.values()) and ceilings["matmul_n"] == max(
+        sizes.values()
+    )
+    for sweep in ceilings["gemm_m_sweep"].values():
+        assert (
+            sweep["n"] == 4096
+            and sweep["m"] == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512][: len(sweep["m"])]
+        )
 
 
 @pytest.mark.slow
@@ -250,6 +262,26 @@ def test_timer_statistics():
         lambda i: calls.append(i), torch.device("cpu"), warmup=2, repeats=6, max_seconds=10
     )
     assert len(times) == 6 and calls == [0, 1, 0, 1, 2, 3, 4, 5]
+
+
+def test_a_ceilings_matmul_is_sized_to_the_devices_rate():
+    """The square matmul doubles from ``start`` while the next call (8x the work) stays within
+    the call's time: a fast device reaches the largest size (a GPU's 8192, as before), a slow
+    one stops at the floor, and no size passes the largest."""
+    made = []
+
+    def make(n):
+        made.append(n)
+        return torch.ones(n, n), torch.ones(n, n)
+
+    cpu = torch.device("cpu")
+    assert runner.sized_matmul(cpu, make, largest=64, floor=16, call_seconds=1e9, start=8)[0] == 64
+    assert made == [8, 16, 32, 64]
+    made.clear()
+    n, seconds = runner.sized_matmul(cpu, make, largest=64, floor=16, call_seconds=0, start=8)
+    assert n == 16 and made == [8, 16] and seconds > 0
+    assert runner.sized_matmul(cpu, make, largest=24, floor=16, call_seconds=1e9, start=8)[0] == 24
+    assert runner._ceiling_warmup(0.2) == 1 and runner._ceiling_warmup(1e-3) == 2
 
 
 def test_preallocated_cache_matches_growing_cache():

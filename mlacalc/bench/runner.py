@@ -317,32 +317,92 @@ def timing_stats(times: list[float]) -> dict:
     }
 
 
-def measure_ceilings(device: torch.device, dtypes: Iterable[str]) -> dict:
+#: the longest one call of a ceiling's product should take (seconds): each ceiling's size is
+#: picked from the device's own rate so that a slow device (a CPU's bf16 without bf16
+#: instructions: about 1.2 GFLOP/s a thread) does not wait minutes for a figure
+CEILING_CALL_SECONDS = 0.2
+#: the square matmul's side: its largest (a fast device's, which these sizes always reach) and
+#: the floor kept however slow the device (a product still far beyond the caches' tiles)
+MATMUL_N = {"cuda": 8192, "cpu": 2048}
+MATMUL_N_FLOOR = 512
+#: a call at least this long is warmed up once, not twice (the first call's setup is paid once)
+LONG_CALL_SECONDS = 0.05
+
+
+def sized_matmul(
+    device: torch.device,
+    make: Callable[[int], tuple[torch.Tensor, torch.Tensor]],
+    *,
+    largest: int,
+    floor: int = MATMUL_N_FLOOR,
+    call_seconds: float = CEILING_CALL_SECONDS,
+    start: int = 256,
+) -> tuple[int, float]:
+    """The side ``n`` of a square matmul sized to the device's own rate, and one call's seconds
+    at it: products of side ``start``, then doubled, each called twice (the second timed),
+    while the next doubling's call (8x the work) is estimated within ``call_seconds`` and
+    ``largest`` is not reached; never below ``floor`` (also when a call is long). The calls
+    at the chosen size are its warm-up."""
+    n = start
+    while True:
+        a, b = make(n)
+        torch.matmul(a, b)
+        synchronize(device)
+        t0 = time.perf_counter()
+        torch.matmul(a, b)
+        synchronize(device)
+        seconds = time.perf_counter() - t0
+        if n >= largest or (n >= floor and 8 * seconds > call_seconds):
+            return n, seconds
+        n = min(2 * n, largest)
+
+
+def _ceiling_warmup(call_seconds: float) -> int:
+    """Warm-up calls before a ceiling's timed calls: two, one when a call is long."""
+    return 1 if call_seconds >= LONG_CALL_SECONDS else 2
+
+
+def measure_ceilings(
+    device: torch.device, dtypes: Iterable[str], *, call_seconds: float = CEILING_CALL_SECONDS
+) -> dict:
     """A large matmul per dtype (FLOP/s), a large matrix-vector product per dtype (bytes of the
-    matrix per second), a large copy (bytes/s, read + write), on a CPU the first touch of a
-    fresh output (bytes/s) and a trivial op's latency (s)."""
+    matrix per second), a sweep of [M x n] @ [n x n] GEMMs per dtype, a large copy (bytes/s,
+    read + write), on a CPU the first touch of a fresh output (bytes/s) and a trivial op's
+    latency (s).
+
+    Each dtype's products are sized to its own rate (:func:`sized_matmul`): the square matmul
+    grows from 256 a side until one call would pass ``call_seconds`` (at most 8192 on CUDA,
+    2048 on a CPU; at least 512), and the GEMM sweep stops at the M whose call, at that rate,
+    would pass it (its first M always kept; beyond its last M the reader extrapolates in
+    proportion to M). The sizes used are recorded (``matmul_n_by_dtype``; ``matmul_n`` the
+    largest, as sets measured before it had one number for every dtype)."""
     gen = torch.Generator(device="cpu").manual_seed(7)
-    out: dict = {"matmul_flops_per_s": {}, "matmul_n": None}
-    n = 8192 if device.type == "cuda" else 2048
-    out["matmul_n"] = n
+    out: dict = {"matmul_flops_per_s": {}, "matmul_n": None, "matmul_n_by_dtype": {}}
+    out["ceiling_call_seconds"] = call_seconds
+    largest = MATMUL_N["cuda" if device.type == "cuda" else "cpu"]
     for dt in dtypes:
-        sets = [
-            (
-                torch.randn(n, n, generator=gen).to(device, TORCH_DTYPES[dt]),
-                torch.randn(n, n, generator=gen).to(device, TORCH_DTYPES[dt]),
+
+        def square(side, dt=dt):
+            return tuple(
+                torch.randn(side, side, generator=gen).to(device, TORCH_DTYPES[dt])
+                for _ in range(2)
             )
-            for _ in range(2)
-        ]
+
+        n, probe = sized_matmul(device, square, largest=largest, call_seconds=call_seconds)
+        sets = [square(n) for _ in range(2)]
         t = timing_stats(
             time_fn(
                 lambda i, sets=sets: torch.matmul(*sets[i % 2]),
                 device,
-                warmup=2,
+                warmup=_ceiling_warmup(probe) - 1,  # the probe's calls warmed this size up
                 repeats=10,
-                max_seconds=10,
+                max_seconds=1,
             )
         )
         out["matmul_flops_per_s"][dt] = 2 * n**3 / t["median_s"]
+        out["matmul_n_by_dtype"][dt] = n
+        del sets
+    out["matmul_n"] = max(out["matmul_n_by_dtype"].values(), default=None)
     # a matrix-vector product streaming a large matrix: the bandwidth a matmul achieves on its
     # operand (decode-time projections are such products)
     out["gemv_bytes_per_s"] = {}
@@ -363,28 +423,31 @@ def measure_ceilings(device: torch.device, dtypes: Iterable[str]) -> dict:
         )
         out["gemv_bytes_per_s"][dt] = mats[0].nbytes / t["median_s"]
     # GEMMs [M x n] @ [n x n] from a matrix-vector product to a square-ish product: the time a
-    # projection of M tokens takes, whose skinniness no datasheet peak accounts for
+    # projection of M tokens takes, whose skinniness no datasheet peak accounts for; up to the M
+    # whose call passes call_seconds at the dtype's measured matmul rate
     out["gemm_m_sweep"] = {}
     n = 8192 if device.type == "cuda" else 4096
     ms = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512] + (
         [1024, 2048, 4096] if device.type == "cuda" else []
     )
     for dt in dtypes:
+        rate = out["matmul_flops_per_s"][dt]
+        kept = [m for m in ms if m == ms[0] or 2 * m * n * n / rate <= call_seconds]
         mats = [torch.randn(n, n, generator=gen).to(device, TORCH_DTYPES[dt]) for _ in range(2)]
         seconds = []
-        for m in ms:
+        for m in kept:
             xs = [torch.randn(m, n, generator=gen).to(device, TORCH_DTYPES[dt]) for _ in range(2)]
             t = timing_stats(
                 time_fn(
                     lambda i, xs=xs, mats=mats: torch.nn.functional.linear(xs[i % 2], mats[i % 2]),
                     device,
-                    warmup=2,
+                    warmup=_ceiling_warmup(2 * m * n * n / rate),
                     repeats=10,
-                    max_seconds=3,
+                    max_seconds=1,
                 )
             )
             seconds.append(t["median_s"])
-        out["gemm_m_sweep"][dt] = {"n": n, "m": ms, "seconds": seconds}
+        out["gemm_m_sweep"][dt] = {"n": n, "m": kept, "seconds": seconds}
     elements = (1 << 29) if device.type == "cuda" else (1 << 26)  # 2 GiB / 256 MiB of fp32
     src = torch.randn(elements, generator=gen).to(device)
     dst = torch.empty_like(src)
