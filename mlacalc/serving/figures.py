@@ -8,7 +8,7 @@ load of a disaggregated one from the same step figures.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -30,6 +30,7 @@ __all__ = [
     "chunk_load",
     "chunked_figures",
     "closed_loop",
+    "decode_step",
     "draft_seconds",
     "in_progress",
     "micro_batch_prompts",
@@ -77,6 +78,9 @@ class MixTiming:
     #: synced groups idle (their experts see this prompt alone, where ``t_pf[1]`` has every
     #: group pass a prompt); disaggregated, ``t_pf[1]``
     prefill_alone: float = 0.0
+    #: the decode steps timed so far, by sequences a micro-batch (:func:`decode_step`): a plan
+    #: asks the same step again (its load's solver, then its record)
+    decode_steps: dict[float, StepTimes] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -240,9 +244,20 @@ def _decode_step(mix: MixTiming, B: float, mb: float) -> tuple[StepTimes, float]
     """The decode step at ``B`` per group in ``mb`` micro-batches, and its time with the MTP
     module's drafts (one layer per draft token)."""
     req, sm, lay = mix.req, mix.sm, mix.req.lay
-    dec = sm.step(overlap=req.overlap, dec_B=B / mb, dec_q=mix.q, dec_S=mix.S_avg)
+    dec = decode_step(mix, B / mb)
     t_step = lay.pp * float(dec.stage_seconds[0])
     return dec, t_step + draft_seconds(sm, req.mtp_tokens, B / mb, mix.S_avg)
+
+
+def decode_step(mix: MixTiming, micro: float) -> StepTimes:
+    """The decode pool's step of ``micro`` sequences a micro-batch at the mix's mean context,
+    timed once a mix (the same figures each time it is asked; read, never changed)."""
+    key = float(micro)
+    dec = mix.decode_steps.get(key)
+    if dec is None:
+        dec = mix.sm.step(overlap=mix.req.overlap, dec_B=micro, dec_q=mix.q, dec_S=mix.S_avg)
+        mix.decode_steps[key] = dec
+    return dec
 
 
 def draft_seconds(sm: StepModel, drafts: int, B: float, S: float) -> float:

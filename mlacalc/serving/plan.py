@@ -137,6 +137,7 @@ from mlacalc.serving.disaggregated import disaggregated_load
 from mlacalc.serving.figures import (
     chunk_capacity,
     closed_loop,
+    decode_step,
     draft_seconds,
     mix_timing,
     open_loop,
@@ -1772,7 +1773,7 @@ def serving_record(
         rate = min(rate, mix.pf_capacity * osl)
     B_run = max(load.running / lay.dp, 1.0)
     micro = B_run / min(lay.pp, B_run)
-    dec = mix.sm.step(overlap=req.overlap, dec_B=micro, dec_q=mix.q, dec_S=mix.S_avg)
+    dec = decode_step(mix, micro)  # the load's own step, timed once
     links = links_seconds(dec.kernels, f["comm"], req.overlap)
     bound = step_bound(req.hw, dec.kernels, f["compute"], f["comm"], req.overlap, links)
     # the decode step's kernels and the prompt's prefill (TTFT depends on both), on the GPUs
