@@ -666,8 +666,11 @@ FP4_WORDS = (
 def _expert_dtype_input(sc: Scenario) -> str | None:
     """The routed experts' weight format (``mlacalc plan --expert-dtype``; URL ``experts``),
     None to keep the other weights' (the sidebar's weight dtype, or the checkpoint's)."""
-    url = sc.url.choice("experts", list(EXPERT_DTYPES[1:]), "as the weights", "expert dtype")
-    url = "" if url == "as the weights" else url
+    # a bad URL value's notice reads "using the other weights' format" (was "using as the
+    # weights", a trial found it garbled)
+    same = "the other weights' format"
+    url = sc.url.choice("experts", list(EXPERT_DTYPES[1:]), same, "expert dtype")
+    url = "" if url == same else url
     if "plan_expert_dtype" not in st.session_state:
         st.session_state["plan_expert_dtype"] = url
     picked = st.selectbox(

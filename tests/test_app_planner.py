@@ -759,8 +759,13 @@ def test_nvfp4_experts_from_the_box_and_the_url():
     assert any("no scales" in c.value for c in at.caption)
     at.selectbox(key="plan_expert_dtype").set_value("").run()
     assert "experts" not in at.query_params
-    said = _run(model="deepseek-v3", w="nvfp4")
-    assert any("experts=nvfp4" in n.value for n in [*said.info, *said.warning, *said.caption])
+    # a bad experts value in the same run: its notice says what is used (it read "using as
+    # the weights")
+    said = _run(model="deepseek-v3", w="nvfp4", experts="nvfp5")
+    notes = [n.value for n in [*said.info, *said.warning, *said.caption]]
+    assert any("experts=nvfp4" in n for n in notes)
+    assert any("'experts=nvfp5' is not a known expert dtype" in n for n in notes), notes
+    assert any("using the other weights' format." in n for n in notes), notes
 
 
 def test_the_answer_says_its_expected_error():

@@ -22,3 +22,13 @@ def test_report_attention_table_says_which_pairs_it_counts(run):
     assert "a prompt's every (query, key) pair, not causal" in title()
     assert "a prompt's causal (query, key) pairs only" in title("--causal")
     assert "pair" not in title("--phase", "decode")  # decode: every key either way
+
+
+def test_report_refuses_a_storage_format_and_names_where_it_is_taken(run):
+    """`report --weight-dtype nvfp4`: report sizes plain dtypes only, so its error names the
+    commands that take a format per component (a trial was sent to --expert-dtype, which
+    report does not have)."""
+    err = run("report", "deepseek-v3", "--weight-dtype", "nvfp4", code=2)[1]
+    assert "nvfp4 is a storage format with scales" in err
+    assert "plan and search take --expert-dtype nvfp4" in err and "component_dtypes=" in err
+    assert len(err.strip().splitlines()) <= 2  # the usage line and the one error line

@@ -113,8 +113,9 @@ class UnknownDtypeError(ValueError, MlacalcError):
             # a storage format where a dtype is asked (--weight-dtype nvfp4)
             hint = (
                 f" ({name} is a storage format with scales: give a plain dtype here (fp4: 4 "
-                "bits every weight, no scales), or the format per component to size its scales, "
-                f"e.g. --expert-dtype {name} --attention-dtype {name} (component_dtypes))"
+                "bits every weight, no scales), or the format per component to size its scales: "
+                f"plan and search take --expert-dtype {name} --attention-dtype {name}, the "
+                "Python API component_dtypes=)"
             )
         if formats and self.name.strip().lower() in ("fp8_block", "fp8-block", "fp8_blockwise"):
             # block-scaled fp8 is a checkpoint's format, not a dtype a flag sizes (a trial
