@@ -503,3 +503,34 @@ def test_a_checkpoints_fp8_cache_under_trtllm_says_the_engine_runs_it():
     assert not any(said in w for w in vllm.warnings)
     fp8 = plan(m, "B200", 8, engine="trtllm", kv_dtype="fp8", seq_len=4096)
     assert not any("fp8 KV cache" in w for w in fp8.warnings)
+
+
+def test_a_checkpoints_own_mxfp4_experts_are_searched_under_mxfp8_activations():
+    """GPT-OSS's MXFP4 experts on Blackwell: a search tries the same bytes run as the
+    ``w4a8_mxfp4`` MoE (``experts: mxfp4_mxfp8``, each engine's B200 profile holds the class)
+    beside the default weight-only kernel (a trial's B200 search chose a re-quantized fp8 and
+    never tried it); not on Hopper (no fp4 tensor cores) nor for a checkpoint of other experts.
+    A point whose weights are not the checkpoint's says it re-quantizes it."""
+    from mlacalc.serving.plan_checks import OWN_W4A8, own_block_scaled, requantized_words
+    from mlacalc.serving.provenance import engine_profile_of
+    from mlacalc.serving.search import check_search
+
+    oss = as_model("gpt-oss-120b")
+    for engine in ("trtllm", "sglang", "vllm"):
+        assert own_block_scaled(oss, B200, engine_profile_of(None, engine, B200)[0])
+    h100 = load_hardware("H100-SXM")
+    assert not own_block_scaled(oss, h100, engine_profile_of(None, "trtllm", h100)[0])
+    assert not own_block_scaled(DSV3, B200, engine_profile_of(None, "trtllm", B200)[0])
+    args = dict(gpus=[1], isl=2000, osl=500, ttft=2.0, tpot=0.05, modes=("aggregated",),
+                weight_dtypes=None, kv_dtypes=("fp8",), overlaps=("none",), batches=(1,),
+                memory_reserve=0.1, page_size=16, prefill_pass="fused", output_lag_steps=0,
+                profile=None)  # fmt: skip
+    req = check_search("gpt-oss-120b", "B200", **args)
+    assert req.components == ((), OWN_W4A8) and req.weight_dtypes == ("bf16", "fp8")
+    assert check_search("gpt-oss-120b", "H100-SXM", **args).components == ((),)
+    said = requantized_words(oss, "fp8", dict(OWN_W4A8))
+    assert said.startswith("re-quantizes gpt-oss-120b's checkpoint (mxfp4 experts) to weights fp8")
+    assert "experts mxfp4_mxfp8 (the checkpoint's own bytes)" in said
+    assert requantized_words(oss, None, dict(OWN_W4A8)) == ""
+    assert requantized_words(DSV3, None, {"experts": "nvfp4"}).endswith("not the released one")
+    assert requantized_words(as_model("llama-3-8b"), "fp8", {}) == ""

@@ -42,6 +42,7 @@ from mlacalc.timemodel.kernel_time import run_dtype
 from mlacalc.timemodel.mla_geometry import mla_geometry_note
 from mlacalc.timemodel.mla_time import sglang_chunk_note
 from mlacalc.timemodel.moe_backend import check_moe_backend
+from mlacalc.timemodel.profile import load_profile
 from mlacalc.words import arguments, defaults
 from mlacalc.words.arguments import whole
 from mlacalc.words.dtypes import KVLayout, canonical_dtype, resolve_kv_layout, with_state_dtype
@@ -1207,6 +1208,55 @@ def _dispatch_warnings(
     )
 
 
+#: The component choice that runs a checkpoint's own MXFP4 experts under MXFP8 activations
+OWN_W4A8 = (("experts", "mxfp4_mxfp8"),)
+
+
+def own_block_scaled(m: ModelConfig, hw: HardwareSpec, profile: Any) -> bool:
+    """Whether a search tries the checkpoint's own MXFP4 experts run under the device's
+    block-scaled activations (:data:`OWN_W4A8`, ``experts: mxfp4_mxfp8``: the ``w4a8_mxfp4``
+    MoE over the same bytes, no re-quantization): where the checkpoint stores its routed
+    experts in MXFP4 (GPT-OSS), the device has fp4 tensor cores of data-centre Blackwell
+    (``tcgen05``) and the engine's profile holds that MoE class. The shipped B200 tables time
+    it for all three engines (``w4a8_mxfp4_mxfp8`` rows: TensorRT-LLM 5,346, ``moe_torch_flow``;
+    SGLang 14,013, FlashInfer's TensorRT-LLM MoE; vLLM 2,187, FlashInfer's TensorRT-LLM MXFP4 x
+    MXFP8 experts). A trial's gpt-oss-120b search on B200 weighed only the weight-only
+    ``w4a16_mxfp4`` MoE against a re-quantized fp8 and chose fp8. A plan's default stays the
+    weight-only kernel (docs/serving.md, "GPT-OSS's MXFP4 experts on Blackwell")."""
+    if not m.num_moe_layers or not checkpoint_stored(m):
+        return False
+    if stored_experts(m)[1] != "w4a16_mxfp4" or "fp4" not in hw.peak_flops_per_s:
+        return False
+    if device_figures(hw).kernel_generation != "tcgen05":
+        return False
+    return "moe:w4a8_mxfp4" in load_profile(profile).classes
+
+
+def requantized_words(m: ModelConfig, weight_dtype: str | None, components: dict) -> str:
+    """What a searched point whose weights are not a quantized checkpoint's own format says:
+    that it re-quantizes the checkpoint (a trial's gpt-oss-120b search on B200 chose per-tensor
+    fp8 for an MXFP4 release and did not say so); "" for the checkpoint's own bytes (its MXFP4
+    experts run as ``mxfp4_mxfp8`` included) or a model sized from no quantized checkpoint."""
+    if m.quantization is None or not checkpoint_stored(m):
+        return ""
+    stored = "mxfp4" if stored_experts(m)[1] == "w4a16_mxfp4" else None
+    own = ("mxfp4", "mxfp4_mxfp8") if stored else ()
+    changed = {c: f for c, f in components.items() if not (c == "experts" and f in own)}
+    if weight_dtype is None and not changed:
+        return ""
+    asked = ", ".join(
+        ([f"weights {weight_dtype}"] if weight_dtype else [])
+        + [f"{c} {f}" for c, f in sorted(changed.items())]
+    )
+    kept = [f"experts {f} (the checkpoint's own bytes)" for c, f in components.items()
+            if c == "experts" and f in own]  # fmt: skip
+    return (
+        f"re-quantizes {m.label}'s checkpoint ({m.quantization.describe()}) to {asked}"
+        + (f", {kept[0]}" if kept else "")
+        + ": served from a checkpoint quantized so, not the released one"
+    )
+
+
 def _engine_kernel_warnings(
     m: ModelConfig,
     hw: HardwareSpec,
@@ -1236,9 +1286,12 @@ def _engine_kernel_warnings(
     if experts in ("mxfp4", "w4a16_mxfp4"):
         return (
             f"{m.label}'s MXFP4 experts run TensorRT-LLM's measured weight-only MXFP4 MoE "
-            f"(w4a16_mxfp4), which on Blackwell takes 3-7x its MXFP4 x MXFP8 MoE (w4a8_mxfp4); "
-            "--expert-dtype mxfp4_mxfp8 (component_dtypes={'experts': 'mxfp4_mxfp8'}) times "
-            "that one",
+            f"(w4a16_mxfp4), which on Blackwell takes 3-7x its MXFP4 x MXFP8 MoE (w4a8_mxfp4) "
+            "over the same bytes; kept as the default, as no shipped source says which of the "
+            "two TensorRT-LLM serves the checkpoint with (docs/serving.md, 'GPT-OSS's MXFP4 "
+            "experts on Blackwell'); the planner's 'routed experts' weights' box set to "
+            "mxfp4_mxfp8, or --expert-dtype mxfp4_mxfp8 (component_dtypes={'experts': "
+            "'mxfp4_mxfp8'}), times that one, and search tries it",
         )
     if experts in ("fp4", "nvfp4") and moe_backend != "trtllm-gen":
         which = (

@@ -58,6 +58,7 @@ from mlacalc.serving.layout import (
 )
 from mlacalc.serving.plan import PREFILL_BUSY_WARN, prefill_busy_words
 from mlacalc.serving.plan_checks import (
+    OWN_W4A8,
     check_balanced,
     check_engine_memory,
     check_int,
@@ -70,8 +71,10 @@ from mlacalc.serving.plan_checks import (
     indexer_copies,
     kv_head_copies,
     latent_copies,
+    own_block_scaled,
     prefix_cached_tokens,
     refuse_without_ranks,
+    requantized_words,
     trtllm_attention_tp,
     usable_of,
 )
@@ -849,6 +852,8 @@ def check_search(
             _check_limits_divide(pf_limits, gpus, None, "prefill_")
     # none named: the engine's profile for the device (what stood in is said)
     prof, engine_name, engine_note = engine_profile_of(profile, engine, hw)
+    if own_block_scaled(m, hw, prof) and OWN_W4A8 not in components:
+        components += (OWN_W4A8,)  # the checkpoint's bytes, the device's MXFP8 activations
     weights = [None] if own else list(weight_dtypes)
     moe["moe_backend"] = _check_backend(moe_backend, m, hw, engine_name, weights, components)
     max_running, max_tokens, scheduler, record, page_size = _scheduler_request(
@@ -1643,6 +1648,7 @@ def _search_warnings(
         seen.add(key)
         ws = [w for w in format_warnings(req.m, req.hw, req.engine, p["kv_dtype"], chosen, comps)
               if w not in raw]  # fmt: skip
+        ws += [w for w in [requantized_words(req.m, chosen, comps)] if w and w not in raw]
         raw.update(ws)
         if p is not best:  # a frontier point's: which points it is said of
             what = f"{p['kv_dtype']} KV" + (f", {chosen} weights" if chosen else "")
