@@ -1232,6 +1232,16 @@ def own_block_scaled(m: ModelConfig, hw: HardwareSpec, profile: Any) -> bool:
     return "moe:w4a8_mxfp4" in load_profile(profile).classes
 
 
+def with_own_w4a8(
+    m: ModelConfig, hw: HardwareSpec, profile: Any, components: tuple[tuple, ...]
+) -> tuple[tuple, ...]:
+    """A search's component choices with :data:`OWN_W4A8` added where
+    :func:`own_block_scaled` says (the checkpoint's bytes, the device's MXFP8 activations)."""
+    if OWN_W4A8 in components or not own_block_scaled(m, hw, profile):
+        return components
+    return (*components, OWN_W4A8)
+
+
 def requantized_words(m: ModelConfig, weight_dtype: str | None, components: dict) -> str:
     """What a searched point whose weights are not a quantized checkpoint's own format says:
     that it re-quantizes the checkpoint (a trial's gpt-oss-120b search on B200 chose per-tensor

@@ -58,7 +58,6 @@ from mlacalc.serving.layout import (
 )
 from mlacalc.serving.plan import PREFILL_BUSY_WARN, prefill_busy_words
 from mlacalc.serving.plan_checks import (
-    OWN_W4A8,
     check_balanced,
     check_engine_memory,
     check_int,
@@ -71,12 +70,12 @@ from mlacalc.serving.plan_checks import (
     indexer_copies,
     kv_head_copies,
     latent_copies,
-    own_block_scaled,
     prefix_cached_tokens,
     refuse_without_ranks,
     requantized_words,
     trtllm_attention_tp,
     usable_of,
+    with_own_w4a8,
 )
 from mlacalc.serving.precision import check_components
 from mlacalc.serving.provenance import (
@@ -852,8 +851,6 @@ def check_search(
             _check_limits_divide(pf_limits, gpus, None, "prefill_")
     # none named: the engine's profile for the device (what stood in is said)
     prof, engine_name, engine_note = engine_profile_of(profile, engine, hw)
-    if own_block_scaled(m, hw, prof) and OWN_W4A8 not in components:
-        components += (OWN_W4A8,)  # the checkpoint's bytes, the device's MXFP8 activations
     weights = [None] if own else list(weight_dtypes)
     moe["moe_backend"] = _check_backend(moe_backend, m, hw, engine_name, weights, components)
     max_running, max_tokens, scheduler, record, page_size = _scheduler_request(
@@ -889,7 +886,7 @@ def check_search(
         max_tokens=None if max_tokens is None else count("max_tokens", max_tokens, 1 << 30),
         scheduler=scheduler,
         scheduler_record=record,
-        components=components,
+        components=with_own_w4a8(m, hw, prof, components),
         whole_gpus=tight,
         weight_cache=cache,
         chunks=_check_chunks(chunked_prefills),
