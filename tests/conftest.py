@@ -1,3 +1,13 @@
+import os
+
+# BLAS on one thread a process, set before numpy loads (its OpenBLAS reads this once): the
+# fits' least-squares steps take the SVD of a tall, narrow Jacobian (1,500-12,000 rows, a few
+# columns), where OpenBLAS's second thread only waits, and under pytest -n 2 each worker's
+# threads contend with the other worker's for the two cores. A tall 1,500 x 8 SVD took 12 ms
+# of CPU with OpenBLAS's default threads on the 2-core machine under load and 0.3 ms on one;
+# test_quick_fit_on_h100_decode_rows 24.7 -> 11.5 s of CPU. A value the caller set is kept.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import pytest
 
 import mlacalc
