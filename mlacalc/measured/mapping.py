@@ -1847,11 +1847,12 @@ def _moe_rank_loads(
     E: np.ndarray,
     ep: np.ndarray,
     alpha: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The measured rank's assignments, touched experts, most-loaded expert's assignments,
-    (power-law rows) row tiles of a ``moe_perf`` table's rows, by its collector's routing, and
+    (power-law rows) row tiles of a ``moe_perf`` table's rows, by its collector's routing,
     which rows' loads are whole rows spread as round-robin routing spreads them (balanced rows
-    and the power-law rows spread as balanced ones: ``moe_time.ROWS_SPREAD`` 2)."""
+    and the power-law rows spread as balanced ones: ``moe_time.ROWS_SPREAD`` 2), and the EP
+    each row's rank ran at (``ep``, but 1 where the collector put the whole call on it)."""
     loads = rank_loads(T, topk, E, ep, alpha)
     whole = alpha == 0
     assigned, active_e, most = loads.assignments, loads.active_experts, loads.max_per_expert
@@ -1900,7 +1901,11 @@ def _moe_rank_loads(
             most[few] = spread.max_per_expert
             row_tiles[few] = 0.0  # spread as balanced rows are
             whole = whole | few
-    return assigned, active_e, most, row_tiles, whole
+    # TensorRT-LLM's min-latency rows of a few experts: every token on the same top-k experts,
+    # all on the measured rank, at every EP (:func:`_same_experts_loads`)
+    same = _same_experts_loads(t, T, topk, E, assigned, active_e, most)
+    row_tiles[same] = 0.0
+    return assigned, active_e, most, row_tiles, whole | same, np.where(same, 1, ep)
 
 
 #: Engines whose ``moe_perf`` collectors route a :data:`~mlacalc.measured.moe_routing.
@@ -1949,6 +1954,40 @@ def _grouped_routing(
     return on, groups, kept
 
 
+#: TensorRT-LLM's ``moe_perf`` rows of its min-latency kernel (:data:`MIN_LATENCY_MOE`) over at
+#: most this many experts (Mixtral's shapes, hidden 4,096 / intermediate 14,336 and 6,144 /
+#: 16,384, top-2 of 8): the B200 table's rows take one time at EP 1, 2, 4 and 8 under every
+#: distribution (4,096 / 14,336, TP 1, 8,192 tokens, balanced: 1,047 / 1,049 / 1,048 / 1,044 us)
+#: and at two to four tokens no more than one token's two experts' (31-32 us at TP 1, where
+#: round-robin's eight experts, 700 MB of nvfp4 weights, need 91 us at the HBM rate): every
+#: token routed to the same top-k experts, all on the measured rank, whatever the EP. The
+#: collector's, not the kernel's (TensorRT-LLM's CUTLASS rows of the same calls halve at EP 2):
+#: docs/time-model.md, "TensorRT-LLM-gen's min-latency rows of eight experts"
+MIN_LATENCY_SAME_EXPERTS = 8
+
+
+def _same_experts_loads(
+    t: MeasuredTable,
+    tokens: np.ndarray,
+    topk: np.ndarray,
+    experts: np.ndarray,
+    assigned: np.ndarray,
+    active: np.ndarray,
+    most: np.ndarray,
+) -> np.ndarray:
+    """Which rows of ``t`` are TensorRT-LLM's min-latency rows of
+    :data:`MIN_LATENCY_SAME_EXPERTS` experts or fewer, whose loads it sets in place: every
+    token's top-k pairs on the rank (``assigned``), on ``topk`` experts (``active``), each with
+    every token (``most``)."""
+    source = t.columns.get("kernel_source", np.full(len(t), "")).astype(str)
+    same = (source == MIN_LATENCY_MOE) & (experts <= MIN_LATENCY_SAME_EXPERTS)
+    pairs = tokens * topk
+    assigned[same] = pairs[same]
+    active[same] = np.minimum(topk, pairs)[same]
+    most[same] = tokens[same]
+    return same
+
+
 def _moe_weight_bytes(
     dt: np.ndarray, mats: np.ndarray, hidden: np.ndarray, inter: np.ndarray
 ) -> np.ndarray:
@@ -1977,7 +2016,7 @@ def _moe_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
             reason[dist == label] = "unknown_dtype"
             continue
         alpha[dist == label] = float(str(label)[len("power_law_") :])
-    assigned, active_e, most, row_tiles, whole = _moe_rank_loads(t, T, topk, E, ep, alpha)
+    assigned, active_e, most, row_tiles, whole, ep = _moe_rank_loads(t, T, topk, E, ep, alpha)
     # a balanced row of a shape its collector routes with the model's group-limited top-k: the
     # round-robin logits' ties put most of the call on the lowest experts, rank 0's
     # (moe_routing.grouped_rank_loads); each expert's rows padded on its own, as a power-law
