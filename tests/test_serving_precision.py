@@ -534,3 +534,32 @@ def test_a_checkpoints_own_mxfp4_experts_are_searched_under_mxfp8_activations():
     assert requantized_words(oss, None, dict(OWN_W4A8)) == ""
     assert requantized_words(DSV3, None, {"experts": "nvfp4"}).endswith("not the released one")
     assert requantized_words(as_model("llama-3-8b"), "fp8", {}) == ""
+
+
+def test_a_served_per_tensor_fp8_gemm_is_timed_with_a_static_quantize():
+    """A step's per-tensor fp8 GEMM takes one scaling pass of its input (a calibrated
+    checkpoint's input_scale); TensorRT-LLM's B200 gemm_perf fp8 rows a dynamic amax too, two
+    kernels more: a trial read the plan's 12.68 us against the table's 21.1 us at m 64, k 8,192,
+    n 2,048. The plan's kernel note says so where the step holds such GEMMs."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from mlacalc.cli.plan_cmd import static_fp8_note
+    from mlacalc.timemodel.kernel_time import predict_batch
+    from mlacalc.words.kernels import KernelBatch
+
+    def gemm(**quant):
+        m, n, k = 64.0, 2048.0, 8192.0
+        shape = {"m": m, "n": n, "k": k, **quant}
+        return KernelBatch("gemm", "fp8", np.array([2 * m * n * k]),
+                           np.array([m * k + k * n + 2 * m * n]), np.ones(1),
+                           {x: np.array([float(v)]) for x, v in shape.items()})  # fmt: skip
+
+    step = predict_batch(gemm(), B200, "fit-b200-sxm")[0]
+    dynamic = gemm(quantize_input=1, quant_passes=2, quant_launches=3, quant_atomics=64)
+    table = predict_batch(dynamic, B200, "fit-b200-sxm")[0]
+    assert step == pytest.approx(12.6e-6, rel=0.02) and table == pytest.approx(21.1e-6, rel=0.06)
+    fp8 = SimpleNamespace(kernels=[{"kind": "gemm", "dtype": "fp8"}])
+    assert "static input scale" in static_fp8_note(fp8)
+    assert static_fp8_note(SimpleNamespace(kernels=[{"kind": "gemm", "dtype": "fp4"}])) == ""

@@ -673,13 +673,30 @@ def links_text(p) -> str:
 def kernels_note(p) -> str:
     """What the kernel table covers, where it is not the whole step of one GPU, and how its
     rows compare with the step."""
-    moe = moe_kernel_note(p)
+    moe = " ".join(w for w in (moe_kernel_note(p), static_fp8_note(p)) if w)
     if not p.kernels_scope:
         return moe
     rows = sum(k["seconds"] for k in p.kernels)
     return (
         f"The rows are {p.kernels_scope}. They sum to {rows * 1e3:,.2f} ms; the decode step "
         f"is {p.decode_step_s * 1e3:,.2f} ms." + (f" {moe}" if moe else "")
+    )
+
+
+def static_fp8_note(p) -> str:
+    """Where the step holds per-tensor fp8 GEMMs: that each is timed with its input's static
+    quantize (one scaling pass, the checkpoint's calibrated input scale), not the dynamic
+    per-tensor quantize the measured ``gemm_perf`` fp8 rows time with the GEMM (an amax
+    memset and reduction, then the scaling pass: two kernels more). A trial read TensorRT-LLM's
+    B200 q_proj of Llama-3.1-70B TP4 at 64 tokens (k 8,192, n 2,048) as 12.68 us against the
+    table's 21.1 us (docs/time-model.md, "Per-tensor fp8 GEMMs in a served step")."""
+    if not any(k.get("kind") == "gemm" and k.get("dtype") == "fp8" for k in p.kernels):
+        return ""
+    return (
+        "Per-tensor fp8 GEMMs are timed with a static input scale's one quantize pass (a "
+        "calibrated fp8 checkpoint's input_scale), not the measured fp8 GEMM tables' dynamic "
+        "amax and scaling, which take two kernels more (B200, 64 x 8,192 x 2,048: 12.7 against "
+        "21.1 us)."
     )
 
 
