@@ -214,7 +214,7 @@ WARP_THREADS = 32
 #: the two overlapped calls, so the dynamic call's reductions hide where the static call is
 #: bound by its traffic: H100's difference at 16,384 tokens falls with k as the static call's
 #: bytes grow (14.1, 8.5, 5.7, 2.3 us at k = 1,024, 2,048, 3,072, 4,096, against 19, 36, 52,
-#: 68 us of static call), where the waits added after the traffic read 13-17 us (to +640%).
+#: 68 us of static call), where the waits added after the traffic read 13-17 us (to +1,086%).
 #: The dynamic call fits a 2-norm (16,384 tokens: a wait of about 27 us and the static call's
 #: traffic, 17-68 us, give 32, 43, 58, 73 us against 33, 44, 57.5, 70.6 measured). Chosen, not
 #: fitted: the class refitted at p = 1.5 / 2 / 3 reads H100 6.8% / 6.7% / 9.9% median (p90
@@ -222,24 +222,29 @@ WARP_THREADS = 32
 #: the traffic (before) 7.7% / 29.2% and 7.6% / 50.3%.
 AMAX_WAIT_NORM = 2.0
 
+#: The share of a full CTA's reduction wait (:func:`token_reduce_share`) that a CTA of 2-7
+#: warps (vLLM's per-token quantize at 32 < k < 256) waits: the measured shares, H100 / B200,
+#: are 0.5 / 0.3 at k = 64 and 0.25 / 0.3 at k = 128, not growing with the CTA's threads (the
+#: rule before, t / 256: 0.25 and 0.5, ran against H100's fall and B200's flat pair). Read
+#: from B200's two points and H100's k = 128, not fitted: the class refitted with 0.3 / 0.4
+#: reads H100 6.6% / 6.5% median (p90 25.4% / 24.6%), B200 6.4% / 6.6% (47.1% / 48.7%), against
+#: 6.7% / 27.6% and 6.5% / 48.7% at t / 256.
+PART_CTA_REDUCE_SHARE = 0.3
+
 
 def token_reduce_share(row: np.ndarray) -> np.ndarray:
     """The share of a full CTA's wait that the dynamic per-token call adds for each CTA an SM
     past its first (vLLM's amax table: the dynamic call less the static one; ``unit_latency_s``
     is a CTA of :data:`TOKEN_CTA_THREADS` threads). A CTA of min(k, 256) threads reduces its
     token's maximum across its warps (a block-wide barrier, the warps' partials folded) before
-    it scales, and that wait hides behind the other CTAs the SM holds, 2,048 threads over the
-    CTA's (up to 32): a CTA of t threads costs the SM t / 256 of a full one. A CTA of one warp
-    (k <= 32) reduces by its own shuffles: nothing past the static call's wait. Measured (the
-    difference at 16,384 and 32,768 tokens over the CTAs an SM, k <= 1,024, where the bytes are
-    few; H100 / B200): k = 32 0-1 / 0 ns a CTA, k = 64 61 / 57-59, k = 128 30-32 / 56-61, k =
-    256-1,024 107-125 / 181-216: shares 0, 0.5 / 0.3, 0.25 / 0.3, 1 against the rule's 0, 0.25,
-    0.5, 1. So the rule's two middle points run against its own evidence: H100's share falls
-    from k = 64 to 128 (0.5 -> 0.25) where the rule's rises (0.25 -> 0.5), and B200's is flat
-    (0.3, 0.3); it is the nearest one-parameter form, not a reading of those two points, and the
-    kind's p90 stays 29% (H100) and 50% (B200) after it."""
-    threads = np.minimum(row, float(TOKEN_CTA_THREADS))
-    return np.where(row <= WARP_THREADS, 0.0, threads / TOKEN_CTA_THREADS)
+    it scales, and that wait hides behind the other CTAs the SM holds. A full CTA (k >= 256)
+    waits it whole; a CTA of 2-7 warps (32 < k < 256) :data:`PART_CTA_REDUCE_SHARE` of it; a
+    CTA of one warp (k <= 32) reduces by its own shuffles: nothing past the static call's
+    wait. Measured (the difference at 16,384 and 32,768 tokens over the CTAs an SM, k <= 1,024,
+    where the bytes are few; H100 / B200): k = 32 0-1 / 0 ns a CTA, k = 64 61 / 57-59, k = 128
+    30-32 / 56-61, k = 256-1,024 107-125 / 181-216: shares 0, 0.5 / 0.3, 0.25 / 0.3, 1."""
+    part = np.where(row < TOKEN_CTA_THREADS, PART_CTA_REDUCE_SHARE, 1.0)
+    return np.where(row <= WARP_THREADS, 0.0, part)
 
 
 #: Streaming kernels whose CTAs' waits overlap their traffic (not added after it): TensorRT-LLM's
