@@ -938,7 +938,19 @@ def answer_line(result, load: Load | None, inputs: PlanInputs, label: str) -> st
         if load and load.why != "asked"
         else (" Misses " + " and ".join(missed) + "." if missed else " Meets the targets.")
     )
-    return f"**Fits**: {deployment}; {mix} tokens per request, {why}.{meet}"
+    fits = "**Fits**"
+    if kv_unrunnable(result):  # a trial read a green "Fits" over a cache the engine lacks
+        fits = f"**Fits, in a KV cache ({result.kv_layout}) the engine cannot run here**"
+    return f"{fits}: {deployment}; {mix} tokens per request, {why}.{meet}"
+
+
+def kv_unrunnable(result) -> bool:
+    """Whether plan warned that its engine cannot run the KV cache asked (on this device, or
+    for this attention: ``plan_checks._engine_kv_warnings``): the answer is then no plain yes."""
+    return any(
+        w.startswith("--kv-dtype ") and "the figures are for a cache it cannot run" in w
+        for w in result.warnings
+    )
 
 
 #: The start of plan's warning of TPOT set by other requests' prompts (plan's
@@ -963,7 +975,8 @@ def show_answer(result, load: Load | None, inputs: PlanInputs, label: str) -> No
     """The answer at the top: one line, then TTFT, TPOT, tokens/s per GPU and per user and
     what binds; below them, the plan's warnings and where the times come from."""
     text = answer_line(result, load, inputs, label)
-    (st.success if result.fits and meets(result, inputs.ttft, inputs.tpot) else st.warning)(text)
+    plain = result.fits and meets(result, inputs.ttft, inputs.tpot) and not kv_unrunnable(result)
+    (st.success if plain else st.warning)(text)
     if not result.fits or result.ttft_s is None:
         return
     if result.prediction:

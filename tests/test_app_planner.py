@@ -932,3 +932,31 @@ def test_the_urls_numbers_read_back_as_the_boxes_values():
     for value in (2.5, 10.0, 1234.5678, 12.3456789, 0.1 + 0.2, 1e-7):
         assert float(url_number(value)) == value
     assert url_number(2.5) == "2.5" and url_number(10.0) == "10" and url_number(4) == "4"
+
+
+def test_a_kv_cache_the_engine_cannot_run_here_is_no_plain_fits():
+    """An nvfp4 cache under TensorRT-LLM on H200 (no fp4 tensor cores: its NVFP4 cache is
+    Blackwell's) is warned as an engine-format warning is; the app's headline says so and is
+    not the green answer (a trial read "Fits: ... KV nvfp4" over the warning). On B200 it runs."""
+    from types import SimpleNamespace
+
+    from appviews.planner import Load, PlanInputs, answer_line, kv_unrunnable
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.serving.plan_checks import engine_runs_kv, format_warnings
+
+    m = mlacalc.load_model("llama-3-8b")
+    said = [w for w in format_warnings(m, load_hardware("H200"), "trtllm", "nvfp4")
+            if w.startswith("--kv-dtype nvfp4 under --engine")]  # fmt: skip
+    assert len(said) == 1 and "needs fp4 tensor cores (Blackwell), which H200 has not" in said[0]
+    assert "there: fp8, fp8_e4m3, int8)" in said[0]
+    assert not engine_runs_kv(m, "nvfp4", "trtllm", load_hardware("H200"))
+    assert engine_runs_kv(m, "nvfp4", "trtllm", load_hardware("B200"))
+    h200 = SimpleNamespace(
+        total_gpus=1, hardware="H200", mode="aggregated", layout="TP1", weight_format="bf16",
+        kv_layout="nvfp4", fits=True, concurrency=8.0, ttft_s=0.1, tpot_s=0.01, warnings=said,
+    )  # fmt: skip
+    assert kv_unrunnable(h200)
+    inputs = PlanInputs(1, 1, 1, 16, 1, False, "none", "aggregated", 0.1, D.ISL, D.OSL, 8, "", 0)
+    line = answer_line(h200, Load(8, "asked"), inputs, "Llama-3-8B")
+    assert line.startswith("**Fits, in a KV cache (nvfp4) the engine cannot run here**")
+    assert not kv_unrunnable(SimpleNamespace(warnings=[]))

@@ -387,7 +387,7 @@ def check_request(
         moe_backend=moe_backend,
         warnings=_request_warnings(m, hw, weight_dtype, include_mtp)
         + _kv_warnings(m, kv, engine)
-        + _engine_kv_warnings(m, kv, engine)
+        + _engine_kv_warnings(m, kv, engine, hw)
         + ((kv_note,) if kv_note else ())
         + _format_warnings(components, hw)
         + _stored_format_warnings(hw, stored, components, m)
@@ -937,17 +937,20 @@ def format_warnings(
     (``None``: as stored) its device has no tensor cores for, and each component's format
     (``search`` says these of the points it reports, as plan of each says them)."""
     kv = resolve_kv_layout(kv_name)
-    out = _kv_warnings(m, kv, engine) + _engine_kv_warnings(m, kv, engine)
+    out = _kv_warnings(m, kv, engine) + _engine_kv_warnings(m, kv, engine, hw)
     if weight_dtype is not None:  # the dtype's own words (fp4's scales, fp8 per tensor, ...)
         said = _request_warnings(m, hw, weight_dtype, False)
         out += tuple(w for w in said if w.startswith("weights in "))
     return out + _format_warnings(dict(components or {}), hw)
 
 
-def engine_runs_kv(m: ModelConfig, kv_name: str, engine: str) -> bool:
-    """Whether ``engine`` offers ``kv_name``'s cache for ``m``'s attention (from recall of its
-    docs, :data:`_ENGINE_KV`; a format it does not offer is sized and timed, and said)."""
-    return not _engine_kv_warnings(m, resolve_kv_layout(kv_name), engine)
+def engine_runs_kv(
+    m: ModelConfig, kv_name: str, engine: str, hw: HardwareSpec | None = None
+) -> bool:
+    """Whether ``engine`` offers ``kv_name``'s cache for ``m``'s attention (on ``hw``, where
+    given; from recall of its docs, :data:`_ENGINE_KV`; a format it does not offer is sized
+    and timed, and said)."""
+    return not _engine_kv_warnings(m, resolve_kv_layout(kv_name), engine, hw)
 
 
 def kv_head_copies(m: ModelConfig, lay: Layout, p_lay: Layout | None) -> tuple[str, ...]:
@@ -1154,11 +1157,19 @@ def _dsa_fp8_warning(m: ModelConfig, kv: KVLayout, engine: str) -> tuple[str, ..
     )
 
 
-def _engine_kv_warnings(m: ModelConfig, kv: KVLayout, engine: str) -> tuple[str, ...]:
-    """A KV cache format the engine named does not offer (for this attention): sized and timed
-    as asked, but said, naming both options (int4 under vLLM, fp4/nvfp4 under TensorRT-LLM for
-    MLA were taken with a timing caveat only); a DSA model's fp8 in a layout the engine does
-    not store (:func:`_dsa_fp8_warning`)."""
+#: the KV cache formats an engine offers on fp4 tensor cores only (from recall of its docs, as
+#: :data:`_ENGINE_KV`): TensorRT-LLM's NVFP4 cache is Blackwell's (a trial's H200 plan of an
+#: nvfp4 cache under TensorRT-LLM said nothing)
+_ENGINE_KV_FP4_CORES = {"trtllm": ("nvfp4",)}
+
+
+def _engine_kv_warnings(
+    m: ModelConfig, kv: KVLayout, engine: str, hw: HardwareSpec | None = None
+) -> tuple[str, ...]:
+    """A KV cache format the engine named does not offer (for this attention, or on ``hw``:
+    :data:`_ENGINE_KV_FP4_CORES`): sized and timed as asked, but said, naming both options
+    (int4 under vLLM, fp4/nvfp4 under TensorRT-LLM for MLA were taken with a timing caveat
+    only); a DSA model's fp8 in a layout the engine does not store (:func:`_dsa_fp8_warning`)."""
     if kv.bits >= 16 or engine not in _ENGINE_KV:
         return ()
     if m.index_topk and m.is_mla:
@@ -1171,8 +1182,19 @@ def _engine_kv_warnings(m: ModelConfig, kv: KVLayout, engine: str) -> tuple[str,
         if kv.name == "fp8_ds_mla":
             return ()  # said once, by the layout's own DSA-only warning
         offered = tuple(f for f in offered if f != "fp8_ds_mla")
+    cores = hw is not None and "fp4" not in hw.peak_flops_per_s
+    if kv.name in offered and cores and kv.name in _ENGINE_KV_FP4_CORES.get(engine, ()):
+        runs = [f for f in offered if f not in _ENGINE_KV_FP4_CORES[engine]]
+        return (
+            f"--kv-dtype {kv.name} under --engine {engine}: {ENGINE_LABELS.get(engine, engine)}"
+            f"'s {kv.name} KV cache needs fp4 tensor cores (Blackwell), which {hw.name} has not "
+            f"(from recall of its docs; there: {', '.join(runs)}); the figures are for a cache "
+            "it cannot run on this device: use one of those, or a Blackwell device",
+        )
     if kv.name in offered:
         return ()
+    if cores:  # the formats the engine runs on this device
+        offered = tuple(f for f in offered if f not in _ENGINE_KV_FP4_CORES.get(engine, ()))
     return (
         f"--kv-dtype {kv.name} under --engine {engine}: {ENGINE_LABELS.get(engine, engine)} "
         f"offers no {kv.name} KV cache{' for MLA' if mla else ''} (its formats below 16 bits: "

@@ -1331,7 +1331,7 @@ def spend(req: SearchRequest, points: list[dict[str, Any]]) -> None:
     for p in points:
         kv = p["kv_dtype"]
         if kv not in runs:
-            runs[kv] = engine_runs_kv(req.m, kv, req.engine)
+            runs[kv] = engine_runs_kv(req.m, kv, req.engine, req.hw)
         p["engine_runs"] = runs[kv]  # (not a field: best_point prefers these)
         p["requests_per_s"] = p["output_tokens_per_s"] / req.osl
         p["request_latency_s"] = p["ttft_s"] + latency_gaps(p["mode"], req.osl) * p["tpot_s"]
