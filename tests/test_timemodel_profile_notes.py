@@ -129,6 +129,7 @@ def test_a_refit_keeps_the_stand_ins_its_notes_name():
     tool = _refit_tool()
     notes = _profile("fit-b200-sxm-vllm")["notes"]
     assert "mla_decode:bf16:sparse" in tool.stand_in_classes(notes)
+    assert "gemm:nvfp4" in tool.stand_in_classes(notes)  # SGLang's fit of the kernel
     new = {
         "classes": {"mla_decode:bf16:sparse": {"a": 1}, "mla_decode:bf16": {"a": 2}},
         "devices": {"B200": {"mla_decode:bf16:sparse": {"a": 3}}},
@@ -183,3 +184,20 @@ def test_vllm_h100_notes_its_msa_classes_fitted_on_residuals():
     listed = {k for n in notes if tool._variant_note(n) for k in tool._noted(n)}
     for kind in ("bf16:msa", "bf16:msa_prefill", "fp8:msa", "fp8:msa_prefill"):
         assert f"attention_decode:{kind}" in listed
+
+
+def test_vllm_b200_nvfp4_gemm_is_sglangs_fit_and_its_table_rows_a_variant():
+    """vLLM's B200 nvfp4 projections (a module's, a served step's) take SGLang's B200 fit of
+    FlashInfer's CuTe DSL linear; vLLM's eager gemm_perf rows keep their fit as a variant, which
+    a profile without it times as the plain class and its stand-ins (profile.TIMING_VARIANTS)."""
+    from mlacalc.hardware.catalogue import load_hardware
+    from mlacalc.measured.mapping import VLLM_NVFP4_TABLE_VARIANT as var
+    from mlacalc.timemodel.profile import TIMING_VARIANTS, load_profile
+
+    assert var in TIMING_VARIANTS
+    vllm, sglang = load_profile("fit-b200-sxm-vllm"), load_profile("fit-b200-sxm-sglang")
+    assert vllm.params("B200", "gemm", "nvfp4")[0] == sglang.params("B200", "gemm", "nvfp4")[0]
+    table = vllm.params("B200", "gemm", "nvfp4", variant=var)[0]
+    assert table["fixed_s"] > vllm.params("B200", "gemm", "nvfp4")[0]["fixed_s"]
+    hw, h100 = load_hardware("B200"), load_profile("fit-h100-sxm-vllm")
+    assert h100.params("B200", "gemm", "nvfp4", hw, var) == h100.params("B200", "gemm", "nvfp4", hw)

@@ -274,6 +274,16 @@ FP32_SCALE_DEEPGEMM_SOURCES = ("sglang_deepgemm_gemm_nt_f8f8bf16",)
 #: SGLang's and TensorRT-LLM's DeepGEMM rows (a CUDA graph).
 UNALIGNED_SCALE_SOURCES = ("DeepGemmFp8BlockScaledMMKernel",)
 
+#: vLLM's ``gemm_perf`` nvfp4 rows' kernel_source, a class variant of their own in vLLM's
+#: profiles (``gemm:nvfp4:FlashInferCuteDslNvFp4LinearKernel``, the fit of those rows): they
+#: time FlashInfer's CuTe DSL nvfp4 linear through vLLM's wrapper one eager call at a time
+#: (10.8-11.2 us flat from n 32 to 4,096 at m 1, k 6,144; 1.8 us over SGLang's graph replays
+#: of the same kernel at the median of 8,778 shapes up to m 64), where vLLM's module rows and a
+#: served step run it inside the module's graph: the plain ``gemm:nvfp4`` of vLLM's B200 fit
+#: is SGLang's fit of the same kernel, a stand-in (docs/time-model.md, "vLLM's B200 nvfp4
+#: projections take SGLang's fit of the kernel").
+VLLM_NVFP4_TABLE_VARIANT = "FlashInferCuteDslNvFp4LinearKernel"
+
 #: Engines whose per-tensor fp8 quantize kernels (``computescale_perf``'s amax,
 #: ``scale_matrix_perf``'s scaling) give each token one CTA (``units`` = tokens).
 TOKEN_CTA_QUANTIZE_ENGINES = ("vllm",)
@@ -640,6 +650,11 @@ def _gemm_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
         unaligned = (
             blk & np.isin(src, UNALIGNED_SCALE_SOURCES) & (np.mod(m, TMA_SCALE_ROWS) != 0)
         ).astype(np.float64)
+        # its nvfp4 rows time FlashInfer's CuTe DSL linear through vLLM's wrapper, eagerly: a
+        # variant of their own (VLLM_NVFP4_TABLE_VARIANT), not the class a served step and the
+        # module rows take
+        fp4 = dt == "nvfp4"
+        variants = np.where(fp4 & (src == VLLM_NVFP4_TABLE_VARIANT), src, variants)
     for d in ("bf16", "fp16", "fp8", "fp8_block", "nvfp4"):
         for var in np.unique(variants[dt == d]):
             sel = (dt == d) & (variants == var)

@@ -303,9 +303,12 @@ HOST_FLOOR_S: dict[tuple[str, str, str, str, str, str], float] = {
     # (none for FlashMLA's group of fp8 block GEMMs and a bf16 cache, 0.1925 ms before vLLM's
     # B200 fp8 block projections took vLLM's own DeepGEMM rate, 64b87a4d: its one-token
     # kernels 0.929 of its time since, over HOST_BOUND_SHARE)
-    # (FlashInfer's with fp8 block GEMMs and a bf16 cache, 0.152 ms, and FlashMLA's with nvfp4
-    # GEMMs, 0.175 ms, have none since the decode top-k runs on every row,
-    # cost.compressed.EVERY_DECODE_TOPK: their one-token kernels 0.97 and 0.95 of their time)
+    # (FlashInfer's with fp8 block GEMMs and a bf16 cache, 0.152 ms, has none since the decode
+    # top-k runs on every row, cost.compressed.EVERY_DECODE_TOPK: its one-token kernels 0.97
+    # of its time.) FlashMLA's with nvfp4 GEMMs and a bf16 cache had none from then (0.95)
+    # until vLLM's B200 nvfp4 projections took SGLang's fit of the kernel (round 30,
+    # fit-b200-sxm-vllm's gemm:nvfp4 stand-in): its one-token kernels 0.908 of its time since
+    (_B200, "vllm", _GEN, "FLASHMLA_SPARSE", _NVFP4, _BF16): 0.0001754,
 }
 
 

@@ -38,6 +38,7 @@ __all__ = [
     "DEFAULT_PROFILE",
     "ELEMENTWISE_STAND_INS",
     "SCHEMA",
+    "TIMING_VARIANTS",
     "Profile",
     "assumed_figures",
     "load_profile",
@@ -144,6 +145,12 @@ def _lent(key: str, names: tuple[str, ...], other: str, how: str) -> str:
 #: (``mla_time.GEN_SPARSE_WIDE_VARIANT``) by TensorRT-LLM-gen's sparse class, then that one's
 #: parent; DeepSeek-V4's v2 top-k past ``LONG_ROW`` pooled keys (``topk_v2_long``) by its
 #: top-last class, which timed those rows before they had one
+#: Variants that say only how a table timed the plain class's kernel (vLLM's ``gemm_perf``
+#: nvfp4 rows: FlashInfer's CuTe DSL linear through vLLM's wrapper, one eager call at a time,
+#: ``mapping.VLLM_NVFP4_TABLE_VARIANT``): a profile without their own fit times them as the
+#: plain class of the dtype, its stand-ins too (:data:`_STAND_INS`), before any bf16 fit.
+TIMING_VARIANTS = frozenset({"FlashInferCuteDslNvFp4LinearKernel"})
+
 _PARENT_VARIANTS = {
     "sparse_ragged": "sparse",
     "sparse_walk": "sparse",
@@ -213,7 +220,7 @@ class Profile:
             keys += [class_key(kind, dtype, parent), class_key(kind, alias, parent)]
             parent = _PARENT_VARIANTS.get(parent)
         keys += [class_key(kind, dtype), class_key(kind, alias)]
-        if alias in _STAND_INS and not variant:
+        if alias in _STAND_INS and (not variant or variant in TIMING_VARIANTS):
             first = _KIND_FIRST_STAND_INS.get((kind, alias))
             if first is not None and self.engine in first[1]:
                 keys.append(class_key(kind, first[0]))
