@@ -298,7 +298,7 @@ def test_quantized_bytes_by_scheme():
     with pytest.raises(ConfigError, match=r"hf_quant_config\.json"):
         quantized_weight_bytes(ts, nvfp4)
     with pytest.raises(ConfigError, match="quant_method"):
-        quantization_scheme({"quantization_config": {"quant_method": "awq"}})
+        quantization_scheme({"quantization_config": {"quant_method": "hqq"}})
 
 
 def test_gpt_oss_checkpoint_bytes():

@@ -128,6 +128,103 @@ def test_kimi_k2_thinking_int4_bytes():
         assert mlacalc.weight_bytes(m) == K2_BYTES
 
 
+# ---------------------------------------------------------------- AWQ and GPTQ int4 groups
+
+QUANT = HF_CONFIGS.parent / "quant"  # configs standing for published AWQ / GPTQ ones (README)
+
+
+def _stored(tensors: dict[str, tuple[tuple[int, ...], int]]) -> int:
+    """Bytes of tensors given as name -> (shape, bytes a value)."""
+    return sum(math.prod(shape) * size for shape, size in tensors.values())
+
+
+def _awq_gemm(out: int, inp: int, g: int = 128) -> dict:
+    """AutoAWQ WQLinear_GEMM's stored tensors of one [out, in] linear (K = in, N = out)."""
+    return {"qweight": ((inp, out // 8), 4), "qzeros": ((inp // g, out // 8), 4),
+            "scales": ((inp // g, out), 2)}  # fmt: skip
+
+
+def _gptq(out: int, inp: int, g: int = 128, bits: int = 4) -> dict:
+    """AutoGPTQ QuantLinear's stored tensors of one [out, in] linear (g_idx stored always)."""
+    return {"qweight": ((inp * bits // 32, out), 4), "qzeros": ((inp // g, out * bits // 32), 4),
+            "scales": ((inp // g, out), 2), "g_idx": ((inp,), 4)}  # fmt: skip
+
+
+def test_awq_llama_8b_bytes_as_stored():
+    """Llama-3.1-8B AWQ (gemm, group 128): every linear's qweight, qzeros and fp16 scales built
+    by their shapes; embedding, head and norms fp16."""
+    d, ff, kv, v, layers = 4096, 14336, 1024, 128_256, 32
+    linears = [(d, d), (kv, d), (kv, d), (d, d), (ff, d), (ff, d), (d, ff)]
+    quantized = layers * sum(_stored(_awq_gemm(o, i)) for o, i in linears)
+    kept = 2 * (2 * v * d + (2 * layers + 1) * d)
+    m = mlacalc.load_model(QUANT / "llama-3.1-8b-awq.config.json")
+    w = checkpoint_weights(m)
+    assert w.total_bytes == quantized + kept == 5_727_854_592
+    assert w.kept_parts == ("embedding", "norms", "output head")
+    assert w.description == "awq gemm int4 group 128"
+    assert mlacalc.weight_bytes(m) == w.total_bytes
+    gemv = m.with_changes(quantization_config={**m.quantization_config, "version": "gemv"})
+    # gemv: qweight [N, K/8], qzeros [N, ceil(K/128/8)], scales [N, 8 * that]: the same bytes
+    # where K/128 is a multiple of 8 (4096: 32 groups, 14336: 112), none padded
+    assert checkpoint_weights(gemv).total_bytes == w.total_bytes
+    assert checkpoint_part_bytes(m)["dense_ffn"][1] == layers * sum(
+        _stored(_awq_gemm(o, i)) for o, i in linears[4:]
+    )
+
+
+def test_gptq_qwen3_moe_bytes_as_stored():
+    """Qwen3-30B-A3B GPTQ int4 (group 128): attention and each of 128 experts' three linears
+    as qweight, qzeros, fp16 scales and g_idx; router, embedding, head and norms fp16. The
+    plan times them as the int4 weight-only kernels (w4a16)."""
+    d, layers, e, ff, v = 2048, 48, 128, 768, 151_936
+    attention = [(4096, d), (512, d), (512, d), (d, 4096)]
+    expert = [(ff, d), (ff, d), (d, ff)]
+    quantized = layers * (
+        sum(_stored(_gptq(o, i)) for o, i in attention)
+        + e * sum(_stored(_gptq(o, i)) for o, i in expert)
+    )
+    kept = 2 * (2 * v * d + layers * (e * d + 2 * d + 2 * 128) + d)
+    m = mlacalc.load_model(QUANT / "qwen3-30b-a3b-gptq.config.json")
+    w = checkpoint_weights(m)
+    assert w.total_bytes == quantized + kept
+    assert "router" in w.kept_parts and "attention" not in w.kept_parts
+    per_channel = {**m.quantization_config, "group_size": -1}
+    one = checkpoint_weights(m.with_changes(quantization_config=per_channel))
+    assert one.total_bytes == kept + layers * (
+        sum(_stored(_gptq(o, i, i)) for o, i in attention)
+        + e * sum(_stored(_gptq(o, i, i)) for o, i in expert)
+    )
+    from mlacalc.cost.model_step import stored_dtype
+    from mlacalc.cost.quant import component_precision, stored_weight_dtype
+
+    assert stored_weight_dtype(m) == "int4" and stored_dtype(m.quantization, "int4") == "w4a16"
+    assert component_precision(m).format_of("experts") == "int4"
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"bits": 3}, "bits"),
+        ({"bits": 8}, "bits"),  # AWQ packs 4-bit values only
+        ({"group_size": 0}, "group_size"),
+        ({"version": "marlin"}, "version"),
+        ({"zero_point": False}, "zero_point"),
+        ({"quant_method": "gptq", "bits": 5}, "bits"),
+        ({"quant_method": "gptq", "bits": 3}, "bits"),
+        ({"quant_method": "gptq", "group_size": -2}, "group_size"),
+        ({"quant_method": "gptq", "checkpoint_format": "marlin"}, "checkpoint_format"),
+        ({"group_size": 96}, "group_size"),  # does not divide 4096: refused when sized
+    ],
+)
+def test_bad_awq_gptq_field_is_named(change, field):
+    raw = json.loads((QUANT / "llama-3.1-8b-awq.config.json").read_text(encoding="utf-8"))
+    raw["quantization_config"] = {**raw["quantization_config"], **change}
+    with pytest.raises(ConfigError) as err:
+        mlacalc.weight_bytes(mlacalc.import_hf_config(raw))
+    assert err.value.field == f"quantization_config.{field}"
+    assert "\n" not in str(err.value)
+
+
 # ---------------------------------------------------------------- the meta-device route
 
 
@@ -256,7 +353,8 @@ def test_quantization_is_a_schema_field():
 @pytest.mark.parametrize(
     ("value", "field"),
     [
-        ({"quant_method": "awq"}, "quantization_config.quant_method"),
+        ({"quant_method": "hqq"}, "quantization_config.quant_method"),
+        ({"quant_method": "awq"}, "quantization_config.bits"),
         ("fp8", "quantization_config"),
         (
             {"quant_method": "fp8", "weight_block_size": [128]},

@@ -204,6 +204,8 @@ def tensor_format(t: Tensor, s: QuantScheme) -> str | None:
         return None
     if t.role == "experts" and s.expert_format:
         return s.expert_format
+    if s.method in ("awq", "gptq"):  # integer groups: the int4 / int8 weight-only kernels
+        return f"int{s.bits}"
     return "fp8" if s.method == "fp8" else s.method
 
 
@@ -244,12 +246,51 @@ def _quantized(
         return experts * out * inp, experts * 4 * (-(-out // bm)) * (-(-inp // bn))
     if s.method == "mxfp4":
         return experts * out * inp // 2, experts * out * (-(-inp // 32))
+    if s.method in ("awq", "gptq"):
+        payload, scales = _awq_gptq_bytes(out, inp, s)
+        return experts * payload, experts * scales
     # packed integer groups: 32 // bits values per int32 word along the row
     per_word = 32 // s.bits
     words = -(-inp // per_word)
     groups = -(-inp // s.group_size)
     scales = experts * out * groups * 2 * (1 if s.symmetric else 2)
     return experts * out * words * 4, scales + experts * 8  # + int32 weight_shape pair
+
+
+def _awq_gptq_bytes(out: int, inp: int, s: QuantScheme) -> tuple[int, int]:
+    """(payload bytes, scale bytes) of one ``[out, in]`` linear of an AWQ or GPTQ checkpoint,
+    its tensors as the loaders store them (docs/serving.md, "AWQ and GPTQ checkpoints"; the
+    layouts from recall of AutoAWQ's ``WQLinear_GEMM`` / ``WQLinear_GEMV`` and AutoGPTQ's
+    ``QuantLinear``), K = in, N = out, G = group_size, b = bits, 32 // b values an int32:
+
+    - AWQ gemm: ``qweight`` int32 [K, N/8], ``qzeros`` int32 [K/G, N/8], ``scales`` fp16
+      [K/G, N];
+    - AWQ gemv: ``qweight`` int32 [N, K/8], ``qzeros`` int32 [N, w], ``scales`` fp16 [N, 8w],
+      w = ceil(ceil(K/G / 8) / m) * m, m = 1, 2, 4 for G = 128, 64, 32 (the kernel's padding);
+    - GPTQ: ``qweight`` int32 [K*b/32, N], ``qzeros`` int32 [K/G, N*b/32], ``scales`` fp16
+      [K/G, N], ``g_idx`` int32 [K] (stored with or without desc_act; G = -1: G = K).
+
+    Scales, zero points and g_idx are the scale bytes. A G that does not divide K is refused
+    naming ``quantization_config.group_size``."""
+    group = inp if s.group_size == -1 else s.group_size
+    if inp % group:
+        raise ConfigError(
+            f"{group} does not divide a linear's {inp} input features (out {out}), so its "
+            "groups are not whole",
+            field="quantization_config.group_size",
+            fix="use a group_size that divides every linear's in_features, or -1 (GPTQ)",
+        )
+    per_word = 32 // s.bits
+    groups = inp // group
+    if s.method == "gptq":
+        qweight = -(-inp // per_word) * out * 4
+        return qweight, groups * -(-out // per_word) * 4 + groups * out * 2 + inp * 4
+    if s.layout == "gemv":
+        mult = {128: 1, 64: 2, 32: 4}.get(group, 1)
+        words = -(-groups // per_word)
+        width = -(-words // mult) * mult
+        return out * -(-inp // per_word) * 4, out * width * 4 + out * width * per_word * 2
+    return inp * -(-out // per_word) * 4, groups * -(-out // per_word) * 4 + groups * out * 2
 
 
 def tensor_bytes(t: Tensor, scheme: QuantScheme, kept_dtype_bytes: int = 2) -> tuple[int, int]:

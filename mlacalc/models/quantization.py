@@ -156,6 +156,9 @@ class QuantScheme:
     #: the routed experts' format where it differs from the method's (DeepSeek-V4's fp8
     #: checkpoint with ``expert_dtype: fp4``: e2m1 pairs, a ue8m0 scale per 32 values)
     expert_format: str | None = None
+    #: an AWQ or GPTQ checkpoint's tensor layout: ``gemm`` / ``gemv`` (AWQ's ``version``),
+    #: ``gptq`` (``desc_act`` noted as ``gptq desc_act``: same tensors, g_idx reordered)
+    layout: str = ""
 
     def describe(self) -> str:
         """The scheme in a few words, as reports name it (``fp8 block 128x128``)."""
@@ -175,6 +178,10 @@ class QuantScheme:
         if self.method == "mixed":
             kinds = sorted({f for _, f in self.per_module})
             return "mixed " + "/".join(kinds)
+        if self.method in ("awq", "gptq"):
+            group = "per channel" if self.group_size == -1 else f"group {self.group_size}"
+            layout = self.layout if self.method == "gptq" else f"awq {self.layout}"
+            return f"{layout} int{self.bits} {group}"
         side = "" if self.symmetric else ", asymmetric"
         return f"{self.method} group {self.group_size}{side}"
 
@@ -331,6 +338,8 @@ def scheme_of(q: Any, origin: str = "config.json") -> QuantScheme:
             keep=keep,
             expert_format="mxfp4" if experts == "fp4" else None,
         )
+    if method in ("awq", "gptq"):
+        return _int_group_scheme(q, method, origin)
     if method == "mxfp4":
         keep = _names(q.get("modules_to_not_convert"), origin, "modules_to_not_convert")
         return QuantScheme(method="mxfp4", group_size=32, bits=4, experts_only=True, keep=keep)
@@ -399,8 +408,102 @@ def scheme_of(q: Any, origin: str = "config.json") -> QuantScheme:
         source=origin,
         field="quantization_config.quant_method",
         fix="modelled: fp8 (block scales), mxfp4, modelopt (NVFP4, FP8, MIXED_PRECISION), "
-        "compressed-tensors int or nvfp4 groups; remove "
+        "compressed-tensors int or nvfp4 groups, awq, gptq; remove "
         "quantization_config to size the weights by weights_dtype",
+    )
+
+
+# -----------------------------------------------------------------------------------
+# AWQ (AutoAWQ) and GPTQ (AutoGPTQ / GPTQModel) integer groups, fp16 scales
+
+#: the AWQ kernels' checkpoint layouts mlacalc sizes (AutoAWQ's ``version``)
+AWQ_VERSIONS = ("gemm", "gemv")
+#: GPTQ's bit widths whose values pack whole into int32 words (3 bits straddle words)
+GPTQ_BITS = (2, 4, 8)
+
+
+def _int_field(q: Mapping[str, Any], key: str, origin: str, allowed: Sequence[int]) -> int:
+    value = q.get(key)
+    if isinstance(value, bool) or value not in allowed:
+        raise ConfigError(
+            f"{value!r} is not modelled for quant_method {q.get('quant_method')!r} "
+            f"(modelled: {', '.join(map(str, allowed))})",
+            source=origin,
+            field=f"quantization_config.{key}",
+        )
+    return int(value)
+
+
+def _int_group_scheme(q: Mapping[str, Any], method: str, origin: str) -> QuantScheme:
+    """An AWQ or GPTQ checkpoint (:func:`mlacalc.cost.quant._quantized` sizes its tensors).
+
+    AWQ: ``bits`` 4 (AutoAWQ packs 4-bit values only), ``group_size`` > 0, ``zero_point``
+    true (its kernels are asymmetric), ``version`` gemm or gemv, ``modules_to_not_convert``
+    kept fp16. GPTQ: ``bits`` 2, 4 or 8, ``group_size`` > 0 or -1 (one group a row: per
+    output channel), ``desc_act`` / ``sym`` / ``true_sequential`` change values, not the
+    tensors stored; ``checkpoint_format`` gptq (v1) or gptq_v2, same shapes. A group size
+    that does not divide a matrix's input features is refused when that matrix is sized."""
+    if method == "awq":
+        bits = _int_field(q, "bits", origin, (4,))
+        version = str(q.get("version", "gemm")).lower()
+        if version not in AWQ_VERSIONS:
+            raise ConfigError(
+                f"version {str(q.get('version'))[:40]!r} is not modelled (modelled: gemm, gemv)",
+                source=origin,
+                field="quantization_config.version",
+            )
+        if q.get("zero_point", True) is not True:
+            raise ConfigError(
+                f"zero_point {q.get('zero_point')!r} is not modelled (AWQ's gemm and gemv "
+                "kernels read a zero point a group: true)",
+                source=origin,
+                field="quantization_config.zero_point",
+            )
+        keep = _names(q.get("modules_to_not_convert"), origin, "modules_to_not_convert")
+        group = q.get("group_size")
+        if isinstance(group, bool) or not isinstance(group, int) or group <= 0:
+            raise ConfigError(
+                f"must be a positive integer, got {group!r}",
+                source=origin,
+                field="quantization_config.group_size",
+            )
+        if version == "gemv" and group not in (32, 64, 128):
+            raise ConfigError(
+                f"{group!r} is not modelled for AWQ gemv (its layout pads for 32, 64, 128)",
+                source=origin,
+                field="quantization_config.group_size",
+            )
+        return QuantScheme(
+            method="awq",
+            group_size=group,
+            bits=bits,
+            symmetric=False,
+            keep=keep,
+            layout=version,
+        )
+    bits = _int_field(q, "bits", origin, GPTQ_BITS)
+    group = q.get("group_size")
+    if isinstance(group, bool) or not isinstance(group, int) or not (group > 0 or group == -1):
+        raise ConfigError(
+            f"must be a positive integer or -1 (per channel), got {group!r}",
+            source=origin,
+            field="quantization_config.group_size",
+        )
+    fmt = str(q.get("checkpoint_format", "gptq")).lower()
+    if fmt not in ("gptq", "gptq_v2"):
+        raise ConfigError(
+            f"checkpoint_format {fmt[:40]!r} is not modelled (gptq, gptq_v2)",
+            source=origin,
+            field="quantization_config.checkpoint_format",
+        )
+    keep = _names(q.get("modules_to_not_convert"), origin, "modules_to_not_convert")
+    return QuantScheme(
+        method="gptq",
+        group_size=group,
+        bits=bits,
+        symmetric=bool(q.get("sym", True)),
+        keep=keep,
+        layout="gptq desc_act" if q.get("desc_act") else "gptq",
     )
 
 

@@ -728,8 +728,8 @@ class ModelConfig:
     quantization_config: Mapping[str, Any] | None = _spec(
         QUANT,
         "the checkpoint's quantization as its config.json states it (fp8 with "
-        "weight_block_size, mxfp4, compressed-tensors int groups); weight bytes in reports "
-        "and plans follow it, scales included, unless a weight dtype is chosen",
+        "weight_block_size, mxfp4, compressed-tensors int groups, awq, gptq); weight bytes in "
+        "reports and plans follow it, scales included, unless a weight dtype is chosen",
         default=None,
     )
     parallel_attn: bool = _spec(
