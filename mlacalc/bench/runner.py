@@ -319,8 +319,9 @@ def timing_stats(times: list[float]) -> dict:
 
 #: the longest one call of a ceiling's product should take (seconds): each ceiling's size is
 #: picked from the device's own rate so that a slow device (a CPU's bf16 without bf16
-#: instructions: about 1.2 GFLOP/s a thread) does not wait minutes for a figure
-CEILING_CALL_SECONDS = 0.2
+#: instructions: about 1.2 GFLOP/s a thread) does not wait minutes for a figure; a 2-core Zen 3's
+#: fp32 2048^2 product (0.2 s, 42.6 GFLOP/s a thread against 37.0 at 1024) is still reached
+CEILING_CALL_SECONDS = 0.25
 #: the square matmul's side: its largest (a fast device's, which these sizes always reach) and
 #: the floor kept however slow the device (a product still far beyond the caches' tiles)
 MATMUL_N = {"cuda": 8192, "cpu": 2048}
@@ -408,9 +409,8 @@ def measure_ceilings(
     out["gemv_bytes_per_s"] = {}
     side = 16384 if device.type == "cuda" else 8192
     for dt in dtypes:
-        mats = [
-            torch.randn(side, side, generator=gen).to(device, TORCH_DTYPES[dt]) for _ in range(2)
-        ]
+        mat = torch.randn(side, side, generator=gen).to(device, TORCH_DTYPES[dt])
+        mats = [mat, -mat]  # two buffers to rotate, one drawing of random numbers
         vec = torch.randn(1, side, generator=gen).to(device, TORCH_DTYPES[dt])
         t = timing_stats(
             time_fn(
@@ -418,7 +418,7 @@ def measure_ceilings(
                 device,
                 warmup=2,
                 repeats=10,
-                max_seconds=10,
+                max_seconds=1,
             )
         )
         out["gemv_bytes_per_s"][dt] = mats[0].nbytes / t["median_s"]
@@ -433,7 +433,8 @@ def measure_ceilings(
     for dt in dtypes:
         rate = out["matmul_flops_per_s"][dt]
         kept = [m for m in ms if m == ms[0] or 2 * m * n * n / rate <= call_seconds]
-        mats = [torch.randn(n, n, generator=gen).to(device, TORCH_DTYPES[dt]) for _ in range(2)]
+        mat = torch.randn(n, n, generator=gen).to(device, TORCH_DTYPES[dt])
+        mats = [mat, -mat]
         seconds = []
         for m in kept:
             xs = [torch.randn(m, n, generator=gen).to(device, TORCH_DTYPES[dt]) for _ in range(2)]
@@ -451,16 +452,14 @@ def measure_ceilings(
     elements = (1 << 29) if device.type == "cuda" else (1 << 26)  # 2 GiB / 256 MiB of fp32
     src = torch.randn(elements, generator=gen).to(device)
     dst = torch.empty_like(src)
-    t = timing_stats(
-        time_fn(lambda i: dst.copy_(src), device, warmup=2, repeats=10, max_seconds=10)
-    )
+    t = timing_stats(time_fn(lambda i: dst.copy_(src), device, warmup=2, repeats=10, max_seconds=1))
     out["copy_bytes"] = 2 * src.nbytes
     out["copy_bytes_per_s"] = 2 * src.nbytes / t["median_s"]
     if device.type == "cpu":
         # the first write of a fresh output big enough to be mapped from the operating system
         # on every allocation (page faults, zeroing), beyond the same write into mapped memory
         fill = timing_stats(
-            time_fn(lambda i: dst.fill_(1.0), device, warmup=2, repeats=10, max_seconds=10)
+            time_fn(lambda i: dst.fill_(1.0), device, warmup=2, repeats=10, max_seconds=1)
         )
         fresh = timing_stats(
             time_fn(
@@ -468,7 +467,7 @@ def measure_ceilings(
                 device,
                 warmup=2,
                 repeats=10,
-                max_seconds=10,
+                max_seconds=1,
             )
         )
         extra = fresh["median_s"] - fill["median_s"]
