@@ -38,7 +38,9 @@ def test_mxfp4_experts_that_run_weight_only_on_hopper_say_so():
     said = [w for w in plan("deepseek-v4-pro", "H200", 16, **ask).warnings if "tensor cores" in w]
     assert said == [
         "the checkpoint's experts in mxfp4: H200 has no fp4 tensor cores, so they are sized in "
-        "mxfp4 and timed as the weight-only kernel it runs instead (w4a16_mxfp4)"
+        "mxfp4 and timed as the weight-only MXFP4 MoE the engines run instead (w4a16_mxfp4: "
+        "the shipped H100 tables time it under TensorRT-LLM (Triton), SGLang (Triton, Marlin), "
+        "vLLM (Triton, Marlin))"
     ]
     # "tensor cores", not the indexer's "scores" (its TP warning, round 24, names them)
     assert not [

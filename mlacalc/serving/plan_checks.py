@@ -890,6 +890,37 @@ def _vendor_warnings(hw: HardwareSpec, engine: str, components: dict[str, str]) 
     return tuple(out)
 
 
+#: The engines whose shipped tables of a device without fp4 tensor cores (H100) time a
+#: weight-only MoE over MXFP4 weights, and its kernels (``kernel_source``): TensorRT-LLM's
+#: Triton MoE (``moe_torch_flow``, GPT-OSS), SGLang's Triton and Marlin MoE, vLLM's OpenAI
+#: Triton MoE (GPT-OSS) and Marlin's (a compressed-tensors W4A4 MXFP4 checkpoint, run weight-only).
+#: None of them times an NVFP4 MoE or a weight-only fp4 GEMM there.
+HOPPER_MXFP4_MOE = "TensorRT-LLM (Triton), SGLang (Triton, Marlin), vLLM (Triton, Marlin)"
+
+
+def _weight_only_path(fmt: str, moe: bool, runs: str) -> str:
+    """What a 4-bit float format on a device without its tensor cores is timed as, in words:
+    MXFP4 experts as the weight-only MXFP4 MoE every engine's H100 table times (the kernel the
+    engines run instead); NVFP4 experts and fp4 GEMMs as a stand-in, no shipped table showing
+    an engine run them there (a trial read "the kernel it runs instead" of NVFP4 experts on
+    H200 as a claim that TensorRT-LLM loads an NVFP4 checkpoint on Hopper)."""
+    if moe and runs == "w4a16_mxfp4" and format_dtype(fmt) == "fp4" and "mxfp4" in fmt:
+        return (
+            f"the weight-only MXFP4 MoE the engines run instead ({runs}: the shipped H100 "
+            f"tables time it under {HOPPER_MXFP4_MOE})"
+        )
+    if moe:
+        return (
+            f"a stand-in, the weight-only MXFP4 MoE ({runs}): no shipped table shows an engine "
+            f"running {fmt} experts without fp4 tensor cores (the H100 tables time a weight-only "
+            "MXFP4 MoE only; vLLM's runs a W4A4 MXFP4 checkpoint on Marlin's, the nearest path)"
+        )
+    return (
+        f"a stand-in, the weight-only GEMM ({runs}): no shipped table shows an engine running "
+        f"{fmt} GEMMs without fp4 tensor cores"
+    )
+
+
 def _weight_only(
     what: str, fmt: str, moe: bool, hw: HardwareSpec, native: str | None = None
 ) -> str:
@@ -902,7 +933,7 @@ def _weight_only(
         return ""
     return (
         f"{what} in {fmt}: {hw.name} has no {format_dtype(fmt)} tensor cores, so they are sized "
-        f"in {fmt} and timed as the weight-only kernel it runs instead ({runs})"
+        f"in {fmt} and timed as {_weight_only_path(fmt, moe, runs)}"
     )
 
 
