@@ -238,7 +238,8 @@ def test_trtllm_1_0_hands_large_all_reduces_to_nccl():
 def test_sglang_0_5_hands_all_reduces_from_32_mb_to_nccl():
     """SGLang 0.5's custom all-reduce is NCCL's from 2^24 bf16 elements (its measured rows equal
     the NCCL table's there on B200 and H100): CUDA-graph rows from there map onto NCCL's ring
-    class, eager rows keep their class without the one-shot; TensorRT-LLM 1.3 keeps them all."""
+    class, eager rows too, with a copy of the message through HBM (read and written, an
+    elementwise kernel: the input's copy an eager call makes); TensorRT-LLM 1.3 keeps them all."""
 
     def parts(framework, version, backend):
         columns = {
@@ -255,9 +256,11 @@ def test_sglang_0_5_hands_all_reduces_from_32_mb_to_nccl():
     graph = parts("sglang", "0.5.14", "sglang_graph")
     assert rows(graph) == [("bf16", "", [0, 1]), ("fp16", "", [2, 3])]
     eager = parts("sglang", "0.5.14", "sglang_eager")
-    assert rows(eager) == [("bf16", "eager", [0, 1]), ("bf16", "eager", [2, 3])]
+    assert rows(eager) == [("bf16", "eager", [0, 1]), ("fp16", "", [2, 3]), ("bf16", "", [2, 3])]
     assert (graph[1].batch.shape["one_shot"] == 0).all()
     assert (eager[1].batch.shape["one_shot"] == 0).all()
+    copy = eager[2].batch
+    assert copy.kind == "elementwise" and (copy.bytes == 2 * eager[1].batch.bytes).all()
     assert rows(parts("trtllm", "1.3.0rc20", "")) == [("bf16", "", [0, 1, 2, 3])]
 
 

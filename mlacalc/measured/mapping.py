@@ -2224,7 +2224,12 @@ def _allreduce_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
     graph, eager_own = ~nccl & ~eager & ~symm, ~nccl & eager
     sels = (("g", graph), ("e", eager_own), ("s", symm))
     own = {k: {key: v[sel] for key, v in fields.items()} for k, sel in sels}
-    # (an eager row handed to NCCL keeps the eager class, host launch and all, on NCCL's ring)
+    # an eager row handed to NCCL (SGLang's from 32 MB, vLLM's past its own kernels) is NCCL's
+    # ring (the 2-byte class, as the graph rows) plus a copy of the message through HBM (read
+    # and written: an elementwise kernel of the profile), the host's launch (20-30 us) hidden
+    # behind a call of 150 us and more: the eager rows of 2^24-2^29 elements are 1.04-1.23x the
+    # graph rows, the extra one message's read and write at 6.5-7.0 TB/s on B200 and 3.0-3.1
+    # TB/s on H100 (2^29 elements, every GPU count, SGLang's and vLLM's tables)
     for name, dtype, sel, extra in (
         (
             "custom_allreduce",
@@ -2244,10 +2249,20 @@ def _allreduce_table(t: MeasuredTable, b: _Builder, reason: np.ndarray) -> None:
             symm,
             {"variant": VLLM_SYMM_VARIANT, "one_shot": 0, "peer_wait": wait, **own["s"]},
         ),
-        ("custom_allreduce_eager_nccl", "bf16", nccl & eager, {"variant": "eager", "one_shot": 0}),
+        ("custom_allreduce_eager_nccl", "fp16", nccl & eager, {"one_shot": 0}),
         ("custom_allreduce_nccl", "fp16", nccl & ~eager, {"one_shot": 0}),
     ):
         b.add_collective(name, "all_reduce", dtype, rows[sel], msg[sel], n[sel], **extra)
+    handed = nccl & eager
+    b.add(
+        "custom_allreduce_eager_copy",
+        "elementwise",
+        "bf16",
+        rows[handed],
+        0.0,
+        2.0 * msg[handed],
+        elements=elems[handed],
+    )
 
 
 _NCCL_KIND = {
