@@ -5,6 +5,7 @@ a prefill pool that splits each expert over many GPUs, and tensor parallelism ov
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -97,6 +98,33 @@ def test_weights_that_do_not_fit_are_told_only_the_levers_that_help(kw, advice):
     GPUs (a capacity planner's trial): the advice names only what can shrink the weights."""
     n = kw.pop("gpus")
     p = mlacalc.plan("deepseek-v3", "H100-SXM", n, **kw, isl=1000, osl=1000)
-    assert p.overflow.startswith("weights:") and advice in p.overflow, p.overflow
+    # the fewest GPUs that fit, in brackets after "add GPUs" (test_add_gpus_says_how_many)
+    overflow = re.sub(r"add GPUs \(\d[^:]*: the fewest [^)]*\)", "add GPUs", p.overflow)
+    assert overflow.startswith("weights:") and advice in overflow, p.overflow
     if advice == "; add GPUs":
-        assert p.overflow.endswith(advice)
+        assert overflow.endswith(advice)
+
+
+@pytest.mark.parametrize(
+    ("model", "hw", "gpus", "kw", "fewest"),
+    [
+        ("deepseek-v3", "H200", 8, dict(weight_dtype="bf16", seq_len=32768), 16),
+        ("llama-3.1-70b", "H100-SXM", 2, dict(seq_len=131072, kv_dtype="bf16"), 4),
+        ("llama-3.1-70b", "H100-SXM", 1, dict(seq_len=32768, pp=1), 2),
+    ],
+)
+def test_add_gpus_says_how_many(model, hw, gpus, kw, fewest):
+    """A plan that does not fit said "add GPUs" with no count (trial 30: DeepSeek-V3 in bf16
+    on 8 H200 at 32K); it now names the fewest GPUs of its layout's kind that hold the weights
+    and one sequence's cache at the asked context: a plan there fits, and none of the same
+    kind between fits."""
+    p = mlacalc.plan(model, hw, gpus, **kw)
+    assert not p.fits and f"add GPUs ({fewest} at " in p.overflow, p.overflow
+    assert f"--gpus {fewest}: the fewest of this layout's kind" in p.overflow
+    assert mlacalc.plan(model, hw, fewest, **kw).fits  # TP over all its GPUs, as asked
+    for below in range(gpus + 1, fewest):
+        try:
+            q = mlacalc.plan(model, hw, below, **kw)
+        except mlacalc.MlacalcError:  # no layout of the kind (TP12 of 128 heads)
+            continue
+        assert not q.fits, below

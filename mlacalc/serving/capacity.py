@@ -16,6 +16,7 @@ from mlacalc.serving.layout import (
     Layout,
     kv_bytes_per_sequence_per_gpu,
     kv_bytes_per_token_per_gpu,
+    make_layout,
     tp_splits_heads,
     weight_bytes_by_part,
     weight_format,
@@ -273,8 +274,10 @@ def reserve_share(
     return usable_share(engine, memory, weights, usable, units)
 
 
-def capacity(req: PlanRequest) -> Capacity:
-    """The capacity of one GPU of ``req``'s (decode) pool at its context."""
+def capacity(req: PlanRequest, fewest: bool = False) -> Capacity:
+    """The capacity of one GPU of ``req``'s (decode) pool at its context; ``fewest``: where it
+    does not fit, its "add GPUs" says how many (:func:`fewest_gpus`; the plan's own pool, not
+    the layouts a plan weighs beside it)."""
     m, lay, kv, include_mtp = req.m, req.lay, req.kv, req.include_mtp
     memory = req.hw.memory_bytes
     part_bytes = weight_bytes_by_part(m, lay, req.sized, include_mtp)
@@ -322,7 +325,9 @@ def capacity(req: PlanRequest) -> Capacity:
         fixed=fixed,
         per_group_seqs=per_group_seqs,
         max_batch=max_batch,
-        overflow=_overflow(req, usable, weights, w_format, budget, seq_bytes, per_group_seqs),
+        overflow=_overflow(
+            req, usable, weights, w_format, budget, seq_bytes, per_group_seqs, fewest
+        ),
         max_context=max_context,
         max_context_memory=max_context_memory,
         mem={
@@ -370,7 +375,7 @@ def sequence_bytes(
     return seq_bytes, per_token_full, fixed
 
 
-def _weight_levers(req: PlanRequest) -> str:
+def _weight_levers(req: PlanRequest, fewest: bool = False) -> str:
     """What can shrink the weights per GPU of ``req``'s layout, in words: more GPUs always;
     a higher tp where one splits the heads over a stage's GPUs (its attention, or all of it,
     copied per group), a higher ep where the routed experts are shared by fewer GPUs than a
@@ -385,9 +390,85 @@ def _weight_levers(req: PlanRequest) -> str:
         wide = format_bits(req.w_dtype) > 4.5
     except MlacalcError:  # a name the table does not hold: not ruled out
         wide = True
-    levers = ["add GPUs"] + [f"raise {which}"] * bool(which)
+    more = f"add GPUs ({_fewest_words(req)})" if fewest else "add GPUs"
+    levers = [more] + [f"raise {which}"] * bool(which)
     levers += ["use a smaller weight dtype"] * wide
     return ", ".join(levers[:-1]) + (" or " if len(levers) > 1 else "") + levers[-1]
+
+
+#: The most GPUs :func:`fewest_gpus` tries: this many, or this many times the plan's
+FEWEST_GPUS_MAX = 4096
+FEWEST_GPUS_TIMES = 64
+
+
+def scaled_layout(m: ModelConfig, lay: Layout, gpus: int) -> Layout | None:
+    """``lay``'s kind of layout on ``gpus`` GPUs (None where the model refuses it): its stages
+    kept; a stage's tensor parallelism grown with it where it spans the stage (TP8 -> TP16),
+    its DP-attention groups multiplied at the same ``tp``, its replicas (``dp`` without
+    DP-attention, each holding all the weights) kept and each widened; expert
+    parallelism over the stage where it spans it, else kept; the fewest redundant experts
+    that split over the new ``ep`` where the layout had some."""
+    if gpus % lay.pp:
+        return None
+    stage = gpus // lay.pp
+    if lay.tp == lay.stage_gpus:
+        tp = stage
+    elif lay.dp_attention:
+        tp = lay.tp
+    elif stage % lay.dp:  # replicas of a TP group: more GPUs widen each group, not their count
+        return None
+    else:
+        tp = stage // lay.dp
+    if stage % tp:
+        return None
+    ep = stage if lay.ep == lay.stage_gpus and lay.ep > 1 else lay.ep
+    red = (-m.n_routed_experts) % ep if lay.redundant_experts and m.n_routed_experts else 0
+    try:
+        return make_layout(m, gpus, tp=tp, dp=stage // tp, pp=lay.pp, ep=ep,
+                           dp_attention=lay.dp_attention, redundant_experts=red)  # fmt: skip
+    except MlacalcError:
+        return None
+
+
+def fewest_gpus(req: PlanRequest) -> tuple[int, Layout] | None:
+    """The fewest GPUs, above the plan's, whose layout of the same kind
+    (:func:`scaled_layout`) holds the weights per GPU and one sequence's cache at the asked
+    context (the weights in the plan's formats, the cache in its KV format, the usable bytes
+    by the plan's memory rule), with that layout; None where none up to
+    :data:`FEWEST_GPUS_MAX` does. A trial's DeepSeek-V3 in bf16 on 8 H200 was told "add GPUs"
+    with no count."""
+    m = req.m
+    for gpus in range(req.gpus + 1, min(FEWEST_GPUS_MAX, FEWEST_GPUS_TIMES * req.gpus) + 1):
+        lay = scaled_layout(m, req.lay, gpus)
+        if lay is None:
+            continue
+        if req.components:
+            parts = component_weight_bytes(m, lay, req.sized, req.components, req.include_mtp)
+            weights = sum(parts.values())
+        else:
+            weights = weights_per_gpu(m, lay, req.sized, req.include_mtp)
+        usable = usable_bytes(req, weights)
+        if usable - weights <= 0:
+            continue
+        seq = sequence_bytes(m, req.kv, lay, req.context, req.page_size, req.include_mtp)[0]
+        if usable - weights >= seq:
+            return gpus, lay
+    return None
+
+
+def _fewest_words(req: PlanRequest) -> str:
+    """:func:`fewest_gpus` in words ("16 at TP16, --gpus 16: the fewest of this layout's kind
+    that hold the weights and one sequence's cache of 32,768 tokens"), or that none up to
+    the most tried does."""
+    found = fewest_gpus(req)
+    if found is None:
+        most = min(FEWEST_GPUS_MAX, FEWEST_GPUS_TIMES * req.gpus)
+        return f"no layout of this kind up to {most:,} GPUs holds them"
+    gpus, lay = found
+    return (
+        f"{gpus:,} at {lay.describe()}, --gpus {gpus}: the fewest of this layout's kind that "
+        f"hold the weights and one sequence's cache of {req.context:,} tokens"
+    )
 
 
 def _overflow(
@@ -398,6 +479,7 @@ def _overflow(
     budget: int,
     seq_bytes: int,
     per_group_seqs: int,
+    fewest: bool = False,
 ) -> str | None:
     """What overflows a GPU, in words (None when everything fits): the weights, one
     sequence's cache (``per_group_seqs``: the sequences an attention group holds), or the
@@ -407,13 +489,14 @@ def _overflow(
     if budget <= 0:
         return (
             f"weights: {human_bytes(weights)} per GPU in {w_format} ({lay.describe()}) exceed "
-            f"the {human_bytes(usable)} usable on {req.hw.name}; {_weight_levers(req)}"
+            f"the {human_bytes(usable)} usable on {req.hw.name}; {_weight_levers(req, fewest)}"
         )
     if per_group_seqs < 1:
         return (
             f"kv cache: one sequence of {context:,} tokens needs "
             f"{human_bytes(seq_bytes)} per GPU and "
             f"{human_bytes(budget)} are left after the weights"
+            + (f"; add GPUs ({_fewest_words(req)})" if fewest else "")
         )
     if batch is not None and req.isl is None and batch > max_batch:
         # an answer, as the weights' and one sequence's overflow: the batch asked does not fit;

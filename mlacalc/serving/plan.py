@@ -831,7 +831,7 @@ def plan(
     # every argument, checked and normalised (locals() here: exactly the arguments)
     args = with_engine_defaults(locals())
     req = check_request(**args)
-    cap = admitted(req, capacity(req))
+    cap = admitted(req, capacity(req, fewest=True))
     common = plan_fields(req, cap)
     common["warnings"] += latent_copies(req.m, req.lay, req.p_lay, _cache_figures(req))
     common["warnings"] += trtllm_attention_tp(req.engine, req.lay, req.p_lay)
