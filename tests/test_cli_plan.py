@@ -172,9 +172,10 @@ def test_search_unknown_dtype_names_its_option(run):
         assert flag in err and "fp7" in err
 
 
-def test_fp8_block_as_a_dtype_points_to_the_checkpoints_quantization_config(run):
+def test_fp8_block_as_a_dtype_points_to_the_component_formats(run):
     """A trial asked --weight-dtype fp8_block to time vLLM's block-scaled kernels: block
-    scales come from the checkpoint's quantization_config, which the error says, in one line."""
+    scales are a format per component (--attention-dtype fp8_block ...) or the checkpoint's
+    quantization_config, which the error says, in one line."""
     for args in (
         ["plan", "qwen3-30b-a3b", "-H", "H100", "--gpus", 8, "--weight-dtype", "fp8_block"],
         ["search", "qwen3-30b-a3b", "-H", "H100", "--gpus", 8, "--weight-dtypes", "fp8_block"],
@@ -182,6 +183,7 @@ def test_fp8_block_as_a_dtype_points_to_the_checkpoints_quantization_config(run)
         _, err = run(*args, "--isl", 2000, "--osl", 500, code=2)
         assert len(err.strip().splitlines()) == 1, err
         assert "weight_block_size [128, 128]" in err and "fp8 here is per-tensor fp8" in err
+        assert "--attention-dtype fp8_block" in err
     _, err = run("plan", "qwen3-30b-a3b", "-H", "H100", "--gpus", 8, "--weight-dtype", "fp7",
                  "--isl", 2000, "--osl", 500, code=2)  # fmt: skip
     assert "quantization_config" not in err

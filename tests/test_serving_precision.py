@@ -44,6 +44,28 @@ def test_each_component_sized_in_its_format():
     assert format_bits("mxfp4") == 4.25 and format_bits("fp8") == 8
 
 
+def test_fp8_block_per_component_is_the_fp8_checkpoint_byte_for_byte():
+    """fp8_block asked per component of a bf16 DeepSeek-V3 holds what its fp8 checkpoint
+    stores (one fp8 byte a value, a float32 per 128 x 128 block, ceil on both sides: kv_a's 576
+    rows are 5 blocks), part by part; Llama-3.1-70B's 16,711,680 B of scales (its 68.45 G
+    matrix weights / 16,384 x 4) a quarter a GPU at TP4. Its kernels run the fp8_block class."""
+    layers = ("attention", "dense_ffn", "experts", "shared_experts")
+    bf16 = DSV3.with_changes(quantization_config=None)
+    asked = component_weight_bytes(bf16, LAY, None, dict.fromkeys(layers, "fp8_block"))
+    stored = weight_bytes_by_part(DSV3, LAY, None)
+    for part in ("attention", "dense_ffn", "routed_experts", "shared_experts"):
+        assert asked[part] == stored[part], part
+    llama = as_model("llama-3.1-70b")
+    lay = make_layout(llama, 4, tp=4)
+    two = {"attention": "fp8_block", "dense_ffn": "fp8_block"}
+    block = component_weight_bytes(llama, lay, None, two)
+    fp8 = component_weight_bytes(llama, lay, None, dict.fromkeys(two, "fp8"))
+    assert sum(block.values()) - sum(fp8.values()) == 16_711_680 // 4
+    step = StepModel(llama, lay, None, resolve_kv_layout("bf16"), B200, component_dtypes=two)
+    kernels = {k.name: k.dtype for k in step.kernels(dec_B=8, dec_S=2000)}
+    assert kernels["o_proj"] == "fp8_block" and kernels["lm_head"] == "bf16"
+
+
 def test_each_kernel_timed_by_its_own_class():
     """The experts' grouped GEMM runs the fp4 class and reads 4.5-bit weights, the attention
     projections the fp8 class, the head and the router as before."""

@@ -182,6 +182,7 @@ def plan_engine_options(f: Callable) -> Callable:
                     default=None,
                     help=f"Format of the {what} weights (bf16, fp8, fp4, nvfp4, mxfp4, "
                     + ("mxfp4_mxfp8, " if component == "experts" else "")
+                    + ("fp8_block, " if component not in ("embeddings", "head") else "")
                     + (
                         "int4; default: as the checkpoint stores them, under --weight-dtype too)."
                         if component in ("embeddings", "head")

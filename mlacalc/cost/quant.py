@@ -35,6 +35,7 @@ from mlacalc.words.errors import ConfigError
 
 __all__ = [
     "FORMAT_BITS",
+    "FP8_BLOCK",
     "KEPT",
     "ComponentPrecision",
     "QuantScheme",
@@ -560,8 +561,19 @@ def component_precision(model: Any, include_mtp: bool = False) -> ComponentPreci
     return ComponentPrecision(weights=ordered, kv_cache=kv, source=source)
 
 
-#: Bits per weight of formats whose scales add to their elements.
-FORMAT_BITS = {"nvfp4": 4.5, "w4a16_nvfp4": 4.5, "mxfp4": 4.25, "mxfp4_mxfp8": 4.25}
+#: Bits per weight of formats whose scales add to their elements (``fp8_block``: one float32
+#: per 128 x 128 block where both sides divide by 128; a component's exact figure, every block
+#: counted whole, is :func:`mlacalc.serving.precision.fp8_block_bits`).
+FORMAT_BITS = {
+    "nvfp4": 4.5,
+    "w4a16_nvfp4": 4.5,
+    "mxfp4": 4.25,
+    "mxfp4_mxfp8": 4.25,
+    "fp8_block": 8 + 32 / (128 * 128),
+}
+
+#: the block of ``fp8_block`` asked per component (DeepSeek-V3's ``weight_block_size``)
+FP8_BLOCK = (128, 128)
 
 #: Formats whose kernels are a class of their own, not their weights' dtype's, as ``(GEMM
 #: class, grouped MoE class)``: MXFP4 weights with activations quantized to MXFP8 run the
@@ -572,6 +584,7 @@ FORMAT_BITS = {"nvfp4": 4.5, "w4a16_nvfp4": 4.5, "mxfp4": 4.25, "mxfp4_mxfp8": 4
 #: activations the weight-only ``w4a16``. ``nvfp4`` and ``fp4`` quantize their activations too:
 #: the fp4 GEMMs and MoE.
 _FORMAT_CLASS = {
+    "fp8_block": ("fp8_block", "fp8_block"),  # the block-scaled fp8 GEMM and MoE
     "mxfp4_mxfp8": ("w4a8_mxfp4", "w4a8_mxfp4"),
     "mxfp4": ("w4a16", "w4a16_mxfp4"),
     "w4a16_nvfp4": ("w4a16", "w4a16"),

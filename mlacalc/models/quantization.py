@@ -69,6 +69,7 @@ _FORMAT_DTYPE = {
     "fp32": "fp32",
     "fp8": "fp8",
     "fp8_tensor": "fp8",
+    "fp8_block": "fp8",  # asked per component: fp8 values, a float32 scale per 128 x 128 block
     "nvfp4": "fp4",
     "w4a16_nvfp4": "fp4",
     "mxfp4": "fp4",

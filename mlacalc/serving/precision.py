@@ -12,22 +12,26 @@ attention, the absorbed MLA products with them), ``dense_ffn``, ``experts`` (the
 
 A component in a format is sized at the format's bits per weight, its scales included
 (:data:`FORMAT_BITS`: nvfp4 4.5, one fp8 scale per 16; mxfp4 4.25, one 8-bit scale per 32;
-the others their dtype's bits), and each of its kernels is timed by its own class: the GEMM
-(or grouped MoE) class of that weight format (:func:`mlacalc.words.dtypes.weight_gemm_class`:
-fp8 weights the fp8 GEMMs, fp4 the fp4 GEMMs where the device has them, integer weights the
-weight-only kernels), reading the weights in that format.
+fp8_block 8 + 1/512, one float32 per 128 x 128 block, counted exactly per matrix (ceil on both
+sides, :func:`fp8_block_bits`); the others their dtype's bits), and each of its kernels is
+timed by its own class: the GEMM (or grouped MoE) class of that weight format
+(:func:`mlacalc.words.dtypes.weight_gemm_class`: fp8 weights the fp8 GEMMs, fp4 the fp4 GEMMs
+where the device has them, integer weights the weight-only kernels; fp8_block the block-scaled
+fp8 GEMM and MoE), reading the weights in that format.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from mlacalc.cost.engine import kv_cache
 from mlacalc.cost.params import param_counts
 from mlacalc.cost.quant import (
     FORMAT_BITS,
+    FP8_BLOCK,
     KEPT,
     format_bits,
     format_class,
@@ -35,7 +39,7 @@ from mlacalc.cost.quant import (
 )
 from mlacalc.models.loading import ModelConfig
 from mlacalc.models.quantization import COMPONENTS, format_dtype
-from mlacalc.models.tensors import tensors
+from mlacalc.models.tensors import part_of, tensors
 from mlacalc.serving.layout import (
     NORM_BITS,
     Layout,
@@ -57,6 +61,7 @@ __all__ = [
     "component_weight_bytes",
     "format_bits",
     "format_class",
+    "fp8_block_bits",
     "kept_components",
 ]
 
@@ -105,7 +110,7 @@ def check_components(value: Any, m: ModelConfig | None = None) -> dict[str, str]
             raise InvalidArgumentError(
                 "component_dtypes",
                 f"{comp}: unknown format {fmt!r}; use a dtype (bf16, fp8, fp4, int4 ...) or "
-                "nvfp4, mxfp4, mxfp4_mxfp8",
+                "nvfp4, mxfp4, mxfp4_mxfp8, fp8_block",
             ) from None
         only = _COMPONENT_ONLY.get(name)
         if only is not None and comp != only:
@@ -180,6 +185,41 @@ def expert_bias_share(m: ModelConfig) -> float:
     return biases / (weights + biases) if biases else 0.0
 
 
+#: :func:`mlacalc.models.tensors.part_of`'s parts -> the components (as component_precision)
+_TENSOR_COMPONENT = {
+    "attention": "attention",
+    "dense_ffn": "dense_ffn",
+    "moe_routed_experts": "experts",
+    "moe_shared_experts": "shared_experts",
+    "embedding": "embeddings",
+    "lm_head": "head",
+}
+
+
+@lru_cache(maxsize=64)
+def fp8_block_bits(m: ModelConfig, component: str, include_mtp: bool = False) -> float:
+    """Bits per weight of ``component``'s matrices in ``fp8_block`` (one fp8 byte a value and a
+    float32 scale per 128 x 128 block, ``ceil(out/128) * ceil(in/128)`` a matrix, each expert's
+    own): the checkpoint's exact bytes over its parameters, as DeepSeek-V3's fp8 export stores
+    them; :data:`FORMAT_BITS`'s 8 + 1/512 where no side is ragged (no matrix of the component:
+    that figure)."""
+    bm, bn = FP8_BLOCK
+    params = nbytes = 0
+    for t in tensors(m, include_mtp=include_mtp):
+        if len(t.shape) < 2 or _TENSOR_COMPONENT.get(part_of(t.name)) != component:
+            continue
+        experts = t.shape[0] if len(t.shape) == 3 else 1
+        out, inp = t.shape[-2], t.shape[-1]
+        params += t.numel
+        nbytes += t.numel + 4 * experts * -(-out // bm) * -(-inp // bn)
+    return nbytes * 8 / params if params else FORMAT_BITS["fp8_block"]
+
+
+def _bits(m: ModelConfig, component: str, fmt: str) -> float:
+    """Bits per weight of ``component`` in ``fmt``, ``fp8_block``'s exact for the model."""
+    return fp8_block_bits(m, component) if fmt == "fp8_block" else format_bits(fmt)
+
+
 def component_weight_bytes(
     m: ModelConfig,
     lay: Layout,
@@ -196,7 +236,9 @@ def component_weight_bytes(
     params = weight_breakdown(m, lay, include_mtp)
     for comp, fmt in components.items():
         if comp in _PART and params.get(_PART[comp]):
-            bits = format_bits(fmt)
+            # fp8_block: a GPU's share of the component's exact bytes (a split on block
+            # bounds holds its share exactly, as checkpoint_part_bytes says)
+            bits = _bits(m, comp, fmt)
             nbytes = params[_PART[comp]] * bits / 8
             if comp == "attention" and bits < NORM_BITS:  # its norms keep 16 bits
                 nbytes += float(attention_norm_params(m, lay, include_mtp)) * (NORM_BITS - bits) / 8
@@ -211,8 +253,8 @@ def component_weight_bytes(
         total = e_params + b["lm_head"]
         share = e_params / total if total else 0.0
         base_bits = out["embedding_head"] * 8 / params["embedding_head"]
-        bits_e = format_bits(emb) if emb else base_bits
-        bits_h = format_bits(head) if head else base_bits
+        bits_e = _bits(m, "embeddings", emb) if emb else base_bits
+        bits_h = _bits(m, "head", head) if head else base_bits
         n = params["embedding_head"]
         out["embedding_head"] = math.ceil(n * (share * bits_e + (1 - share) * bits_h) / 8)
     return out

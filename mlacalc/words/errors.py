@@ -121,10 +121,11 @@ class UnknownDtypeError(ValueError, MlacalcError):
             # block-scaled fp8 is a checkpoint's format, not a dtype a flag sizes (a trial
             # reached for --weight-dtype fp8_block to time vLLM's block-scaled kernels)
             hint = (
-                " (block-scaled fp8 comes from the checkpoint's quantization_config "
+                " (block-scaled fp8 is a format per component: plan and search take "
+                "--attention-dtype fp8_block --dense-ffn-dtype fp8_block --expert-dtype "
+                "fp8_block, the Python API component_dtypes=; a checkpoint declaring it "
                 "(quant_method fp8 with weight_block_size [128, 128], as DeepSeek-V3's and "
-                "the -FP8 checkpoints declare): leave this out for such a model, or add that "
-                "block to your config.json or model YAML; fp8 here is per-tensor fp8)"
+                "the -FP8 checkpoints do) is read as stored; fp8 here is per-tensor fp8)"
             )
         return f"{head}unknown {self.what} '{name[:40]}'; use one of: {', '.join(self.known)}{hint}"
 
