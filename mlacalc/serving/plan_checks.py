@@ -1302,7 +1302,8 @@ def requantized_words(m: ModelConfig, weight_dtype: str | None, components: dict
     experts run as ``mxfp4_mxfp8`` included) or a model sized from no quantized checkpoint."""
     if m.quantization is None or not checkpoint_stored(m):
         return ""
-    stored = "mxfp4" if stored_experts(m)[1] == "w4a16_mxfp4" else None
+    # a dense checkpoint has no routed experts to keep (Gemma-4-31B NVFP4 raised a KeyError)
+    stored = "mxfp4" if m.is_moe and stored_experts(m)[1] == "w4a16_mxfp4" else None
     own = ("mxfp4", "mxfp4_mxfp8") if stored else ()
     changed = {c: f for c, f in components.items() if not (c == "experts" and f in own)}
     if weight_dtype is None and not changed:
