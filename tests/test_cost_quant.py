@@ -225,6 +225,18 @@ def test_bad_awq_gptq_field_is_named(change, field):
     assert "\n" not in str(err.value)
 
 
+def test_group_size_not_dividing_names_the_source_and_tensor():
+    """Refused when sized, the error still names the config's source (the sizing alone cannot)
+    and the first matrix whose input features the group size does not divide (q_proj's 4,096
+    by 96)."""
+    raw = json.loads((QUANT / "llama-3.1-8b-awq.config.json").read_text(encoding="utf-8"))
+    raw["quantization_config"] = {**raw["quantization_config"], "group_size": 96}
+    with pytest.raises(ConfigError) as err:
+        mlacalc.weight_bytes(mlacalc.import_hf_config(raw))
+    assert err.value.source
+    assert "q_proj.weight's 4096 input features" in str(err.value)
+
+
 # ---------------------------------------------------------------- the meta-device route
 
 

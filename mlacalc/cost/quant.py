@@ -260,7 +260,7 @@ def _quantized(
 
 def _awq_gptq_bytes(out: int, inp: int, s: QuantScheme) -> tuple[int, int]:
     """(payload bytes, scale bytes) of one ``[out, in]`` linear of an AWQ or GPTQ checkpoint,
-    its tensors as the loaders store them (docs/serving.md, "AWQ and GPTQ checkpoints"; the
+    its tensors as the loaders store them (docs/model-families.md, "AWQ and GPTQ checkpoints"; the
     layouts from recall of AutoAWQ's ``WQLinear_GEMM`` / ``WQLinear_GEMV`` and AutoGPTQ's
     ``QuantLinear``), K = in, N = out, G = group_size, b = bits, 32 // b values an int32:
 
@@ -488,7 +488,28 @@ def checkpoint_tensors(model: Any, include_mtp: bool = False) -> list[Tensor]:
             field="quantization_config",
             fix="remove quantization_config to size the weights with weights_dtype",
         )
-    return tensors(model, include_mtp=include_mtp)
+    ts = tensors(model, include_mtp=include_mtp)
+    _check_whole_groups(model, ts)
+    return ts
+
+
+def _check_whole_groups(model: Any, ts: list[Tensor]) -> None:
+    """An AWQ or GPTQ checkpoint whose ``group_size`` does not divide a quantized linear's input
+    features is refused naming the config file, the field and the first such tensor (the
+    sizing itself, :func:`_awq_gptq_bytes`, cannot name the file)."""
+    s = model.quantization
+    if s is None or s.method not in ("awq", "gptq") or s.group_size in (None, -1):
+        return
+    for t in ts:
+        if t.shape[-1] % s.group_size and tensor_format(t, s) is not None:
+            raise ConfigError(
+                f"{s.group_size} does not divide {t.name}'s {t.shape[-1]} input features, so "
+                "its groups are not whole",
+                source=model.origin,
+                field="quantization_config.group_size",
+                fix="use a group_size that divides every quantized linear's in_features"
+                + (", or -1 (one group a row)" if s.method == "gptq" else ""),
+            )
 
 
 def checkpoint_part_bytes(model: Any) -> dict[str, tuple[int, int]] | None:
