@@ -589,3 +589,28 @@ def test_a_served_per_tensor_fp8_gemm_is_timed_with_a_static_quantize():
     fp8 = SimpleNamespace(kernels=[{"kind": "gemm", "dtype": "fp8"}])
     assert "static input scale" in static_fp8_note(fp8)
     assert static_fp8_note(SimpleNamespace(kernels=[{"kind": "gemm", "dtype": "fp4"}])) == ""
+
+
+@pytest.mark.parametrize(
+    ("model", "hw", "kv", "said"),
+    [
+        ("llama-3-8b", "A100-SXM-80GB", "fp8", "needs fp8 tensor cores (Ada, Hopper or Blackwell)"),
+        ("llama-3-8b", "A100-SXM-80GB", "nvfp4", "(from recall of its docs; there: int8)"),
+        ("deepseek-v2-lite", "A100-SXM-80GB", "fp8", "none there"),
+        ("llama-3-8b", "H200", "fp8", None),
+        ("llama-3-8b", "A100-SXM-80GB", "int8", None),
+    ],
+)
+def test_trtllm_kv_cache_needs_its_tensor_cores(model, hw, kv, said):
+    """TensorRT-LLM's FP8 KV cache is Ada's, Hopper's and Blackwell's (Ampere: INT8 only), its
+    NVFP4 cache Blackwell's: an A100 plan of an fp8 cache said nothing, and of an nvfp4 one
+    offered fp8 there."""
+    from mlacalc import load_model
+    from mlacalc.serving.plan_checks import engine_runs_kv, format_warnings
+
+    m = load_model(model)
+    dev = load_hardware(hw)
+    warned = [w for w in format_warnings(m, dev, "trtllm", kv) if w.startswith("--kv-dtype")]
+    assert engine_runs_kv(m, kv, "trtllm", dev) == (said is None)
+    if said is not None:
+        assert len(warned) == 1 and said in warned[0] and "fp8, " not in warned[0]

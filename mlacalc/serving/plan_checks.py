@@ -1188,17 +1188,30 @@ def _dsa_fp8_warning(m: ModelConfig, kv: KVLayout, engine: str) -> tuple[str, ..
     )
 
 
-#: the KV cache formats an engine offers on fp4 tensor cores only (from recall of its docs, as
-#: :data:`_ENGINE_KV`): TensorRT-LLM's NVFP4 cache is Blackwell's (a trial's H200 plan of an
-#: nvfp4 cache under TensorRT-LLM said nothing)
-_ENGINE_KV_FP4_CORES = {"trtllm": ("nvfp4",)}
+#: the KV cache formats an engine offers only on a device with the named tensor cores (from
+#: recall of its docs' support matrix, as :data:`_ENGINE_KV`): TensorRT-LLM's NVFP4 cache is
+#: Blackwell's (a trial's H200 plan of an nvfp4 cache under TensorRT-LLM said nothing), its FP8
+#: cache Ada's, Hopper's and Blackwell's (Ampere: INT8 only; an A100 plan of an fp8 cache said
+#: nothing and an nvfp4 one named fp8 among the formats there)
+_ENGINE_KV_CORES = {
+    "trtllm": {"nvfp4": "fp4", "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_ds_mla": "fp8"},
+}
+#: the devices that hold each kind of tensor cores, in a warning's words
+_CORES_WORDS = {"fp4": "Blackwell", "fp8": "Ada, Hopper or Blackwell"}
+
+
+def _one_of(formats: list[str]) -> str:
+    """``"one of those, or "`` / ``"int8, or "`` / nothing: the formats a warning offers."""
+    if not formats:
+        return ""
+    return ("one of those" if len(formats) > 1 else formats[0]) + ", or "
 
 
 def _engine_kv_warnings(
     m: ModelConfig, kv: KVLayout, engine: str, hw: HardwareSpec | None = None
 ) -> tuple[str, ...]:
     """A KV cache format the engine named does not offer (for this attention, or on ``hw``:
-    :data:`_ENGINE_KV_FP4_CORES`): sized and timed as asked, but said, naming both options
+    :data:`_ENGINE_KV_CORES`): sized and timed as asked, but said, naming both options
     (int4 under vLLM, fp4/nvfp4 under TensorRT-LLM for MLA were taken with a timing caveat
     only); a DSA model's fp8 in a layout the engine does not store (:func:`_dsa_fp8_warning`)."""
     if kv.bits >= 16 or engine not in _ENGINE_KV:
@@ -1213,19 +1226,23 @@ def _engine_kv_warnings(
         if kv.name == "fp8_ds_mla":
             return ()  # said once, by the layout's own DSA-only warning
         offered = tuple(f for f in offered if f != "fp8_ds_mla")
-    cores = hw is not None and "fp4" not in hw.peak_flops_per_s
-    if kv.name in offered and cores and kv.name in _ENGINE_KV_FP4_CORES.get(engine, ()):
-        runs = [f for f in offered if f not in _ENGINE_KV_FP4_CORES[engine]]
+    needs = _ENGINE_KV_CORES.get(engine, {})
+    lacks = (
+        set() if hw is None else {f for f, c in needs.items() if c not in hw.peak_flops_per_s}
+    )  # the formats the engine offers but does not run on this device
+    if kv.name in offered and kv.name in lacks:
+        core = needs[kv.name]
+        runs = [f for f in offered if f not in lacks]
+        there = f"there: {', '.join(runs)}" if runs else "none there"
         return (
             f"--kv-dtype {kv.name} under --engine {engine}: {ENGINE_LABELS.get(engine, engine)}"
-            f"'s {kv.name} KV cache needs fp4 tensor cores (Blackwell), which {hw.name} has not "
-            f"(from recall of its docs; there: {', '.join(runs)}); the figures are for a cache "
-            "it cannot run on this device: use one of those, or a Blackwell device",
+            f"'s {kv.name} KV cache needs {core} tensor cores ({_CORES_WORDS[core]}), which "
+            f"{hw.name} has not (from recall of its docs; {there}); the figures are for a cache "
+            f"it cannot run on this device: use {_one_of(runs)}a device with {core} tensor cores",
         )
     if kv.name in offered:
         return ()
-    if cores:  # the formats the engine runs on this device
-        offered = tuple(f for f in offered if f not in _ENGINE_KV_FP4_CORES.get(engine, ()))
+    offered = tuple(f for f in offered if f not in lacks)  # the formats it runs on this device
     return (
         f"--kv-dtype {kv.name} under --engine {engine}: {ENGINE_LABELS.get(engine, engine)} "
         f"offers no {kv.name} KV cache{' for MLA' if mla else ''} (its formats below 16 bits: "
