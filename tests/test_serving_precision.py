@@ -614,3 +614,14 @@ def test_trtllm_kv_cache_needs_its_tensor_cores(model, hw, kv, said):
     assert engine_runs_kv(m, kv, "trtllm", dev) == (said is None)
     if said is not None:
         assert len(warned) == 1 and said in warned[0] and "fp8, " not in warned[0]
+
+
+def test_search_takes_trtllm_gen_for_gpt_oss_own_mxfp4_on_b200():
+    """GPT-OSS's own MXFP4 experts under MXFP8 activations (the w4a8_mxfp4 MoE, the choice a
+    B200 search adds) take TensorRT-LLM-gen's MoE: moe_backend="trtllm-gen" is checked against
+    that choice too (refused when the choice was added after the check)."""
+    from mlacalc import search
+
+    r = search("gpt-oss-120b", "B200", 1, isl=2000, osl=500, ttft=2.0, tpot=0.05,
+               moe_backend="trtllm-gen", engine="trtllm", weight_dtypes=["fp8"])  # fmt: skip
+    assert r.best["component_dtypes"] == {"experts": "mxfp4_mxfp8"}

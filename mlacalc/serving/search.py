@@ -849,9 +849,9 @@ def check_search(
         _check_limits_divide(limits, gpus)
         if pf_limits is not None:
             _check_limits_divide(pf_limits, gpus, None, "prefill_")
-    # none named: the engine's profile for the device (what stood in is said)
-    prof, engine_name, engine_note = engine_profile_of(profile, engine, hw)
+    prof, engine_name, engine_note = engine_profile_of(profile, engine, hw)  # none: the engine's
     weights = [None] if own else list(weight_dtypes)
+    components = with_own_w4a8(m, hw, prof, components)  # choice added before moe_backend's check
     moe["moe_backend"] = _check_backend(moe_backend, m, hw, engine_name, weights, components)
     max_running, max_tokens, scheduler, record, page_size = _scheduler_request(
         m, hw, engine, engine_name, engine_defaults,
@@ -886,7 +886,7 @@ def check_search(
         max_tokens=None if max_tokens is None else count("max_tokens", max_tokens, 1 << 30),
         scheduler=scheduler,
         scheduler_record=record,
-        components=with_own_w4a8(m, hw, prof, components),
+        components=components,
         whole_gpus=tight,
         weight_cache=cache,
         chunks=_check_chunks(chunked_prefills),
