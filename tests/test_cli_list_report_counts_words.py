@@ -30,5 +30,7 @@ def test_report_refuses_a_storage_format_and_names_where_it_is_taken(run):
     report does not have)."""
     err = run("report", "deepseek-v3", "--weight-dtype", "nvfp4", code=2)[1]
     assert "nvfp4 is a storage format with scales" in err
-    assert "plan and search take --expert-dtype nvfp4" in err and "component_dtypes=" in err
+    assert "plan takes --expert-dtype nvfp4" in err and "component_dtypes=" in err
+    # search has no --expert-dtype: its words are --component-choice's
+    assert "search --component-choice experts=nvfp4,attention=nvfp4" in err
     assert len(err.strip().splitlines()) <= 2  # the usage line and the one error line

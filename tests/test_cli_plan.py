@@ -184,6 +184,7 @@ def test_fp8_block_as_a_dtype_points_to_the_component_formats(run):
         assert len(err.strip().splitlines()) == 1, err
         assert "weight_block_size [128, 128]" in err and "fp8 here is per-tensor fp8" in err
         assert "--attention-dtype fp8_block" in err
+        assert "search --component-choice attention=fp8_block," in err  # search's own flag
     _, err = run("plan", "qwen3-30b-a3b", "-H", "H100", "--gpus", 8, "--weight-dtype", "fp7",
                  "--isl", 2000, "--osl", 500, code=2)  # fmt: skip
     assert "quantization_config" not in err

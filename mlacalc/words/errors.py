@@ -114,16 +114,19 @@ class UnknownDtypeError(ValueError, MlacalcError):
             hint = (
                 f" ({name} is a storage format with scales: give a plain dtype here (fp4: 4 "
                 "bits every weight, no scales), or the format per component to size its scales: "
-                f"plan and search take --expert-dtype {name} --attention-dtype {name}, the "
-                "Python API component_dtypes=)"
+                f"plan takes --expert-dtype {name} --attention-dtype {name}, search "
+                f"--component-choice experts={name},attention={name}, the Python API "
+                "component_dtypes=)"
             )
         if formats and self.name.strip().lower() in ("fp8_block", "fp8-block", "fp8_blockwise"):
             # block-scaled fp8 is a checkpoint's format, not a dtype a flag sizes (a trial
             # reached for --weight-dtype fp8_block to time vLLM's block-scaled kernels)
             hint = (
-                " (block-scaled fp8 is a format per component: plan and search take "
+                " (block-scaled fp8 is a format per component: plan takes "
                 "--attention-dtype fp8_block --dense-ffn-dtype fp8_block --expert-dtype "
-                "fp8_block, the Python API component_dtypes=; a checkpoint declaring it "
+                "fp8_block, search --component-choice "
+                "attention=fp8_block,dense_ffn=fp8_block,experts=fp8_block, the Python API "
+                "component_dtypes=; a checkpoint declaring it "
                 "(quant_method fp8 with weight_block_size [128, 128], as DeepSeek-V3's and "
                 "the -FP8 checkpoints do) is read as stored; fp8 here is per-tensor fp8)"
             )
