@@ -128,3 +128,14 @@ def test_add_gpus_says_how_many(model, hw, gpus, kw, fewest):
         except mlacalc.MlacalcError:  # no layout of the kind (TP12 of 128 heads)
             continue
         assert not q.fits, below
+
+
+def test_a_cache_no_gpu_count_holds_names_the_context_not_more_gpus():
+    """One sequence of 100M tokens of DeepSeek-V3 on 8 H200 (its latent copied on every TP
+    rank) was told "add GPUs (no layout of this kind up to 512 GPUs holds them)": no count
+    helps, so the advice is a shorter context or a narrower cache (here Llama-3-8B's 8 KV
+    heads, copied past TP8, at 1G tokens on one GPU: none up to 64 holds it)."""
+    p = mlacalc.plan("llama-3-8b", "H200", 1, seq_len=2**30)
+    assert not p.fits and p.overflow.startswith("kv cache: one sequence"), p.overflow
+    assert "add GPUs" not in p.overflow
+    assert p.overflow.endswith("GPUs holds them: use a shorter context or a narrower --kv-dtype")

@@ -463,12 +463,22 @@ def _fewest_words(req: PlanRequest) -> str:
     found = fewest_gpus(req)
     if found is None:
         most = min(FEWEST_GPUS_MAX, FEWEST_GPUS_TIMES * req.gpus)
-        return f"no layout of this kind up to {most:,} GPUs holds them"
+        return f"no layout of this kind up to {most:,} GPUs holds them"  # weights, or the cache
     gpus, lay = found
     return (
         f"{gpus:,} at {lay.describe()}, --gpus {gpus}: the fewest of this layout's kind that "
         f"hold the weights and one sequence's cache of {req.context:,} tokens"
     )
+
+
+def _sequence_levers(req: PlanRequest) -> str:
+    """What holds one sequence's cache that does not fit: more GPUs (how many), or, where no
+    layout of this kind up to the most tried holds it, a shorter context or a narrower cache
+    (a 100M-token DeepSeek-V3 plan on 8 H200 was told "add GPUs (no layout ... holds them)")."""
+    words = _fewest_words(req)
+    if not words.startswith("no layout"):
+        return f"; add GPUs ({words})"
+    return f"; {words}: use a shorter context or a narrower --kv-dtype"
 
 
 def _overflow(
@@ -496,7 +506,7 @@ def _overflow(
             f"kv cache: one sequence of {context:,} tokens needs "
             f"{human_bytes(seq_bytes)} per GPU and "
             f"{human_bytes(budget)} are left after the weights"
-            + (f"; add GPUs ({_fewest_words(req)})" if fewest else "")
+            + (_sequence_levers(req) if fewest else "")
         )
     if batch is not None and req.isl is None and batch > max_batch:
         # an answer, as the weights' and one sequence's overflow: the batch asked does not fit;
