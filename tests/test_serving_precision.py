@@ -625,3 +625,18 @@ def test_search_takes_trtllm_gen_for_gpt_oss_own_mxfp4_on_b200():
     r = search("gpt-oss-120b", "B200", 1, isl=2000, osl=500, ttft=2.0, tpot=0.05,
                moe_backend="trtllm-gen", engine="trtllm", weight_dtypes=["fp8"])  # fmt: skip
     assert r.best["component_dtypes"] == {"experts": "mxfp4_mxfp8"}
+
+
+def test_fp8_formats_on_a100_are_said_as_fp8_not_as_mxfp4():
+    """fp8_block experts and GEMMs on A100 run w8a16: the warning named "the weight-only MXFP4
+    MoE" and "without fp4 tensor cores" (words written for 4-bit float formats)."""
+    from mlacalc import load_model
+    from mlacalc.serving.plan_checks import format_warnings
+
+    m = load_model("qwen3-30b-a3b")
+    comps = {"experts": "fp8_block", "attention": "fp8_block"}
+    said = format_warnings(m, load_hardware("A100-SXM-80GB"), "trtllm", "bf16", None, comps)
+    said = [w for w in said if "fp8_block:" in w]
+    assert len(said) == 2, said
+    assert all("without fp8 tensor cores" in w and "MXFP4" not in w for w in said), said
+    assert any("the weight-only MoE (w8a16)" in w for w in said), said

@@ -899,7 +899,8 @@ HOPPER_MXFP4_MOE = "TensorRT-LLM (Triton), SGLang (Triton, Marlin), vLLM (Triton
 
 
 def _weight_only_path(fmt: str, moe: bool, runs: str) -> str:
-    """What a 4-bit float format on a device without its tensor cores is timed as, in words:
+    """What a format on a device without its tensor cores is timed as, in words (fp8 ones too:
+    fp8 / fp8_block weights on A100 run w8a16):
     MXFP4 experts as the weight-only MXFP4 MoE every engine's H100 table times (the kernel the
     engines run instead); NVFP4 experts and fp4 GEMMs as a stand-in, no shipped table showing
     an engine run them there (a trial read "the kernel it runs instead" of NVFP4 experts on
@@ -909,15 +910,22 @@ def _weight_only_path(fmt: str, moe: bool, runs: str) -> str:
             f"the weight-only MXFP4 MoE the engines run instead ({runs}: the shipped H100 "
             f"tables time it under {HOPPER_MXFP4_MOE})"
         )
+    cores = format_dtype(fmt)  # fp4, or fp8 (fp8 / fp8_block weights on A100: w8a16)
     if moe:
+        kind = "MXFP4 MoE" if runs == "w4a16_mxfp4" else "MoE"
+        nearest = (
+            " (the H100 tables time a weight-only MXFP4 MoE only; vLLM's runs a W4A4 MXFP4 "
+            "checkpoint on Marlin's, the nearest path)"
+            if cores == "fp4"
+            else ""
+        )
         return (
-            f"a stand-in, the weight-only MXFP4 MoE ({runs}): no shipped table shows an engine "
-            f"running {fmt} experts without fp4 tensor cores (the H100 tables time a weight-only "
-            "MXFP4 MoE only; vLLM's runs a W4A4 MXFP4 checkpoint on Marlin's, the nearest path)"
+            f"a stand-in, the weight-only {kind} ({runs}): no shipped table shows an engine "
+            f"running {fmt} experts without {cores} tensor cores{nearest}"
         )
     return (
         f"a stand-in, the weight-only GEMM ({runs}): no shipped table shows an engine running "
-        f"{fmt} GEMMs without fp4 tensor cores"
+        f"{fmt} GEMMs without {cores} tensor cores"
     )
 
 
