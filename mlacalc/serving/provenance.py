@@ -101,7 +101,16 @@ def calibration_of(
         kept = variant if variant in (DEEPEP_STEP, MIN_LATENCY_MOE) else ""
         one = KernelBatch(kind, dtype, np.zeros(1), np.zeros(1), np.ones(1), {}, kept)
         run, _, _, how = run_class(one, hw, prof)
-        runs[(run.kind, run.dtype, run.variant)] = how
+        ran_as = (run.kind, run.dtype, run.variant)
+        runs[ran_as] = _fallback_how(prof, hw, ran_as, how, expected)
+    # a class the kernels' own shapes run (a DSA core's kernel variant) that another class's
+    # fit stands in for is one of the step's classes too, said as those above are
+    shaped = {_ran_class(k, hw, prof) for k in kernels} - {()}
+    for c in sorted(shaped - set(runs)):
+        how = prof.params(hw.name, *c[:2], hw, c[2])[1]
+        said = _fallback_how(prof, hw, c, how, expected)
+        if said != how:
+            runs[c] = said
     hows = Counter(runs.values())
     keys: dict[str, list[str]] = {}
     for run_key, how in runs.items():
@@ -133,7 +142,7 @@ def calibration_of(
     # A lent fit that times another class also names the class it times ("the dispatch:fp8
     # fit timing the step's dispatch:bf16": GLM-5.1's bf16 dispatch beside nvfp4 experts under
     # SGLang on B200 was said only as "stand-in: dispatch:fp8", a kernel the step does not run)
-    ran = set(runs) | {_ran_class(k, hw, prof) for k in kernels}
+    ran = set(runs) | shaped
     found: dict[str, set[str]] = {}
     for c in ran:
         key = prof.class_found(hw.name, *c[:2], hw, c[2]) if c else None
@@ -370,6 +379,27 @@ def stand_in_warnings(engine: str, parts: list[dict[str, Any]]) -> tuple[str, ..
                 "tables, so engines compared on it are compared on one table"
             )
     return tuple(out)
+
+
+def _fallback_how(
+    prof: Any, hw: HardwareSpec, run: tuple[str, ...], how: str, expected: str
+) -> str:
+    """``how`` (:meth:`~mlacalc.timemodel.profile.Profile.params`' words for the class ``run``,
+    its kind, dtype and variant, is looked up as) where the profile times it by its own fit;
+    where another class's fit stands in (:meth:`~mlacalc.timemodel.profile.Profile.
+    stood_in_for`: an AWQ checkpoint's ``gemm:w4a16`` by the device's ``gemm:bf16`` fit, an
+    nvfp4 GEMM by an fp8 fit, a variant by its parent's), that said: "gemm:w4a16 by the
+    gemm:bf16 fit (no gemm:w4a16 fit of its own)", with the device's route where it is not the
+    line's (``expected``). A class the profile's notes mark as another profile's stand-in is
+    said with that note instead (:func:`calibration_of`: "the gemm:fp8 fit timing the step's
+    gemm:nvfp4"). A trial read an AWQ plan's "H100-SXM by its own fit" where no shared table
+    times an int4 weight-only GEMM on H100 under vLLM: the device's bf16 fit stood in unsaid."""
+    key = class_key(*run)
+    lent = prof.stood_in_for(hw.name, *run[:2], hw, run[2])
+    if lent is None or _stand_in_how(prof, lent):
+        return how
+    where = "" if how == expected else f"; {how}"
+    return f"{key} by the {lent} fit (no {key} fit of its own{where})"
 
 
 def _stand_in_how(prof: Any, key: str) -> str | None:

@@ -251,6 +251,30 @@ class Profile:
                 return key
         return None
 
+    def stood_in_for(
+        self, device: str, kind: str, dtype: str, hardware: Any = None, variant: str = ""
+    ) -> str | None:
+        """The key of the class whose fit :meth:`params` times a kernel class by (its
+        :meth:`class_found`) where that is another class's fit, a fallback of :meth:`_found`:
+        another dtype's (a dtype's stand-in of :data:`_KIND_FIRST_STAND_INS` or
+        :data:`_STAND_INS`: ``gemm:nvfp4`` by ``gemm:fp8`` or ``gemm:fp8_block``, ``gemm:fp8``
+        by ``gemm:int8``; the bf16 fit: a weight-only ``gemm:w4a16`` or ``moe:w4a16`` by
+        ``gemm:bf16`` / ``moe:bf16``; the kind's first plain class of any dtype) or another
+        variant's (a variant's parent of :data:`_PARENT_VARIANTS`: ``sparse_walk`` by
+        ``sparse``; the bf16 fit of the variant). None where the class's own fit times it: its
+        key, one of its dtype's aliases (``fp16`` is ``bf16``: NCCL's fp16 collective fits time a
+        step's bf16 collectives, the same bytes), or its dtype's plain class where the
+        variant has no fit (a kernel path of the same class, looked up as the profile's fit of
+        it), and where no class does (:meth:`params` says its lender or datasheet defaults)."""
+        found = self.class_found(device, kind, dtype, hardware, variant)
+        if found is None:
+            return None
+        _, found_dtype, *rest = found.split(":", 2)
+        found_variant = rest[0] if rest else ""
+        if _ALIASES.get(found_dtype, found_dtype) != _ALIASES.get(dtype, dtype):
+            return found
+        return found if found_variant not in ("", variant) else None
+
     def nearest_fitted(self, hardware: Any) -> str | None:
         """The fitted device whose fit stands in for ``hardware``: of its vendor, one of the
         same architecture (an NVIDIA GPU's compute capability major and architecture name: a
