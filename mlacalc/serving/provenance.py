@@ -468,29 +468,29 @@ def _takes_time(x: Any) -> bool:
 #: fitted" and "H100 from A100 only"). ``tests/test_plan_prediction_route.py`` reads the README
 #: and fails where these drift.
 ROUTE_ERRORS: dict[tuple[str, str], tuple[float, float, float]] = {
-    ("trtllm", "H100-SXM"): (4.7, 15.1, 11.2),
-    ("trtllm", "B200"): (5.3, 17.5, 10.2),
+    ("trtllm", "H100-SXM"): (4.7, 15.1, 11.3),
+    ("trtllm", "B200"): (5.3, 17.3, 10.2),
     ("sglang", "H100-SXM"): (5.1, 17.5, 10.9),
     ("sglang", "B200"): (5.7, 19.0, 9.9),
     ("vllm", "H100-SXM"): (4.9, 15.0, 10.8),
-    ("vllm", "B200"): (5.2, 16.6, 10.5),
+    ("vllm", "B200"): (5.1, 16.1, 10.5),
     ("trtllm", "A100-SXM-80GB"): (5.9, 20.0, 10.3),
 }
 
 #: The pooled p90 |error| (%) of the leave-one-device-out row each :data:`ROUTE_ERRORS` entry's
 #: third figure is the median of (the profile fitted on the key's device predicting the other
 #: device's tables; A100's: H100's tables from the A100 fit), from the same run of
-#: ``benchmarks/bench_timemodel.py --engines --loo-profile H100-SXM=fit-b200-sxm`` at 950cdbc0
+#: ``benchmarks/bench_timemodel.py --engines --loo-profile H100-SXM=fit-b200-sxm`` at 892e99b8
 #: whose medians README.md's per-engine table gives (its JSON: ``loo.pooled.p90_abs_error``),
 #: refreshed with ROUTE_ERRORS: the p90 a device predicted by datasheet ratios from that fit
 #: expects (:func:`prediction_route`)
 ROUTE_LOO_P90: dict[tuple[str, str], float] = {
-    ("trtllm", "H100-SXM"): 33.7,
+    ("trtllm", "H100-SXM"): 33.8,
     ("trtllm", "B200"): 27.8,
     ("sglang", "H100-SXM"): 32.5,
     ("sglang", "B200"): 30.2,
-    ("vllm", "H100-SXM"): 43.6,
-    ("vllm", "B200"): 56.1,
+    ("vllm", "H100-SXM"): 43.5,
+    ("vllm", "B200"): 56.2,
     ("trtllm", "A100-SXM-80GB"): 33.0,
 }
 
