@@ -297,6 +297,13 @@ def test_power_law_draws_are_bounded_loads_summing_to_the_assignments():
     share = r.assignments / per_rank_mean
     assert share[0] == pytest.approx(1, abs=0.01) and 1 < share[1] < share[2]
     assert r.active_experts[2] == 1 and r.max_per_expert[2] == r.assignments[2]
+    # the calls batched by expert count and EP give each call's figures on its own
+    from mlacalc.measured.moe_routing import _straggler_loads
+
+    for i, p in enumerate((1, 8, 256)):
+        a, most, act, tiles = _straggler_loads(4096, 8, 256, 1_200_000, p)
+        assert (r.assignments[i], r.max_per_expert[i], r.active_experts[i]) == (a, most, act)
+        assert np.array_equal(r.row_tiles[i], tiles)
 
 
 def test_comm_rows_message_semantics(h100):

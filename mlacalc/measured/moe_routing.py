@@ -144,19 +144,60 @@ def rank_loads(
         cols = np.stack([t_i, k_i, e_i, a6, p_i], axis=1)[order]
         change = np.any(cols[1:] != cols[:-1], axis=1)
         starts = np.concatenate([[0], np.nonzero(change)[0] + 1, [order.size]])
-        for s0, s1 in itertools.pairwise(starts):
+        keys = [tuple(c) for c in cols[starts[:-1]].tolist()]
+        _straggler_batch([k for k in keys if k not in _STRAGGLER])
+        for (s0, s1), key in zip(itertools.pairwise(starts), keys, strict=True):
             sel = idx[order[s0:s1]]
-            a_, m_, act_, tiles_ = _straggler_loads(*(int(v) for v in cols[s0]))
+            a_, m_, act_, tiles_ = _STRAGGLER[key]
             out_a[sel], out_max[sel], out_act[sel], out_tiles[sel] = a_, m_, act_, tiles_
     return RankLoad(out_a, out_max, out_act, out_tiles)
+
+
+#: :func:`_straggler_loads` of every call met so far, kept for the process: the same calls
+#: recur in every table of the collector's sweep (each engine's, each device's)
+_STRAGGLER: dict[tuple[int, int, int, int, int], tuple] = {}
+#: elements of the row-tile array one batch of :func:`_straggler_batch` may hold
+_BATCH_ELEMENTS = 1 << 21
+
+
+def _straggler_batch(keys: list[tuple[int, int, int, int, int]]) -> None:
+    """:func:`_straggler_loads` of each of ``keys`` into :data:`_STRAGGLER`, the calls of one
+    expert count and EP at once (speed only, the same figures: every load is a whole number,
+    so each sum below is exact in any order, as the mean of :func:`_mean_loads` is)."""
+    by_split: dict[tuple[int, int], list] = {}
+    for key in keys:
+        by_split.setdefault((key[2], key[4]), []).append(key)
+    for (e, p), group in by_split.items():
+        local = e // p
+        step = max(1, _BATCH_ELEMENTS // (DRAWS * e))
+        for i in range(0, len(group), step):
+            chunk = group[i : i + step]
+            loads = np.stack([_draws(t, k, e, a6 / 1e6, DRAWS) for t, k, _, a6, _ in chunk])
+            per_rank = loads.reshape(len(chunk), DRAWS, p, local)
+            top = per_rank.sum(axis=3).argmax(axis=2)
+            mine = np.take_along_axis(per_rank, top[:, :, None, None], axis=2)[:, :, 0, :]
+            # one row tile at a time through one buffer (a (call, draw, expert, tile) array
+            # took six times as long)
+            tiles, part = np.empty((len(chunk), len(ROW_TILES))), np.empty(mine.shape)
+            for col, tile in enumerate(ROW_TILES):
+                np.ceil(np.divide(mine, float(tile), out=part), out=part)
+                tiles[:, col] = part.sum(axis=2).sum(axis=1)
+            tiles /= DRAWS
+            assigned = mine.sum(axis=2).sum(axis=1) / DRAWS
+            most = mine.max(axis=2).sum(axis=1) / DRAWS
+            active = (mine > 0).sum(axis=2).sum(axis=1) / DRAWS
+            for j, key in enumerate(chunk):
+                row = tiles[j].copy()
+                row.flags.writeable = False
+                _STRAGGLER[key] = (float(assigned[j]), float(most[j]), float(active[j]), row)
 
 
 @cache
 def _straggler_loads(t: int, k: int, e: int, a6: int, p: int) -> tuple:
     """The most-loaded rank's mean assignments, most-loaded expert's assignments, experts with
     any token and row tiles of each of :data:`ROW_TILES` over the :data:`DRAWS` power-law
-    draws of a call (``a6``: the exponent times 10^6). Kept per call for the process: the
-    same calls recur in every table of the collector's sweep (each engine's, each device's)."""
+    draws of a call (``a6``: the exponent times 10^6), call by call: :func:`rank_loads` takes
+    the same figures from :func:`_straggler_batch`, many calls at once."""
     loads = power_law_draws(t, k, e, a6 / 1e6)
     per_rank = loads.reshape(loads.shape[0], p, e // p)
     top = per_rank[np.arange(loads.shape[0]), per_rank.sum(axis=2).argmax(axis=1)]
