@@ -37,8 +37,8 @@ from pathlib import Path
 import pytest
 
 #: the optional extras' top-level modules (pyproject.toml's extras)
-OPTIONAL = ("torch", "transformers", "pyarrow", "pandas", "scipy", "streamlit", "plotly",
-            "selenium")  # fmt: skip
+OPTIONAL = ("torch", "transformers", "pyarrow", "pandas", "scipy", "threadpoolctl",
+            "streamlit", "plotly", "selenium")  # fmt: skip
 
 _ROOT = Path(__file__).resolve().parent.parent
 _TOP = re.compile(r"^(?:import|from)\s+([A-Za-z_][\w.]*)", re.MULTILINE)

@@ -15,7 +15,9 @@ datasheet figures).
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -200,18 +202,62 @@ def fit_class(
     of the class, for a refit after a formula change), the best of the three kept."""
     # the search predicts the same rows at every step, only the parameters changing: a GEMM's
     # candidate kernels are taken once (speed only, gemm_time.kept_shapes)
-    with kept_shapes():
-        return _fit_class(observations, base=base, use_scipy=use_scipy, also=also)
+    # scipy loaded before BLAS is limited: its own OpenBLAS (the SVD of least_squares' steps)
+    # is limited only if loaded when the limit is set
+    least_squares = _scipy_least_squares() if use_scipy else None
+    with kept_shapes(), _blas_one_thread():
+        return _fit_class(observations, base=base, least_squares=least_squares, also=also)
+
+
+def _scipy_least_squares():
+    """``scipy.optimize.least_squares``, or None without scipy (the fit then runs its own
+    Levenberg-Marquardt)."""
+    try:
+        # deferred: scipy is optional; without it the fit runs its own Levenberg-Marquardt
+        from scipy.optimize import least_squares
+    except ImportError:
+        return None
+    return least_squares
+
+
+#: thread settings a user may give BLAS; one set keeps BLAS as the user said
+_USER_THREAD_VARS = (
+    "OPENBLAS_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+)
+
+
+def _blas_one_thread() -> contextlib.AbstractContextManager:
+    """BLAS on one thread while a class is fitted (speed only: the same values to 5-6
+    significant digits). The search's linear algebra is the SVD of a tall, narrow Jacobian
+    (1,500-12,000 rows, a few columns): OpenBLAS's second thread only waits on it. On the
+    2-core machine a 1,500 x 8 SVD took 12 ms of CPU on two threads and 0.3 ms on one
+    (12,000 rows: 47 vs 3.7 ms); a class fit 21.1 s of CPU on two threads, 7.2 s on one.
+    Done by threadpoolctl (the ``fit`` extra) where it is installed; without it BLAS keeps
+    its own threads (set ``OPENBLAS_NUM_THREADS=1`` before the run for the same speed). A
+    thread count the user set in the environment is kept as given."""
+    if any(os.environ.get(v) for v in _USER_THREAD_VARS):
+        return contextlib.nullcontext()
+    try:
+        # deferred: threadpoolctl is optional (the fit extra), as scipy is
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 def _fit_class(
     observations: list[Observations],
     *,
     base: dict[str, float] | None,
-    use_scipy: bool,
+    least_squares,
     also: dict[str, float] | None,
 ) -> dict[str, float]:
-    """:func:`fit_class`, its GEMM candidates kept."""
+    """:func:`fit_class`, its GEMM candidates kept (``least_squares``: scipy's, or None for
+    the numpy Levenberg-Marquardt)."""
     if not observations:
         raise InvalidArgumentError("observations", "nothing to fit")
     kind, dtype = observations[0].batch.kind, observations[0].batch.dtype
@@ -250,14 +296,6 @@ def _fit_class(
     names = _informed(names, residuals, start)
     if not names:
         return {}
-
-    least_squares = None
-    if use_scipy:
-        try:
-            # deferred: scipy is optional; without it the fit runs its own Levenberg-Marquardt
-            from scipy.optimize import least_squares
-        except ImportError:
-            least_squares = None
 
     def robust_cost(x: np.ndarray) -> float:
         r = np.abs(residuals(x))
