@@ -168,8 +168,10 @@ SEQUENCE_DOUBLING_S: dict[tuple[str, str, str], float] = {
     # when vLLM's B200 bf16 GEMM class was refitted with its output write at a rate of its own
     # (gemm_time._streams, ``write_share``); 11.66 -> 11.22 us when vLLM's B200 block-scaled
     # projections took vLLM's DeepGEMM rate without its wrapper's floor (fit-b200-sxm-vllm's
-    # gemm:fp8_block stand-in)
-    (_B200, "vllm", _GEN): 1.122e-05,
+    # gemm:fp8_block stand-in); 11.22 -> 11.61 us when vLLM's B200 nvfp4 projections took
+    # SGLang's B200 fit of FlashInfer's CuTe DSL linear (fit-b200-sxm-vllm's gemm:nvfp4
+    # stand-in, 50c7eb16)
+    (_B200, "vllm", _GEN): 1.161e-05,
     # H100: chosen with its sparse classes refitted under it (above), not fit_doubling_s's
     # median over them (which falls as the classes give the growth back: 11.7 -> 7.6 -> 5.5 us)
     (_H100, "vllm", _GEN): 6.0e-06,
