@@ -24,6 +24,7 @@ group keeps its own sequences' latent, so it is not replicated), experts shared 
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
@@ -617,11 +618,19 @@ def _remembered(memory: dict, most: int, m: ModelConfig, args: tuple, compute: A
     key = (id(m), *args)
     kept = memory.get(key)
     if kept is None or kept[0] is not m:
-        if len(memory) >= most:
-            memory.pop(next(iter(memory), None), None)
         kept = (m, compute())
-        memory[key] = kept
+        # the eviction and the insertion under one lock: a thread iterating the memory for its
+        # oldest entry while another inserts raised "dictionary changed size during iteration"
+        # (test_serving_layout_cache_threads, in CI)
+        with _MEMORY_LOCK:
+            if len(memory) >= most:
+                memory.pop(next(iter(memory), None), None)
+            memory[key] = kept
     return kept[1]
+
+
+#: guards :func:`_remembered`'s eviction and insertion across threads
+_MEMORY_LOCK = threading.Lock()
 
 
 #: :func:`stage_breakdowns`' memory: (id(model), layout, include_mtp) -> (model, stages); the
