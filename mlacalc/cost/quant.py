@@ -34,6 +34,7 @@ from mlacalc.words.dtypes import canonical_dtype, dtype_bits, weight_gemm_class
 from mlacalc.words.errors import ConfigError
 
 __all__ = [
+    "COMPONENT_OF_PART",
     "FORMAT_BITS",
     "FP8_BLOCK",
     "KEPT",
@@ -544,7 +545,7 @@ def _collapse(names: list[str]) -> list[str]:
 
 
 #: the parts of :func:`mlacalc.models.tensors.part_of` -> the components of ComponentPrecision
-_COMPONENT_OF = {
+COMPONENT_OF_PART = {
     "attention": "attention",
     "dense_ffn": "dense_ffn",
     "moe_routed_experts": "experts",
@@ -571,7 +572,7 @@ def component_precision(model: Any, include_mtp: bool = False) -> ComponentPreci
         source, kept_fmt = f"quantization_config: {scheme.describe()}", "bf16"
     out: dict[str, dict[str, int]] = {}
     for t in tensors(model, include_mtp=include_mtp):
-        component = _COMPONENT_OF.get(part_of(t.name))
+        component = COMPONENT_OF_PART.get(part_of(t.name))
         if component is None or len(t.shape) < 2:
             continue
         fmt = (tensor_format(t, scheme) if scheme is not None else None) or kept_fmt

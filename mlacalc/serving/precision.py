@@ -30,6 +30,7 @@ from typing import Any
 from mlacalc.cost.engine import kv_cache
 from mlacalc.cost.params import param_counts
 from mlacalc.cost.quant import (
+    COMPONENT_OF_PART,
     FORMAT_BITS,
     FP8_BLOCK,
     KEPT,
@@ -185,17 +186,6 @@ def expert_bias_share(m: ModelConfig) -> float:
     return biases / (weights + biases) if biases else 0.0
 
 
-#: :func:`mlacalc.models.tensors.part_of`'s parts -> the components (as component_precision)
-_TENSOR_COMPONENT = {
-    "attention": "attention",
-    "dense_ffn": "dense_ffn",
-    "moe_routed_experts": "experts",
-    "moe_shared_experts": "shared_experts",
-    "embedding": "embeddings",
-    "lm_head": "head",
-}
-
-
 @lru_cache(maxsize=64)
 def fp8_block_bits(m: ModelConfig, component: str, include_mtp: bool = False) -> float:
     """Bits per weight of ``component``'s matrices in ``fp8_block`` (one fp8 byte a value and a
@@ -206,7 +196,7 @@ def fp8_block_bits(m: ModelConfig, component: str, include_mtp: bool = False) ->
     bm, bn = FP8_BLOCK
     params = nbytes = 0
     for t in tensors(m, include_mtp=include_mtp):
-        if len(t.shape) < 2 or _TENSOR_COMPONENT.get(part_of(t.name)) != component:
+        if len(t.shape) < 2 or COMPONENT_OF_PART.get(part_of(t.name)) != component:
             continue
         experts = t.shape[0] if len(t.shape) == 3 else 1
         out, inp = t.shape[-2], t.shape[-1]
